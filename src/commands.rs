@@ -1,0 +1,306 @@
+//! `lanyard token` and `lanyard check`, and the wiring they share with the
+//! sidecar: credentials and TLS from a [`Config`] into an [`Exchanger`].
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::{Request, StatusCode, header};
+use http_body_util::Empty;
+
+use crate::Secret;
+use crate::config::{Config, ConfigError};
+use crate::credentials::{self, Credentials};
+use crate::http_client::{self, Connector, FailureKind};
+use crate::token::{ExchangeOptions, Exchanger, SystemClock};
+
+/// How a command failed, which decides the exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    /// Bad settings or credentials: exit 2, nothing started.
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    /// Anything else: exit 1.
+    #[error("{0}")]
+    Runtime(String),
+}
+
+impl Failure {
+    /// The process exit code (CONTRACT §1).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Failure::Config(_) => 2,
+            Failure::Runtime(_) => 1,
+        }
+    }
+}
+
+/// Credentials, TLS and an exchanger, built from the settings.
+pub struct Wiring {
+    pub connector: Connector,
+    pub exchanger: Arc<Exchanger>,
+}
+
+/// Loads the credentials and builds the outbound HTTP stack.
+pub fn wire(config: &Config) -> Result<Wiring, ConfigError> {
+    let credentials = credentials::load(&config.credentials);
+    let tls = http_client::tls_config(config.ca_file.as_deref());
+    let (credentials, tls) = match (credentials, tls) {
+        (Ok(c), Ok(t)) => (c, t),
+        (c, t) => {
+            let mut lines = c.err().map(|e| e.0).unwrap_or_default();
+            lines.extend(t.err());
+            return Err(ConfigError(lines));
+        }
+    };
+    Ok(wire_with(config, credentials, tls))
+}
+
+/// As [`wire`], with credentials and TLS already in hand.
+pub fn wire_with(config: &Config, credentials: Credentials, tls: rustls::ClientConfig) -> Wiring {
+    let connector = http_client::connector(tls);
+    let options = ExchangeOptions {
+        assertion_ttl: config.assertion_ttl,
+        rfc7523_fields: config.rfc7523_fields,
+        timeout: config.token_timeout,
+    };
+    let exchanger = Arc::new(Exchanger::new(
+        credentials,
+        options,
+        connector.clone(),
+        Arc::new(SystemClock),
+    ));
+    Wiring {
+        connector,
+        exchanger,
+    }
+}
+
+/// `lanyard token`: one token, for scripts.
+pub async fn token(config: &Config) -> Result<Secret, Failure> {
+    let wiring = wire(config)?;
+    wiring
+        .exchanger
+        .fetch()
+        .await
+        .map(|issued| issued.access_token)
+        .map_err(|err| Failure::Runtime(err.to_string()))
+}
+
+/// One line of the `check` report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckLine {
+    pub status: CheckStatus,
+    pub name: &'static str,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckStatus {
+    Ok,
+    Fail,
+    Skip,
+}
+
+/// The `check` report; all well when no line failed.
+#[derive(Debug, Clone, Default)]
+pub struct CheckReport {
+    pub lines: Vec<CheckLine>,
+}
+
+impl CheckReport {
+    fn push(&mut self, status: CheckStatus, name: &'static str, detail: impl Into<String>) {
+        self.lines.push(CheckLine {
+            status,
+            name,
+            detail: detail.into(),
+        });
+    }
+
+    pub fn passed(&self) -> bool {
+        self.lines.iter().all(|l| l.status != CheckStatus::Fail)
+    }
+
+    /// The human report.
+    pub fn render(&self) -> String {
+        let mut out = String::from("lanyard check\n");
+        for line in &self.lines {
+            let status = match line.status {
+                CheckStatus::Ok => "ok",
+                CheckStatus::Fail => "FAIL",
+                CheckStatus::Skip => "skip",
+            };
+            let _ = writeln!(out, "  {status:<5} {:<12} {}", line.name, line.detail);
+        }
+        let failed = self
+            .lines
+            .iter()
+            .filter(|l| l.status == CheckStatus::Fail)
+            .count();
+        if failed == 0 {
+            out.push_str("all checks passed\n");
+        } else {
+            let _ = writeln!(out, "{failed} check(s) failed");
+        }
+        out
+    }
+}
+
+/// `lanyard check`: settings, credentials, a token, the upstream, and the
+/// rule path when `PROJECT_ID` and `RULE_ID` are set. Bad settings or
+/// credentials are a [`Failure::Config`]; everything else is reported.
+pub async fn check(config: &Config) -> Result<CheckReport, Failure> {
+    let wiring = wire(config)?;
+    let mut report = CheckReport::default();
+    report.push(CheckStatus::Ok, "settings", "valid");
+    let creds = wiring.exchanger.credentials();
+    report.push(
+        CheckStatus::Ok,
+        "credentials",
+        format!(
+            "client id {}, organization {}, RSA {}-bit key",
+            creds.client_id,
+            creds.organization_id,
+            creds.key.bits()
+        ),
+    );
+
+    let started = Instant::now();
+    let token = match wiring.exchanger.fetch().await {
+        Ok(issued) => {
+            report.push(
+                CheckStatus::Ok,
+                "token",
+                format!(
+                    "obtained from {} in {} ms, valid for {} s",
+                    creds.token_uri,
+                    started.elapsed().as_millis(),
+                    issued.lifetime.as_secs()
+                ),
+            );
+            issued.access_token
+        }
+        Err(err) => {
+            report.push(
+                CheckStatus::Fail,
+                "token",
+                format!("{err} ({})", creds.token_uri),
+            );
+            report.push(CheckStatus::Skip, "upstream", "needs a token");
+            return Ok(report);
+        }
+    };
+
+    let Some(base) = &config.service_api_url else {
+        report.push(CheckStatus::Skip, "upstream", "SERVICE_API_URL is not set");
+        return Ok(report);
+    };
+    let client = http_client::client::<Empty<Bytes>>(wiring.connector.clone());
+    let probe = |url: String| {
+        let client = client.clone();
+        let token = token.clone();
+        let timeout = config.upstream_timeout;
+        async move {
+            let request = Request::get(url.as_str())
+                .header(header::AUTHORIZATION, format!("Bearer {}", token.expose()))
+                .header(header::USER_AGENT, crate::USER_AGENT)
+                .body(Empty::new())
+                .map_err(|_| format!("{url} is not a valid URL"))?;
+            let started = Instant::now();
+            match tokio::time::timeout(timeout, client.request(request)).await {
+                Ok(Ok(response)) => Ok((response.status(), started.elapsed())),
+                Ok(Err(err)) => Err(match http_client::classify(&err) {
+                    FailureKind::Tls => format!("TLS with {url} failed"),
+                    FailureKind::Connect => format!("cannot connect to {url}"),
+                    FailureKind::Other => format!("the request to {url} failed"),
+                }),
+                Err(_) => Err(format!(
+                    "{url} did not answer within {} s",
+                    timeout.as_secs()
+                )),
+            }
+        }
+    };
+
+    // Any HTTP answer proves DNS, TCP and TLS work; the status is shown
+    // because many APIs answer 404 at their root.
+    match probe(base.to_string()).await {
+        Ok((status, took)) => report.push(
+            CheckStatus::Ok,
+            "upstream",
+            format!(
+                "{base} answered HTTP {} in {} ms",
+                status.as_u16(),
+                took.as_millis()
+            ),
+        ),
+        Err(why) => report.push(CheckStatus::Fail, "upstream", why),
+    }
+
+    let org = config
+        .org_id
+        .clone()
+        .unwrap_or_else(|| creds.organization_id.clone());
+    match (&config.project_id, &config.rule_id) {
+        (Some(project), Some(rule)) => {
+            let unsafe_segment = [("ORG_ID", &org), ("PROJECT_ID", project), ("RULE_ID", rule)]
+                .into_iter()
+                .find(|(_, v)| {
+                    !v.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
+                });
+            if let Some((name, _)) = unsafe_segment {
+                report.push(
+                    CheckStatus::Fail,
+                    "rule",
+                    format!("{name} has characters that cannot appear in a URL path segment"),
+                );
+                return Ok(report);
+            }
+            let url = format!(
+                "{}{}/organizations/{org}/projects/{project}/verifications/{rule}",
+                base.origin(),
+                base.path_prefix()
+            );
+            match probe(url).await {
+                Ok((status, _)) => {
+                    let (ok, detail) = explain_rule_status(status);
+                    report.push(
+                        if ok {
+                            CheckStatus::Ok
+                        } else {
+                            CheckStatus::Fail
+                        },
+                        "rule",
+                        detail,
+                    );
+                }
+                Err(why) => report.push(CheckStatus::Fail, "rule", why),
+            }
+        }
+        _ => report.push(
+            CheckStatus::Skip,
+            "rule",
+            "set PROJECT_ID and RULE_ID to probe the verification rule",
+        ),
+    }
+    Ok(report)
+}
+
+fn explain_rule_status(status: StatusCode) -> (bool, String) {
+    let code = status.as_u16();
+    match code {
+        200..=299 => (true, format!("the rule path answered HTTP {code}")),
+        401 => (false, "HTTP 401: the API rejected the token".into()),
+        403 => (
+            false,
+            "HTTP 403: the account lacks the verifications.api role or membership of the project's group (seed §5.4)".into(),
+        ),
+        404 => (
+            false,
+            "HTTP 404: no such rule; RULE_ID must be the UUID of a published rule, not the ver_ identifier".into(),
+        ),
+        _ => (false, format!("the rule path answered HTTP {code}")),
+    }
+}

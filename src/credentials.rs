@@ -1,0 +1,445 @@
+//! The service account's credentials: the JSON file downloaded once from
+//! the Portal (seed §2.2), with single fields overridden by the `SA_*`
+//! settings, and the RSA private key that signs assertions.
+
+use std::fmt;
+use std::io::BufReader;
+use std::path::Path;
+
+use base64::Engine as _;
+use rustls_pki_types::pem::SectionKind;
+
+use crate::Secret;
+use crate::config::{
+    self, CLIENT_ID, ConfigError, CredentialSettings, IAM_AUDIENCE, ORG_ID, ORGANIZATION_ID,
+    PRIVATE_KEY, Setting, Source, Sourced, TOKEN_URI, TargetUrl,
+};
+
+/// A credentials file is a few kilobytes; anything much larger is not one.
+const MAX_FILE_BYTES: u64 = 1024 * 1024;
+/// The seed's reference key size, and the floor for RS256 today.
+pub const MIN_KEY_BITS: usize = 2048;
+/// The only value of the file's `type` field (seed §2.2).
+const FILE_TYPE: &str = "service_account";
+
+/// Everything needed to obtain a token for one service account.
+#[derive(Debug)]
+pub struct Credentials {
+    pub client_id: String,
+    pub organization_id: String,
+    pub iam_audience: String,
+    pub token_uri: TargetUrl,
+    pub key: std::sync::Arc<SigningKey>,
+}
+
+/// The account's RSA private key, parsed and checked once at start-up.
+pub struct SigningKey {
+    encoding: jsonwebtoken::EncodingKey,
+    bits: usize,
+}
+
+impl SigningKey {
+    pub(crate) fn encoding_key(&self) -> &jsonwebtoken::EncodingKey {
+        &self.encoding
+    }
+
+    /// Modulus size in bits.
+    pub fn bits(&self) -> usize {
+        self.bits
+    }
+}
+
+impl fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SigningKey(RSA {} bits, [redacted])", self.bits)
+    }
+}
+
+/// Why a private key was refused. Messages never include key material.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    #[error("is not a PEM private key (expected a -----BEGIN PRIVATE KEY----- block)")]
+    NotPem,
+    #[error(
+        "is encrypted; lanyard needs an unencrypted key (decrypt it with `openssl pkey -in key.pem -out plain.pem` and keep the result in a Secret)"
+    )]
+    Encrypted,
+    #[error("is an {0} key; RS256 needs an RSA key")]
+    NotRsa(&'static str),
+    #[error("is a {0}, not a private key")]
+    NotPrivate(&'static str),
+    #[error(
+        "is in OpenSSH format; convert it to PKCS#8 with `ssh-keygen -p -m PKCS8 -f key` or use the PEM key from the credentials file"
+    )]
+    OpenSsh,
+    #[error("has a PEM block that does not decode (bad base64 or a missing END line)")]
+    BadPem,
+    #[error("is not a valid RSA private key (its DER structure does not parse)")]
+    InvalidRsa,
+    #[error("is an RSA key shorter than 2048 bits; generate a 2048-bit or longer key")]
+    TooShort,
+    #[error("is an RSA key longer than 8192 bits, which is not supported")]
+    TooLong,
+}
+
+/// Parses a PEM RSA private key (PKCS#8 or PKCS#1), accepting literal `\n`
+/// sequences as newlines (the form keys take in environment variables).
+pub fn parse_private_key(pem: &str) -> Result<SigningKey, KeyError> {
+    let pem = pem.trim().replace("\\n", "\n");
+    let labels: Vec<&str> = pem
+        .lines()
+        .filter_map(|line| {
+            line.trim()
+                .strip_prefix("-----BEGIN ")?
+                .strip_suffix("-----")
+        })
+        .collect();
+    let label = labels
+        .iter()
+        .copied()
+        .find(|l| l.ends_with("PRIVATE KEY"))
+        .or_else(|| labels.first().copied())
+        .ok_or(KeyError::NotPem)?;
+    match label {
+        "PRIVATE KEY" | "RSA PRIVATE KEY" => {}
+        "ENCRYPTED PRIVATE KEY" => return Err(KeyError::Encrypted),
+        "EC PRIVATE KEY" => return Err(KeyError::NotRsa("EC")),
+        "DSA PRIVATE KEY" => return Err(KeyError::NotRsa("DSA")),
+        "OPENSSH PRIVATE KEY" => return Err(KeyError::OpenSsh),
+        "PUBLIC KEY" | "RSA PUBLIC KEY" => return Err(KeyError::NotPrivate("public key")),
+        "CERTIFICATE" => return Err(KeyError::NotPrivate("certificate")),
+        _ => return Err(KeyError::NotPem),
+    }
+    // Legacy OpenSSL encryption keeps the label and adds headers.
+    if pem.contains("Proc-Type: 4,ENCRYPTED") {
+        return Err(KeyError::Encrypted);
+    }
+
+    let mut reader = BufReader::new(pem.as_bytes());
+    let (kind, der) = loop {
+        match rustls_pki_types::pem::from_buf(&mut reader) {
+            Ok(Some((kind @ (SectionKind::PrivateKey | SectionKind::RsaPrivateKey), der))) => {
+                break (kind, der);
+            }
+            Ok(Some(_)) => continue,
+            Ok(None) | Err(_) => return Err(KeyError::BadPem),
+        }
+    };
+    let parsed = match kind {
+        SectionKind::RsaPrivateKey => aws_lc_rs::rsa::KeyPair::from_der(&der),
+        _ => aws_lc_rs::rsa::KeyPair::from_pkcs8(&der),
+    };
+    let pair = parsed.map_err(|rejected| match rejected.description_() {
+        "WrongAlgorithm" => KeyError::NotRsa("EC, Ed25519 or other non-RSA"),
+        "TooSmall" => KeyError::TooShort,
+        "TooLarge" => KeyError::TooLong,
+        _ => KeyError::InvalidRsa,
+    })?;
+    let bits = pair.public_modulus_len() * 8;
+    if bits < MIN_KEY_BITS {
+        return Err(KeyError::TooShort);
+    }
+
+    // jsonwebtoken takes the key as PEM and unwraps PKCS#8 itself; hand it
+    // the one block we validated, re-armoured, not the caller's whole text.
+    let label = if kind == SectionKind::RsaPrivateKey {
+        "RSA PRIVATE KEY"
+    } else {
+        "PRIVATE KEY"
+    };
+    let body = base64::engine::general_purpose::STANDARD.encode(&der);
+    let armoured = format!("-----BEGIN {label}-----\n{body}\n-----END {label}-----\n");
+    let encoding = jsonwebtoken::EncodingKey::from_rsa_pem(armoured.as_bytes())
+        .map_err(|_| KeyError::InvalidRsa)?;
+    Ok(SigningKey { encoding, bits })
+}
+
+/// The fields of a credentials file, as strings, before merging.
+#[derive(Default)]
+struct FileFields {
+    client_id: Option<String>,
+    organization_id: Option<String>,
+    private_key: Option<Secret>,
+    token_uri: Option<String>,
+    iam_audience: Option<String>,
+}
+
+fn read_file(path: &Path, source: &Source, errors: &mut Vec<String>) -> Option<FileFields> {
+    let prefix = format!("credentials file {} ({source})", path.display());
+    let bytes = match std::fs::metadata(path).and_then(|meta| {
+        if meta.len() > MAX_FILE_BYTES {
+            Err(std::io::Error::other(
+                "larger than 1 MiB; not a credentials file",
+            ))
+        } else {
+            std::fs::read(path)
+        }
+    }) {
+        Ok(bytes) => bytes,
+        Err(err) => {
+            errors.push(format!(
+                "{prefix}: cannot be read: {}",
+                config::io_reason(&err)
+            ));
+            return None;
+        }
+    };
+    parse_file(&bytes)
+        .map_err(|why| errors.extend(why.into_iter().map(|w| format!("{prefix}: {w}"))))
+        .ok()
+}
+
+/// Parses a credentials file. Syntax errors name a position only: serde's
+/// typed errors would quote values, and the file holds the private key.
+fn parse_file(bytes: &[u8]) -> Result<FileFields, Vec<String>> {
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|err| {
+        vec![format!(
+            "is not valid JSON (line {}, column {})",
+            err.line(),
+            err.column()
+        )]
+    })?;
+    let serde_json::Value::Object(object) = value else {
+        return Err(vec!["is not a JSON object".into()]);
+    };
+    let mut errors = Vec::new();
+    let take = |name: &str, errors: &mut Vec<String>| match object.get(name) {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(s)) if s.trim().is_empty() => {
+            errors.push(format!("field `{name}` is empty"));
+            None
+        }
+        Some(serde_json::Value::String(s)) => Some(s.trim().to_string()),
+        Some(_) => {
+            errors.push(format!("field `{name}` must be a string"));
+            None
+        }
+    };
+    match take("type", &mut errors).as_deref() {
+        Some(FILE_TYPE) => {}
+        Some(other) => {
+            let shown: String = other.chars().take(40).collect();
+            errors.push(format!("field `type` is `{shown}`, expected `{FILE_TYPE}`"));
+        }
+        None => errors.push(format!("field `type` is missing (expected `{FILE_TYPE}`)")),
+    }
+    let fields = FileFields {
+        client_id: take("client_id", &mut errors),
+        organization_id: take("organization_id", &mut errors),
+        private_key: take("private_key", &mut errors).map(Secret::new),
+        token_uri: take("token_uri", &mut errors),
+        iam_audience: take("iam_audience", &mut errors),
+    };
+    if errors.is_empty() {
+        Ok(fields)
+    } else {
+        Err(errors)
+    }
+}
+
+/// Loads the credentials from the file and the `SA_*` settings, checking
+/// every field; all problems are reported together.
+pub fn load(settings: &CredentialSettings) -> Result<Credentials, ConfigError> {
+    let mut errors = Vec::new();
+    let file = settings.file.as_ref().and_then(|file| {
+        read_file(&file.value, &file.source, &mut errors)
+            .map(|fields| (file.value.as_path(), fields))
+    });
+    if settings.file.is_some() && file.is_none() {
+        // The file's own problems are reported; missing-field errors that
+        // follow from them would only be noise.
+        return Err(ConfigError(errors));
+    }
+    let nothing = settings.file.is_none()
+        && settings.client_id.is_none()
+        && settings.private_key.is_none()
+        && settings.token_uri.is_none();
+    if nothing {
+        return Err(ConfigError(vec![format!(
+            "no credentials: set {} to the JSON file downloaded from the Portal, or set {}, {}, {} and {}",
+            config::CREDENTIALS_FILE.env,
+            CLIENT_ID.env,
+            PRIVATE_KEY.env,
+            IAM_AUDIENCE.env,
+            TOKEN_URI.env
+        )]));
+    }
+
+    // A setting overrides the file's field of the same meaning.
+    let pick = |setting: &'static Setting,
+                over: &Option<Sourced<String>>,
+                field: &'static str,
+                from_file: Option<&String>| {
+        over.clone()
+            .or_else(|| {
+                let (path, _) = file.as_ref()?;
+                Some(Sourced {
+                    value: from_file?.clone(),
+                    source: file_source(path, field),
+                })
+            })
+            .ok_or(setting)
+    };
+    let fields = file.as_ref().map(|(_, f)| f);
+    let missing = |setting: &Setting, field: &str| {
+        format!(
+            "{}: not set (give `{field}` in the credentials file or set {})",
+            setting.env, setting.env
+        )
+    };
+
+    let client_id = pick(
+        &CLIENT_ID,
+        &settings.client_id,
+        "client_id",
+        fields.and_then(|f| f.client_id.as_ref()),
+    );
+    let audience = pick(
+        &IAM_AUDIENCE,
+        &settings.iam_audience,
+        "iam_audience",
+        fields.and_then(|f| f.iam_audience.as_ref()),
+    );
+    let token_uri = pick(
+        &TOKEN_URI,
+        &settings.token_uri,
+        "token_uri",
+        fields.and_then(|f| f.token_uri.as_ref()),
+    );
+    let organization_id = pick(
+        &ORGANIZATION_ID,
+        &settings.organization_id,
+        "organization_id",
+        fields.and_then(|f| f.organization_id.as_ref()),
+    )
+    .or_else(|_| settings.org_id.clone().ok_or(&ORGANIZATION_ID));
+    let key = settings.private_key.clone().or_else(|| {
+        let (path, fields) = file.as_ref()?;
+        Some(Sourced {
+            value: fields.private_key.clone()?,
+            source: file_source(path, "private_key"),
+        })
+    });
+
+    let client_id = client_id
+        .map_err(|s| errors.push(missing(s, "client_id")))
+        .ok();
+    let audience = audience
+        .map_err(|s| errors.push(missing(s, "iam_audience")))
+        .ok();
+    let organization_id = organization_id
+        .map_err(|s| {
+            errors.push(format!(
+                "{}: not set (give `organization_id` in the credentials file, or set {} or {})",
+                s.env, s.env, ORG_ID.env
+            ))
+        })
+        .ok();
+    let token_uri = match token_uri {
+        Ok(raw) => TargetUrl::parse(&raw.value, true)
+            .map_err(|why| errors.push(format!("{} ({}): {why}", TOKEN_URI.env, raw.source)))
+            .ok(),
+        Err(s) => {
+            errors.push(missing(s, "token_uri"));
+            None
+        }
+    };
+    let key = match key {
+        Some(pem) => parse_private_key(pem.value.expose())
+            .map_err(|why| errors.push(format!("{} ({}): {why}", PRIVATE_KEY.env, pem.source)))
+            .ok(),
+        None => {
+            errors.push(missing(&PRIVATE_KEY, "private_key"));
+            None
+        }
+    };
+
+    match (client_id, audience, organization_id, token_uri, key) {
+        (Some(client_id), Some(audience), Some(organization_id), Some(token_uri), Some(key))
+            if errors.is_empty() =>
+        {
+            Ok(Credentials {
+                client_id: client_id.value,
+                organization_id: organization_id.value,
+                iam_audience: audience.value,
+                token_uri,
+                key: std::sync::Arc::new(key),
+            })
+        }
+        _ => Err(ConfigError(errors)),
+    }
+}
+
+fn file_source(path: &Path, field: &'static str) -> Source {
+    Source::File {
+        path: path.to_path_buf(),
+        key: field,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_syntax_error_names_position_not_content() {
+        let Err(errors) = parse_file(b"{\"private_key\": \"MIIsecret\n") else {
+            panic!("parsed")
+        };
+        assert_eq!(errors.len(), 1);
+        assert!(
+            errors[0].starts_with("is not valid JSON (line"),
+            "{errors:?}"
+        );
+        assert!(!errors[0].contains("MIIsecret"));
+    }
+
+    #[test]
+    fn file_type_must_be_service_account() {
+        let Err(errors) = parse_file(br#"{"type":"authorized_user"}"#) else {
+            panic!("parsed")
+        };
+        assert_eq!(
+            errors,
+            ["field `type` is `authorized_user`, expected `service_account`"]
+        );
+        let Err(errors) = parse_file(br#"{"client_id":"x"}"#) else {
+            panic!("parsed")
+        };
+        assert_eq!(
+            errors,
+            ["field `type` is missing (expected `service_account`)"]
+        );
+    }
+
+    #[test]
+    fn wrongly_typed_field_is_named_without_its_value() {
+        let Err(errors) =
+            parse_file(br#"{"type":"service_account","private_key":["MIIsecret"],"client_id":""}"#)
+        else {
+            panic!("parsed")
+        };
+        assert_eq!(
+            errors,
+            [
+                "field `client_id` is empty",
+                "field `private_key` must be a string"
+            ]
+        );
+    }
+
+    #[test]
+    fn garbage_is_not_a_key() {
+        assert_eq!(parse_private_key("hello").unwrap_err(), KeyError::NotPem);
+        assert_eq!(
+            parse_private_key("-----BEGIN PRIVATE KEY-----\n!!!!\n-----END PRIVATE KEY-----")
+                .unwrap_err(),
+            KeyError::BadPem
+        );
+        assert_eq!(
+            parse_private_key("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----")
+                .unwrap_err(),
+            KeyError::InvalidRsa
+        );
+    }
+}

@@ -1,0 +1,126 @@
+//! Outbound HTTP: rustls with the system roots plus `LANYARD_CA_FILE`, and
+//! hyper-util's pooled client, shared by the token exchange and the proxy.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use rustls::RootCertStore;
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+
+/// Connecting takes milliseconds on a working network; waiting longer only
+/// delays the error.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The connector every outbound request uses.
+pub type Connector = HttpsConnector<HttpConnector>;
+
+/// Builds the TLS client configuration: the system's roots plus the PEM
+/// certificates in `ca_file`, if given.
+pub fn tls_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, String> {
+    let mut roots = RootCertStore::empty();
+    let native = rustls_native_certs::load_native_certs();
+    for err in &native.errors {
+        tracing::debug!(error = %err, "a system CA certificate could not be loaded");
+    }
+    let (added, _ignored) = roots.add_parsable_certificates(native.certs);
+    tracing::debug!(added, "system CA certificates loaded");
+
+    if let Some(path) = ca_file {
+        let name = path.display();
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+            .map_err(|err| format!("LANYARD_CA_FILE ({name}): cannot be read: {err}"))?
+            .collect::<Result<_, _>>()
+            .map_err(|_| {
+                format!("LANYARD_CA_FILE ({name}): is not a valid PEM certificate bundle")
+            })?;
+        if certs.is_empty() {
+            return Err(format!(
+                "LANYARD_CA_FILE ({name}): holds no PEM certificate"
+            ));
+        }
+        for cert in certs {
+            roots.add(cert).map_err(|err| {
+                format!("LANYARD_CA_FILE ({name}): a certificate is not usable: {err}")
+            })?;
+        }
+    }
+    if roots.is_empty() {
+        tracing::warn!(
+            "no trusted CA certificates: https to the token endpoint or upstream will fail; install the system CA bundle or set LANYARD_CA_FILE"
+        );
+    }
+
+    // An explicit provider, so the library works without a process-wide
+    // default being installed first.
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|err| format!("TLS setup failed: {err}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(config)
+}
+
+/// An HTTP/1.1 and HTTP/2 (by ALPN) connector over the given TLS config;
+/// plain http is allowed because configuration already restricted it to
+/// loopback.
+pub fn connector(tls: rustls::ClientConfig) -> Connector {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_connect_timeout(Some(CONNECT_TIMEOUT));
+    http.set_nodelay(true);
+    hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_all_versions()
+        .wrap_connector(http)
+}
+
+/// A pooled client for bodies of type `B`.
+pub fn client<B>(connector: Connector) -> Client<Connector, B>
+where
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+{
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(90))
+        .build(connector)
+}
+
+/// Where an outbound request failed, for metrics and error responses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    Connect,
+    Tls,
+    Other,
+}
+
+/// Classifies a client error by walking its sources: a rustls error means
+/// the TLS handshake failed, any other connect error is a network failure.
+pub fn classify(err: &hyper_util::client::legacy::Error) -> FailureKind {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(current) = source {
+        if current.is::<rustls::Error>() {
+            return FailureKind::Tls;
+        }
+        if let Some(io) = current.downcast_ref::<std::io::Error>()
+            && io
+                .get_ref()
+                .is_some_and(|inner| inner.is::<rustls::Error>())
+        {
+            return FailureKind::Tls;
+        }
+        source = current.source();
+    }
+    if err.is_connect() {
+        FailureKind::Connect
+    } else {
+        FailureKind::Other
+    }
+}

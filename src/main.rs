@@ -1,0 +1,91 @@
+//! The `lanyard` binary: parse, configure, run, and map the outcome to an
+//! exit code (0 success, 2 bad configuration, 1 anything else).
+
+#![forbid(unsafe_code)]
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use clap::Parser;
+use lanyard::cli::{Cli, Command};
+use lanyard::commands::{self, Failure};
+use lanyard::config::{Config, LogFormat, ProcessEnv, Requirement};
+use tracing_subscriber::EnvFilter;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let command = cli.command.unwrap_or(Command::Run);
+    let need = match command {
+        Command::Run | Command::Check => Requirement::Upstream,
+        Command::Token | Command::Demo => Requirement::NoUpstream,
+    };
+    let config = match Config::load(&cli.settings.to_flags(), &ProcessEnv, need) {
+        Ok(config) => config,
+        Err(err) => return fail(&Failure::Config(err)),
+    };
+    init_tracing(config.log_format, command);
+
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            return fail(&Failure::Runtime(format!(
+                "cannot start the runtime: {err}"
+            )));
+        }
+    };
+    let outcome = runtime.block_on(async {
+        match command {
+            Command::Token => commands::token(&config).await.map(|token| {
+                // The one place a token is printed, by request.
+                let mut stdout = std::io::stdout().lock();
+                let _ = writeln!(stdout, "{}", token.expose());
+                true
+            }),
+            Command::Check => commands::check(&config).await.map(|report| {
+                print!("{}", report.render());
+                report.passed()
+            }),
+            Command::Run | Command::Demo => Err(Failure::Runtime(
+                "the proxy is not part of this build yet; use `lanyard token` or `lanyard check`"
+                    .into(),
+            )),
+        }
+    });
+    match outcome {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(failure) => fail(&failure),
+    }
+}
+
+fn fail(failure: &Failure) -> ExitCode {
+    match failure {
+        Failure::Config(err) => {
+            for line in err.lines() {
+                eprintln!("lanyard: {line}");
+            }
+        }
+        Failure::Runtime(why) => eprintln!("lanyard: {why}"),
+    }
+    ExitCode::from(failure.exit_code())
+}
+
+/// Logs go to stderr, so `lanyard token`'s stdout holds only the token.
+/// One-shot commands log warnings only unless `RUST_LOG` says otherwise.
+fn init_tracing(format: LogFormat, command: Command) {
+    let default = match command {
+        Command::Run | Command::Demo => "info",
+        Command::Token | Command::Check => "warn",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().with_current_span(true).init(),
+        LogFormat::Text => builder.init(),
+    }
+}

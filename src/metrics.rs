@@ -1,0 +1,143 @@
+//! Prometheus metrics (CONTRACT §6), registered once into a registry the
+//! application owns, never a global one.
+
+use prometheus::{
+    Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry,
+};
+
+/// Token requests take tens of milliseconds to a few seconds.
+const TOKEN_BUCKETS: &[f64] = &[0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+/// Proxied requests: from a sub-millisecond loopback call to a slow API.
+const PROXY_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// Every metric lanyard exports.
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    pub token_requests: IntCounterVec,
+    pub token_request_duration: Histogram,
+    pub token_expiry: Gauge,
+    pub proxy_requests: IntCounterVec,
+    pub proxy_request_duration: HistogramVec,
+    pub proxy_in_flight: IntGauge,
+    pub upstream_errors: IntCounterVec,
+    pub upstream_unauthorized_retries: IntCounter,
+    pub upstream_forbidden: IntCounter,
+    pub credentials_reloads: IntCounterVec,
+    pub build_info: IntGaugeVec,
+}
+
+impl Metrics {
+    /// Creates and registers every metric.
+    pub fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let metrics = Metrics {
+            token_requests: IntCounterVec::new(
+                Opts::new(
+                    "lanyard_token_requests_total",
+                    "Token requests made to the token endpoint, by outcome.",
+                ),
+                &["outcome"],
+            )?,
+            token_request_duration: Histogram::with_opts(
+                HistogramOpts::new(
+                    "lanyard_token_request_duration_seconds",
+                    "Time taken by token requests, successful or not.",
+                )
+                .buckets(TOKEN_BUCKETS.to_vec()),
+            )?,
+            token_expiry: Gauge::new(
+                "lanyard_token_expiry_timestamp_seconds",
+                "Unix time at which the held token expires (0 before the first token).",
+            )?,
+            proxy_requests: IntCounterVec::new(
+                Opts::new(
+                    "lanyard_proxy_requests_total",
+                    "Requests answered by the proxy, by method and status code.",
+                ),
+                &["method", "code"],
+            )?,
+            proxy_request_duration: HistogramVec::new(
+                HistogramOpts::new(
+                    "lanyard_proxy_request_duration_seconds",
+                    "Time from receiving a request to sending response headers.",
+                )
+                .buckets(PROXY_BUCKETS.to_vec()),
+                &["method"],
+            )?,
+            proxy_in_flight: IntGauge::new(
+                "lanyard_proxy_in_flight_requests",
+                "Requests being proxied right now.",
+            )?,
+            upstream_errors: IntCounterVec::new(
+                Opts::new(
+                    "lanyard_upstream_errors_total",
+                    "Requests that got no response from the upstream, by kind.",
+                ),
+                &["kind"],
+            )?,
+            upstream_unauthorized_retries: IntCounter::new(
+                "lanyard_upstream_unauthorized_retries_total",
+                "Requests retried with a new token after the upstream answered 401.",
+            )?,
+            upstream_forbidden: IntCounter::new(
+                "lanyard_upstream_forbidden_total",
+                "Upstream 403 answers: the account lacks a role or project group membership.",
+            )?,
+            credentials_reloads: IntCounterVec::new(
+                Opts::new(
+                    "lanyard_credentials_reloads_total",
+                    "Credentials file reloads, by outcome.",
+                ),
+                &["outcome"],
+            )?,
+            build_info: IntGaugeVec::new(
+                Opts::new(
+                    "lanyard_build_info",
+                    "Always 1; the version label says which build.",
+                ),
+                &["version"],
+            )?,
+        };
+        registry.register(Box::new(metrics.token_requests.clone()))?;
+        registry.register(Box::new(metrics.token_request_duration.clone()))?;
+        registry.register(Box::new(metrics.token_expiry.clone()))?;
+        registry.register(Box::new(metrics.proxy_requests.clone()))?;
+        registry.register(Box::new(metrics.proxy_request_duration.clone()))?;
+        registry.register(Box::new(metrics.proxy_in_flight.clone()))?;
+        registry.register(Box::new(metrics.upstream_errors.clone()))?;
+        registry.register(Box::new(metrics.upstream_unauthorized_retries.clone()))?;
+        registry.register(Box::new(metrics.upstream_forbidden.clone()))?;
+        registry.register(Box::new(metrics.credentials_reloads.clone()))?;
+        registry.register(Box::new(metrics.build_info.clone()))?;
+        metrics
+            .build_info
+            .with_label_values(&[env!("CARGO_PKG_VERSION")])
+            .set(1);
+        // Pre-create the series dashboards alert on, so they read 0 rather
+        // than being absent before the first event.
+        metrics.token_requests.with_label_values(&["success"]);
+        for kind in ["connect", "timeout", "tls", "other"] {
+            metrics.upstream_errors.with_label_values(&[kind]);
+        }
+        Ok(metrics)
+    }
+
+    /// A registry with these metrics and the standard `process_*` ones.
+    pub fn with_registry() -> Result<(Self, Registry), prometheus::Error> {
+        let registry = Registry::new();
+        let metrics = Self::register(&registry)?;
+        #[cfg(target_os = "linux")]
+        registry.register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ))?;
+        Ok((metrics, registry))
+    }
+
+    /// For tests and tools that need metrics but do not export them.
+    pub fn unregistered() -> Self {
+        // Registering into a fresh registry cannot collide.
+        Self::register(&Registry::new()).unwrap_or_else(|_| unreachable!("fresh registry"))
+    }
+}

@@ -1,0 +1,153 @@
+//! The held token: one writer (the refresher), lock-free readers.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime};
+
+use arc_swap::ArcSwapOption;
+use http::HeaderValue;
+use tokio::time::Instant;
+
+use crate::Secret;
+
+/// A bearer token with its expiry, and the `Authorization` value built once
+/// so the request path only clones it.
+pub struct Token {
+    authorization: HeaderValue,
+    /// Monotonic, so a wall-clock jump cannot extend or cut its life.
+    expires_at: Instant,
+    /// Wall-clock expiry, for metrics and logs only.
+    expires_at_wall: SystemTime,
+    generation: u64,
+    rejected: AtomicBool,
+}
+
+/// The access token cannot go into a header.
+#[derive(Debug, thiserror::Error)]
+#[error("the access token has characters not allowed in an HTTP header")]
+pub struct InvalidToken;
+
+impl Token {
+    /// A token issued now with the given lifetime.
+    pub fn new(
+        access_token: &Secret,
+        lifetime: Duration,
+        generation: u64,
+    ) -> Result<Self, InvalidToken> {
+        let mut authorization = HeaderValue::try_from(format!("Bearer {}", access_token.expose()))
+            .map_err(|_| InvalidToken)?;
+        // Keeps the value out of HPACK tables and hyper's debug output.
+        authorization.set_sensitive(true);
+        Ok(Token {
+            authorization,
+            expires_at: Instant::now() + lifetime,
+            expires_at_wall: SystemTime::now() + lifetime,
+            generation,
+            rejected: AtomicBool::new(false),
+        })
+    }
+
+    /// `Bearer <token>`, ready to insert.
+    pub fn authorization(&self) -> &HeaderValue {
+        &self.authorization
+    }
+
+    pub fn expires_at(&self) -> Instant {
+        self.expires_at
+    }
+
+    pub fn expires_at_wall(&self) -> SystemTime {
+        self.expires_at_wall
+    }
+
+    /// Time left before expiry (zero once expired).
+    pub fn remaining(&self) -> Duration {
+        self.expires_at.saturating_duration_since(Instant::now())
+    }
+
+    pub fn is_expired(&self) -> bool {
+        Instant::now() >= self.expires_at
+    }
+
+    /// Counts up from 1 with every token obtained.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The upstream answered 401 to this token.
+    pub fn is_rejected(&self) -> bool {
+        self.rejected.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn mark_rejected(&self) {
+        self.rejected.store(true, Ordering::Release);
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Token")
+            .field("generation", &self.generation)
+            .field("remaining", &self.remaining())
+            .field("rejected", &self.is_rejected())
+            .field("authorization", &"[redacted]")
+            .finish()
+    }
+}
+
+/// Where the refresher publishes the token.
+#[derive(Debug, Default)]
+pub struct TokenCell {
+    slot: ArcSwapOption<Token>,
+}
+
+impl TokenCell {
+    /// The held token, expired or not.
+    pub fn load(&self) -> Option<Arc<Token>> {
+        self.slot.load_full()
+    }
+
+    /// The held token if it has not expired: an expired token is never
+    /// handed out.
+    pub fn valid(&self) -> Option<Arc<Token>> {
+        self.slot.load_full().filter(|token| !token.is_expired())
+    }
+
+    pub(crate) fn store(&self, token: Arc<Token>) {
+        self.slot.store(Some(token));
+    }
+
+    /// Drops the held token if it is still the given generation.
+    pub(crate) fn clear_generation(&self, generation: u64) {
+        self.slot.rcu(|current| match current {
+            Some(token) if token.generation == generation => None,
+            other => other.clone(),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn expired_token_is_never_handed_out() {
+        let cell = TokenCell::default();
+        cell.store(Arc::new(
+            Token::new(&Secret::new("t"), Duration::from_secs(10), 1).unwrap(),
+        ));
+        assert!(cell.valid().is_some());
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert!(cell.valid().is_none());
+        assert!(cell.load().is_some());
+    }
+
+    #[test]
+    fn debug_does_not_show_the_token() {
+        let token = Token::new(&Secret::new("s3cr3t"), Duration::from_secs(10), 1).unwrap();
+        let shown = format!("{token:?}");
+        assert!(!shown.contains("s3cr3t"), "{shown}");
+        assert!(format!("{:?}", token.authorization()).contains("Sensitive"));
+    }
+}

@@ -1,0 +1,553 @@
+//! One token request (seed §4.1, CONTRACT §3): sign an assertion, POST it,
+//! validate the response, and classify every failure so the refresher can
+//! choose how to retry and metrics can say what went wrong.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use http::{HeaderValue, Request, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::client::legacy::Client;
+
+use super::assertion::{AssertionSigner, Clock, SignError};
+use crate::Secret;
+use crate::credentials::Credentials;
+use crate::http_client::{self, Connector, FailureKind};
+
+/// RFC 7523 §2.2.
+pub const CLIENT_ASSERTION_TYPE: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
+/// CONTRACT §3: a response without `expires_in` is taken to last this long.
+pub const DEFAULT_EXPIRES_IN: Duration = Duration::from_secs(300);
+/// A lifetime beyond a day is more likely a unit mistake than intent;
+/// renewing at least daily bounds the damage.
+pub const MAX_TOKEN_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+/// A token response is a few hundred bytes.
+const MAX_RESPONSE_BYTES: usize = 64 * 1024;
+/// Longest `error_description` quoted from the token endpoint.
+const MAX_DESCRIPTION_CHARS: usize = 200;
+
+/// A token as issued by the token endpoint.
+#[derive(Debug)]
+pub struct Issued {
+    pub access_token: Secret,
+    /// Already clamped to [`MAX_TOKEN_LIFETIME`].
+    pub lifetime: Duration,
+    /// `expires_in` was absent and [`DEFAULT_EXPIRES_IN`] was assumed.
+    pub lifetime_assumed: bool,
+}
+
+/// Why a token request failed. Messages never carry the assertion or a
+/// token; text quoted from the token endpoint is bounded and filtered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExchangeError {
+    #[error("cannot connect to the token endpoint: {0}")]
+    Connect(String),
+    #[error("TLS with the token endpoint failed: {0}")]
+    Tls(String),
+    #[error("the token endpoint did not answer within {} ms", .0.as_millis())]
+    Timeout(Duration),
+    #[error("the connection to the token endpoint failed: {0}")]
+    Network(String),
+    #[error("the token endpoint refused the request: HTTP {status}{}", describe(.error, .description))]
+    Rejected {
+        status: u16,
+        error: Option<String>,
+        description: Option<String>,
+    },
+    #[error("the token endpoint is rate limiting (HTTP 429){}", retry_hint(.retry_after))]
+    RateLimited { retry_after: Option<Duration> },
+    #[error("the token endpoint failed: HTTP {status}{}", retry_hint(.retry_after))]
+    Server {
+        status: u16,
+        retry_after: Option<Duration>,
+    },
+    #[error("the token endpoint answered with unexpected HTTP {0}")]
+    UnexpectedStatus(u16),
+    #[error("the token response is malformed: {0}")]
+    Malformed(String),
+    #[error("{0}")]
+    Sign(#[from] SignError),
+}
+
+fn describe(error: &Option<String>, description: &Option<String>) -> String {
+    match (error, description) {
+        (Some(e), Some(d)) => format!(" ({e}: {d})"),
+        (Some(e), None) => format!(" ({e})"),
+        (None, Some(d)) => format!(" ({d})"),
+        (None, None) => String::new(),
+    }
+}
+
+fn retry_hint(after: &Option<Duration>) -> String {
+    after
+        .map(|d| format!(", retry after {} s", d.as_secs()))
+        .unwrap_or_default()
+}
+
+impl ExchangeError {
+    /// The `outcome` label of `lanyard_token_requests_total`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ExchangeError::Connect(_) => "connect",
+            ExchangeError::Tls(_) => "tls",
+            ExchangeError::Timeout(_) => "timeout",
+            ExchangeError::Network(_) => "network",
+            ExchangeError::Rejected { .. } => "rejected",
+            ExchangeError::RateLimited { .. } => "rate_limited",
+            ExchangeError::Server { .. } => "server_error",
+            ExchangeError::UnexpectedStatus(_) => "unexpected_status",
+            ExchangeError::Malformed(_) => "malformed",
+            ExchangeError::Sign(_) => "signing",
+        }
+    }
+
+    /// The delay the token endpoint asked for, if any.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ExchangeError::RateLimited { retry_after }
+            | ExchangeError::Server { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// The token endpoint refused these credentials: retrying soon will
+    /// not help until they change.
+    pub fn is_rejection(&self) -> bool {
+        matches!(self, ExchangeError::Rejected { .. })
+    }
+}
+
+/// What signs and sends for one account; swapped whole on reload.
+#[derive(Debug)]
+struct Account {
+    credentials: Arc<Credentials>,
+    signer: AssertionSigner,
+}
+
+/// Performs token requests for the current credentials.
+pub struct Exchanger {
+    client: Client<Connector, Full<Bytes>>,
+    account: ArcSwap<Account>,
+    assertion_ttl: Duration,
+    rfc7523_fields: bool,
+    timeout: Duration,
+    clock: Arc<dyn Clock>,
+}
+
+/// The parts of [`Exchanger`] that come from settings.
+#[derive(Debug, Clone)]
+pub struct ExchangeOptions {
+    pub assertion_ttl: Duration,
+    pub rfc7523_fields: bool,
+    pub timeout: Duration,
+}
+
+impl Exchanger {
+    pub fn new(
+        credentials: Credentials,
+        options: ExchangeOptions,
+        connector: Connector,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let account = Account::new(Arc::new(credentials), options.assertion_ttl);
+        Exchanger {
+            client: http_client::client(connector),
+            account: ArcSwap::from_pointee(account),
+            assertion_ttl: options.assertion_ttl,
+            rfc7523_fields: options.rfc7523_fields,
+            timeout: options.timeout,
+            clock,
+        }
+    }
+
+    /// The credentials in use.
+    pub fn credentials(&self) -> Arc<Credentials> {
+        self.account.load().credentials.clone()
+    }
+
+    /// Uses new credentials from the next request on.
+    pub fn replace_credentials(&self, credentials: Credentials) {
+        self.account.store(Arc::new(Account::new(
+            Arc::new(credentials),
+            self.assertion_ttl,
+        )));
+    }
+
+    /// Requests one token.
+    pub async fn fetch(&self) -> Result<Issued, ExchangeError> {
+        let account = self.account.load_full();
+        let assertion = account.signer.sign_fresh(self.clock.as_ref())?;
+        let creds = &account.credentials;
+        // Built in a block: the serializer is not `Send` and must not live
+        // across the awaits below.
+        let body = {
+            let mut form = form_urlencoded::Serializer::new(String::new());
+            if self.rfc7523_fields {
+                form.append_pair("grant_type", "client_credentials");
+                form.append_pair("client_assertion_type", CLIENT_ASSERTION_TYPE);
+            }
+            form.append_pair("client_id", &creds.client_id);
+            form.append_pair("organization_id", &creds.organization_id);
+            form.append_pair("client_assertion", assertion.expose());
+            form.finish()
+        };
+
+        let request = Request::post(creds.token_uri.uri().clone())
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(header::ACCEPT, "application/json")
+            .header(header::USER_AGENT, crate::USER_AGENT)
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|_| ExchangeError::Malformed("the token endpoint URL is unusable".into()))?;
+
+        let exchange = async {
+            let response = self.client.request(request).await.map_err(|err| {
+                let cause = root_cause(&err);
+                match http_client::classify(&err) {
+                    FailureKind::Tls => ExchangeError::Tls(cause),
+                    FailureKind::Connect => ExchangeError::Connect(cause),
+                    FailureKind::Other => ExchangeError::Network(cause),
+                }
+            })?;
+            let (parts, body) = response.into_parts();
+            let bytes = Limited::new(body, MAX_RESPONSE_BYTES)
+                .collect()
+                .await
+                .map_err(|err| {
+                    if err.is::<http_body_util::LengthLimitError>() {
+                        ExchangeError::Malformed(format!(
+                            "the body is larger than {} KiB",
+                            MAX_RESPONSE_BYTES / 1024
+                        ))
+                    } else {
+                        ExchangeError::Network(format!("reading the response failed: {err}"))
+                    }
+                })?
+                .to_bytes();
+            Ok::<_, ExchangeError>((parts, bytes))
+        };
+        let (parts, bytes) = tokio::time::timeout(self.timeout, exchange)
+            .await
+            .map_err(|_| ExchangeError::Timeout(self.timeout))??;
+        interpret(parts.status, &parts.headers, &bytes, self.clock.now())
+    }
+}
+
+impl Account {
+    fn new(credentials: Arc<Credentials>, lifetime: Duration) -> Self {
+        let signer = AssertionSigner {
+            client_id: credentials.client_id.clone(),
+            audience: credentials.iam_audience.clone(),
+            lifetime,
+            key: credentials.key.clone(),
+        };
+        Account {
+            credentials,
+            signer,
+        }
+    }
+}
+
+/// The innermost error's message: the useful part ("Connection refused").
+fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut current = err;
+    while let Some(next) = current.source() {
+        current = next;
+    }
+    current.to_string()
+}
+
+/// Turns a token endpoint answer into a token or a classified error.
+pub fn interpret(
+    status: StatusCode,
+    headers: &http::HeaderMap,
+    body: &[u8],
+    now: SystemTime,
+) -> Result<Issued, ExchangeError> {
+    let retry_after = headers
+        .get(header::RETRY_AFTER)
+        .and_then(|value| parse_retry_after(value, now));
+    match status.as_u16() {
+        200..=299 => parse_success(body),
+        429 => Err(ExchangeError::RateLimited { retry_after }),
+        400..=499 => {
+            let (error, description) = oauth_error(body);
+            Err(ExchangeError::Rejected {
+                status: status.as_u16(),
+                error,
+                description,
+            })
+        }
+        500..=599 => Err(ExchangeError::Server {
+            status: status.as_u16(),
+            retry_after,
+        }),
+        other => Err(ExchangeError::UnexpectedStatus(other)),
+    }
+}
+
+/// `Retry-After` as delay-seconds or an HTTP-date (RFC 9110 §10.2.3).
+pub fn parse_retry_after(value: &HeaderValue, now: SystemTime) -> Option<Duration> {
+    let text = value.to_str().ok()?.trim();
+    if let Ok(seconds) = text.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = httpdate::parse_http_date(text).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// The RFC 6749 §5.2 `error` and `error_description`, filtered: only a
+/// plain error code, and a bounded description that does not look like
+/// it echoes a JWT.
+fn oauth_error(body: &[u8]) -> (Option<String>, Option<String>) {
+    let Ok(serde_json::Value::Object(object)) = serde_json::from_slice(body) else {
+        return (None, None);
+    };
+    let error = object
+        .get("error")
+        .and_then(|v| v.as_str())
+        .filter(|e| {
+            !e.is_empty()
+                && e.len() <= 64
+                && e.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
+        })
+        .map(str::to_string);
+    let description = object
+        .get("error_description")
+        .and_then(|v| v.as_str())
+        .filter(|d| !d.contains("eyJ"))
+        .map(|d| {
+            d.chars()
+                .filter(|c| !c.is_control())
+                .take(MAX_DESCRIPTION_CHARS)
+                .collect::<String>()
+        })
+        .filter(|d| !d.is_empty());
+    (error, description)
+}
+
+fn parse_success(body: &[u8]) -> Result<Issued, ExchangeError> {
+    let malformed = |why: &str| Err(ExchangeError::Malformed(why.to_string()));
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return malformed("the body is empty");
+    }
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return malformed("the body is not JSON");
+    };
+    let serde_json::Value::Object(object) = value else {
+        return malformed("the body is not a JSON object");
+    };
+
+    let access_token = match object.get("access_token") {
+        Some(serde_json::Value::String(t)) if !t.is_empty() => t,
+        Some(serde_json::Value::String(_)) => return malformed("`access_token` is empty"),
+        Some(_) => return malformed("`access_token` is not a string"),
+        None => return malformed("`access_token` is missing"),
+    };
+    // It goes into a header as `Bearer <token>`; RFC 6750's b64token is
+    // visible ASCII without spaces.
+    if !access_token.bytes().all(|b| b.is_ascii_graphic()) {
+        return malformed("`access_token` has characters not allowed in an HTTP header");
+    }
+
+    match object.get("token_type") {
+        Some(serde_json::Value::String(t)) if t.eq_ignore_ascii_case("bearer") => {}
+        Some(serde_json::Value::String(t)) => {
+            let shown: String = t.chars().filter(|c| !c.is_control()).take(32).collect();
+            return malformed(&format!("`token_type` is `{shown}`, expected Bearer"));
+        }
+        Some(_) => return malformed("`token_type` is not a string"),
+        None => return malformed("`token_type` is missing"),
+    }
+
+    let (lifetime, lifetime_assumed) = match object.get("expires_in") {
+        None | Some(serde_json::Value::Null) => (DEFAULT_EXPIRES_IN, true),
+        Some(value) => {
+            let seconds = match value {
+                serde_json::Value::Number(n) => n
+                    .as_i64()
+                    .or_else(|| n.as_u64().map(|u| i64::try_from(u).unwrap_or(i64::MAX)))
+                    .or_else(|| {
+                        n.as_f64()
+                            .filter(|f| f.fract() == 0.0 && f.is_finite())
+                            .map(|f| f.clamp(i64::MIN as f64, i64::MAX as f64) as i64)
+                    }),
+                serde_json::Value::String(s) => s.trim().parse::<i64>().ok(),
+                _ => None,
+            };
+            match seconds {
+                None => return malformed("`expires_in` is not a whole number of seconds"),
+                Some(s) if s <= 0 => {
+                    return malformed(&format!(
+                        "`expires_in` is {s}; a token must live longer than 0 s"
+                    ));
+                }
+                Some(s) => (Duration::from_secs(s as u64).min(MAX_TOKEN_LIFETIME), false),
+            }
+        }
+    };
+    Ok(Issued {
+        access_token: Secret::new(access_token.clone()),
+        lifetime,
+        lifetime_assumed,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(body: &str) -> Result<Issued, ExchangeError> {
+        interpret(
+            StatusCode::OK,
+            &http::HeaderMap::new(),
+            body.as_bytes(),
+            SystemTime::now(),
+        )
+    }
+
+    fn malformed(body: &str) -> String {
+        match ok(body) {
+            Err(ExchangeError::Malformed(why)) => why,
+            other => panic!("expected malformed for {body}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn valid_response_is_accepted_with_numeric_or_string_lifetime() {
+        let issued =
+            ok(r#"{"access_token":"abc","token_type":"bearer","expires_in":120}"#).unwrap();
+        assert_eq!(issued.access_token.expose(), "abc");
+        assert_eq!(issued.lifetime, Duration::from_secs(120));
+        let issued =
+            ok(r#"{"access_token":"abc","token_type":"Bearer","expires_in":"90"}"#).unwrap();
+        assert_eq!(issued.lifetime, Duration::from_secs(90));
+        assert!(!issued.lifetime_assumed);
+    }
+
+    #[test]
+    fn missing_expires_in_is_taken_as_300_seconds() {
+        let issued = ok(r#"{"access_token":"abc","token_type":"Bearer"}"#).unwrap();
+        assert_eq!(issued.lifetime, Duration::from_secs(300));
+        assert!(issued.lifetime_assumed);
+    }
+
+    #[test]
+    fn huge_expires_in_is_clamped_to_a_day() {
+        let issued =
+            ok(r#"{"access_token":"abc","token_type":"Bearer","expires_in":99999999999999999999}"#)
+                .unwrap();
+        assert_eq!(issued.lifetime, MAX_TOKEN_LIFETIME);
+    }
+
+    #[test]
+    fn malformed_responses_say_what_is_wrong() {
+        assert_eq!(malformed(""), "the body is empty");
+        assert_eq!(malformed("<html>"), "the body is not JSON");
+        assert_eq!(malformed("[1]"), "the body is not a JSON object");
+        assert_eq!(
+            malformed(r#"{"token_type":"Bearer"}"#),
+            "`access_token` is missing"
+        );
+        assert_eq!(
+            malformed(r#"{"access_token":"","token_type":"Bearer"}"#),
+            "`access_token` is empty"
+        );
+        assert_eq!(
+            malformed(r#"{"access_token":5,"token_type":"Bearer"}"#),
+            "`access_token` is not a string"
+        );
+        assert_eq!(
+            malformed(r#"{"access_token":"a b","token_type":"Bearer"}"#),
+            "`access_token` has characters not allowed in an HTTP header"
+        );
+        assert_eq!(
+            malformed(r#"{"access_token":"a"}"#),
+            "`token_type` is missing"
+        );
+        assert_eq!(
+            malformed(r#"{"access_token":"a","token_type":"mac"}"#),
+            "`token_type` is `mac`, expected Bearer"
+        );
+        assert_eq!(
+            malformed(r#"{"access_token":"a","token_type":"Bearer","expires_in":0}"#),
+            "`expires_in` is 0; a token must live longer than 0 s"
+        );
+        assert_eq!(
+            malformed(r#"{"access_token":"a","token_type":"Bearer","expires_in":-5}"#),
+            "`expires_in` is -5; a token must live longer than 0 s"
+        );
+        assert_eq!(
+            malformed(r#"{"access_token":"a","token_type":"Bearer","expires_in":"soon"}"#),
+            "`expires_in` is not a whole number of seconds"
+        );
+        assert_eq!(
+            malformed(r#"{"access_token":"a","token_type":"Bearer","expires_in":1.5}"#),
+            "`expires_in` is not a whole number of seconds"
+        );
+    }
+
+    #[test]
+    fn malformed_message_never_contains_the_token() {
+        let why = malformed(
+            r#"{"access_token":"s3cr3t-token","token_type":"s3cr3t-token-type-that-is-long"}"#,
+        );
+        assert!(!why.contains("s3cr3t-token\""), "{why}");
+    }
+
+    #[test]
+    fn statuses_are_classified() {
+        let headers = http::HeaderMap::new();
+        let now = SystemTime::now();
+        let err = interpret(
+            StatusCode::UNAUTHORIZED,
+            &headers,
+            br#"{"error":"invalid_client","error_description":"signature does not verify"}"#,
+            now,
+        )
+        .unwrap_err();
+        assert_eq!(err.kind(), "rejected");
+        assert!(err.is_rejection());
+        assert_eq!(
+            err.to_string(),
+            "the token endpoint refused the request: HTTP 401 (invalid_client: signature does not verify)"
+        );
+        let err = interpret(StatusCode::BAD_GATEWAY, &headers, b"", now).unwrap_err();
+        assert_eq!(err.kind(), "server_error");
+        let err = interpret(StatusCode::FOUND, &headers, b"", now).unwrap_err();
+        assert_eq!(err.kind(), "unexpected_status");
+    }
+
+    #[test]
+    fn echoed_assertion_is_not_quoted() {
+        let err = interpret(
+            StatusCode::BAD_REQUEST,
+            &http::HeaderMap::new(),
+            br#"{"error":"invalid_grant","error_description":"bad assertion eyJhbGciOi.x.y"}"#,
+            SystemTime::now(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the token endpoint refused the request: HTTP 400 (invalid_grant)"
+        );
+    }
+
+    #[test]
+    fn retry_after_accepts_seconds_and_http_dates() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let mut headers = http::HeaderMap::new();
+        headers.insert(header::RETRY_AFTER, HeaderValue::from_static("7"));
+        let err = interpret(StatusCode::TOO_MANY_REQUESTS, &headers, b"", now).unwrap_err();
+        assert_eq!(err.retry_after(), Some(Duration::from_secs(7)));
+        let later = httpdate::fmt_http_date(now + Duration::from_secs(30));
+        headers.insert(header::RETRY_AFTER, HeaderValue::from_str(&later).unwrap());
+        let err = interpret(StatusCode::TOO_MANY_REQUESTS, &headers, b"", now).unwrap_err();
+        assert_eq!(err.retry_after(), Some(Duration::from_secs(30)));
+        headers.insert(header::RETRY_AFTER, HeaderValue::from_static("whenever"));
+        let err = interpret(StatusCode::TOO_MANY_REQUESTS, &headers, b"", now).unwrap_err();
+        assert_eq!(err.retry_after(), None);
+    }
+}

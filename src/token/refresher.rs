@@ -1,0 +1,354 @@
+//! The background task that keeps a token fresh, and the handle through
+//! which the rest of lanyard reads it.
+//!
+//! One task owns all token requests, so at most one is ever in flight. It
+//! renews at a jittered fraction of each token's lifetime, backs off
+//! exponentially (with jitter) on failure, honours `Retry-After`, and keeps
+//! the held token while it is valid. Readers only load from the cell; the
+//! one exception is a request the upstream answered 401, which asks for a
+//! forced renewal that every such request shares.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, UNIX_EPOCH};
+
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::cell::{Token, TokenCell};
+use super::exchange::{ExchangeError, Exchanger, Issued};
+use crate::metrics::Metrics;
+
+/// Something that can produce a token: the real exchange, or a fake in tests.
+pub trait TokenSource: Send + Sync + 'static {
+    fn fetch(&self) -> impl Future<Output = Result<Issued, ExchangeError>> + Send;
+}
+
+impl TokenSource for Exchanger {
+    fn fetch(&self) -> impl Future<Output = Result<Issued, ExchangeError>> + Send {
+        Exchanger::fetch(self)
+    }
+}
+
+impl<T: TokenSource> TokenSource for Arc<T> {
+    fn fetch(&self) -> impl Future<Output = Result<Issued, ExchangeError>> + Send {
+        T::fetch(self)
+    }
+}
+
+/// When to renew and how to back off.
+#[derive(Debug, Clone)]
+pub struct RefreshPolicy {
+    /// Renew after this fraction of the lifetime, drawn uniformly from the
+    /// range so a fleet of sidecars does not renew in lockstep.
+    pub renew_fraction: (f64, f64),
+    /// Never renew sooner than this after obtaining a token (unless the
+    /// lifetime itself is shorter than twice this).
+    pub min_renew_delay: Duration,
+    /// First retry delay after a failure; doubles per failure.
+    pub backoff_initial: Duration,
+    /// Longest retry delay for transient failures.
+    pub backoff_max: Duration,
+    /// Shortest retry delay once the token endpoint refused the
+    /// credentials: they will not start working in a second.
+    pub rejected_delay: Duration,
+    /// `Retry-After` beyond this is treated as this: a larger value is more
+    /// likely a mistake than a plan to leave us without a token for hours.
+    pub max_retry_after: Duration,
+}
+
+impl Default for RefreshPolicy {
+    fn default() -> Self {
+        RefreshPolicy {
+            // 70-85% leaves at least 15% of the lifetime (45 s of a 300 s
+            // token) to retry in before the held token expires.
+            renew_fraction: (0.70, 0.85),
+            min_renew_delay: Duration::from_secs(1),
+            backoff_initial: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(60),
+            rejected_delay: Duration::from_secs(30),
+            max_retry_after: Duration::from_secs(3600),
+        }
+    }
+}
+
+impl RefreshPolicy {
+    /// Delay before renewing a token of the given lifetime.
+    pub fn renew_delay(&self, lifetime: Duration) -> Duration {
+        let (low, high) = self.renew_fraction;
+        let fraction = low + (high - low) * fastrand::f64();
+        let floor = self.min_renew_delay.min(lifetime / 2);
+        lifetime.mul_f64(fraction).max(floor)
+    }
+
+    /// Delay before retrying after the `failures`-th failure in a row.
+    pub fn retry_delay(&self, failures: u32, err: &ExchangeError) -> Duration {
+        let exponent = failures.saturating_sub(1).min(20);
+        let ceiling = self
+            .backoff_initial
+            .saturating_mul(1 << exponent)
+            .min(self.backoff_max);
+        // "Equal jitter": at least half the ceiling, so retries still back off.
+        let mut delay = ceiling / 2 + (ceiling / 2).mul_f64(fastrand::f64());
+        if err.is_rejection() {
+            delay = delay.max(self.rejected_delay);
+        }
+        if let Some(after) = err.retry_after() {
+            delay = delay.max(after.min(self.max_retry_after));
+        }
+        delay
+    }
+}
+
+/// What the refresher has done, for readiness and forced renewals.
+#[derive(Debug, Clone, Default)]
+pub struct RefreshState {
+    /// Generation of the newest token obtained (0: none yet).
+    pub generation: u64,
+    /// Token requests completed, successful or not.
+    pub attempts: u64,
+    /// Failures since the last success.
+    pub consecutive_failures: u32,
+    /// The last failure, cleared by a success.
+    pub last_error: Option<ExchangeError>,
+}
+
+/// Why no token can be handed out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unavailable {
+    #[error("no valid token is held")]
+    NoToken,
+    #[error("renewing the rejected token failed: {0}")]
+    RenewalFailed(ExchangeError),
+    #[error("the token refresher has stopped")]
+    Stopped,
+}
+
+struct Shared {
+    cell: TokenCell,
+    /// Wakes the refresher for a forced renewal.
+    wake: Notify,
+    /// Highest token generation the upstream has rejected.
+    rejected: AtomicU64,
+    state: watch::Sender<RefreshState>,
+}
+
+impl Shared {
+    /// The held token is one the upstream rejected.
+    fn held_token_rejected(&self) -> bool {
+        self.cell
+            .load()
+            .is_some_and(|t| t.generation() <= self.rejected.load(Ordering::Acquire))
+    }
+}
+
+/// Cheap to clone; every clone sees the same token.
+#[derive(Clone)]
+pub struct TokenHandle {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for TokenHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenHandle")
+            .field("token", &self.shared.cell.load())
+            .finish()
+    }
+}
+
+impl TokenHandle {
+    /// The held token, if it is still valid. Lock-free.
+    pub fn current(&self) -> Option<Arc<Token>> {
+        self.shared.cell.valid()
+    }
+
+    /// The refresher's progress, to watch or inspect.
+    pub fn state(&self) -> watch::Receiver<RefreshState> {
+        self.shared.state.subscribe()
+    }
+
+    /// A token for a request: the held one when valid; when the upstream
+    /// has already rejected it, the shared renewal's result instead of a
+    /// token known to fail.
+    pub async fn get(&self) -> Result<Arc<Token>, Unavailable> {
+        match self.shared.cell.valid() {
+            Some(token) if token.is_rejected() => self.renew_after_rejection(&token).await,
+            Some(token) => Ok(token),
+            None => Err(Unavailable::NoToken),
+        }
+    }
+
+    /// Reports that the upstream answered 401 to `rejected`, and waits for
+    /// its replacement. Concurrent callers for the same token share one
+    /// token request; a caller whose token was already replaced gets the
+    /// replacement at once.
+    pub async fn renew_after_rejection(&self, rejected: &Token) -> Result<Arc<Token>, Unavailable> {
+        let generation = rejected.generation();
+        let mut state = self.shared.state.subscribe();
+        rejected.mark_rejected();
+        self.shared.rejected.fetch_max(generation, Ordering::AcqRel);
+        let attempts_before = state.borrow_and_update().attempts;
+        if let Some(token) = self.newer_than(generation) {
+            return Ok(token);
+        }
+        self.shared.wake.notify_one();
+        loop {
+            state.changed().await.map_err(|_| Unavailable::Stopped)?;
+            if let Some(token) = self.newer_than(generation) {
+                return Ok(token);
+            }
+            let now = state.borrow_and_update();
+            if now.attempts > attempts_before
+                && let Some(err) = &now.last_error
+            {
+                return Err(Unavailable::RenewalFailed(err.clone()));
+            }
+        }
+    }
+
+    fn newer_than(&self, generation: u64) -> Option<Arc<Token>> {
+        self.shared
+            .cell
+            .valid()
+            .filter(|token| token.generation() > generation)
+    }
+
+    /// Waits until a token is held or an attempt fails, for commands that
+    /// need exactly one answer.
+    pub async fn first_outcome(&self) -> Result<Arc<Token>, Unavailable> {
+        let mut state = self.shared.state.subscribe();
+        loop {
+            {
+                let now = state.borrow_and_update();
+                if now.generation > 0
+                    && let Some(token) = self.current()
+                {
+                    return Ok(token);
+                }
+                if let Some(err) = &now.last_error {
+                    return Err(Unavailable::RenewalFailed(err.clone()));
+                }
+            }
+            state.changed().await.map_err(|_| Unavailable::Stopped)?;
+        }
+    }
+}
+
+/// Starts the refresher on the current tokio runtime. The task stops when
+/// the returned `JoinHandle` is aborted or the runtime shuts down.
+pub fn spawn<S: TokenSource>(
+    source: S,
+    policy: RefreshPolicy,
+    metrics: Metrics,
+) -> (TokenHandle, tokio::task::JoinHandle<()>) {
+    let shared = Arc::new(Shared {
+        cell: TokenCell::default(),
+        wake: Notify::new(),
+        rejected: AtomicU64::new(0),
+        state: watch::Sender::new(RefreshState::default()),
+    });
+    let handle = TokenHandle {
+        shared: shared.clone(),
+    };
+    let task = tokio::spawn(
+        run(source, shared, policy, metrics).instrument(tracing::info_span!("token_refresher")),
+    );
+    (handle, task)
+}
+
+async fn run<S: TokenSource>(
+    source: S,
+    shared: Arc<Shared>,
+    policy: RefreshPolicy,
+    metrics: Metrics,
+) {
+    let mut next = Instant::now();
+    let mut failures: u32 = 0;
+    let mut generation: u64 = 0;
+    loop {
+        let forced = tokio::select! {
+            () = tokio::time::sleep_until(next) => false,
+            () = shared.wake.notified() => {
+                // A renewal was asked for. Skip it when the rejected token
+                // was already replaced, and while backing off: a 401 storm
+                // must not override the token endpoint's rate limit.
+                if !shared.held_token_rejected() || failures > 0 {
+                    continue;
+                }
+                true
+            }
+        };
+
+        let started = Instant::now();
+        let result = source.fetch().await;
+        metrics
+            .token_request_duration
+            .observe(started.elapsed().as_secs_f64());
+
+        let mut state = shared.state.borrow().clone();
+        state.attempts += 1;
+        match result.and_then(|issued| {
+            let token = Token::new(&issued.access_token, issued.lifetime, generation + 1)
+                .map_err(|err| ExchangeError::Malformed(err.to_string()))?;
+            Ok((issued, token))
+        }) {
+            Ok((issued, token)) => {
+                generation += 1;
+                failures = 0;
+                metrics.token_requests.with_label_values(&["success"]).inc();
+                let expiry = token
+                    .expires_at_wall()
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap_or_default();
+                metrics.token_expiry.set(expiry.as_secs_f64());
+                shared.cell.store(Arc::new(token));
+                let delay = policy.renew_delay(issued.lifetime);
+                next = Instant::now() + delay;
+                if issued.lifetime_assumed {
+                    tracing::warn!(
+                        assumed_s = issued.lifetime.as_secs(),
+                        "the token response has no expires_in; assuming the default lifetime"
+                    );
+                }
+                tracing::info!(
+                    generation,
+                    expires_in_s = issued.lifetime.as_secs(),
+                    renew_in_s = delay.as_secs(),
+                    forced,
+                    "token obtained"
+                );
+                state.generation = generation;
+                state.consecutive_failures = 0;
+                state.last_error = None;
+            }
+            Err(err) => {
+                failures = failures.saturating_add(1);
+                metrics
+                    .token_requests
+                    .with_label_values(&[err.kind()])
+                    .inc();
+                if forced {
+                    // The upstream refused the held token and no
+                    // replacement came: it is of no use to anyone.
+                    shared.cell.clear_generation(generation);
+                }
+                let delay = policy.retry_delay(failures, &err);
+                next = Instant::now() + delay;
+                let held_s = shared.cell.valid().map(|t| t.remaining().as_secs());
+                tracing::warn!(
+                    error = %err,
+                    kind = err.kind(),
+                    failures,
+                    retry_in_ms = delay.as_millis() as u64,
+                    held_token_valid_for_s = held_s,
+                    "token request failed"
+                );
+                state.consecutive_failures = failures;
+                state.last_error = Some(err);
+            }
+        }
+        shared.state.send_replace(state);
+    }
+}
