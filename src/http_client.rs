@@ -104,23 +104,26 @@ pub enum FailureKind {
 /// Classifies a client error by walking its sources: a rustls error means
 /// the TLS handshake failed, any other connect error is a network failure.
 pub fn classify(err: &hyper_util::client::legacy::Error) -> FailureKind {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(current) = source {
-        if current.is::<rustls::Error>() {
-            return FailureKind::Tls;
-        }
-        if let Some(io) = current.downcast_ref::<std::io::Error>()
-            && io
-                .get_ref()
-                .is_some_and(|inner| inner.is::<rustls::Error>())
-        {
-            return FailureKind::Tls;
-        }
-        source = current.source();
-    }
-    if err.is_connect() {
+    if chain_has_rustls_error(err) {
+        FailureKind::Tls
+    } else if err.is_connect() {
         FailureKind::Connect
     } else {
         FailureKind::Other
     }
+}
+
+/// `io::Error::source` skips the error it wraps, and hyper-rustls wraps
+/// tokio-rustls' `io::Error` in another, so descend through `get_ref` too.
+fn chain_has_rustls_error(err: &(dyn std::error::Error + 'static)) -> bool {
+    if err.is::<rustls::Error>() {
+        return true;
+    }
+    if let Some(io) = err.downcast_ref::<std::io::Error>()
+        && let Some(inner) = io.get_ref()
+        && chain_has_rustls_error(inner)
+    {
+        return true;
+    }
+    err.source().is_some_and(chain_has_rustls_error)
 }

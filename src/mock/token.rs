@@ -159,6 +159,8 @@ async fn grant(state: &State, req: Request<Incoming>) -> Result<Value, Refusal> 
             "organization_id is not the account's organization",
         ));
     }
+    // Last, so a request refused for another reason does not burn its jti.
+    consume_jti(state, &claims)?;
 
     let access_token = format!("mock-{}", uuid::Uuid::new_v4().simple());
     let mut inner = state.lock();
@@ -280,6 +282,17 @@ fn verify_assertion(
     if !is_v4 {
         return Err(invalid_client("claim `jti` must be a UUID v4"));
     }
+    Ok((header, claims, account))
+}
+
+/// Records the assertion's `jti`, refusing one seen before.
+fn consume_jti(state: &State, claims: &Value) -> Result<(), Refusal> {
+    let jti = claims["jti"].as_str().unwrap_or_default();
+    let exp = claims["exp"].as_u64().unwrap_or_default();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
     let mut inner = state.lock();
     if inner.seen_jti.len() >= MAX_REMEMBERED_JTI {
         // An expired assertion cannot be replayed anyway.
@@ -292,6 +305,5 @@ fn verify_assertion(
             "claim `jti` was already used",
         ));
     }
-    drop(inner);
-    Ok((header, claims, account))
+    Ok(())
 }

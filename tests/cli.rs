@@ -1,0 +1,342 @@
+//! The binary as users run it: `lanyard token`, `lanyard check`, and every
+//! kind of bad input with its message and exit code.
+
+mod support;
+
+use std::collections::HashMap;
+use std::process::Output;
+
+use lanyard::mock::Fault;
+use support::*;
+
+/// Runs the lanyard binary with exactly these environment variables.
+async fn lanyard(args: &[&str], vars: &HashMap<String, String>) -> Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_lanyard"))
+        .args(args)
+        .env_clear()
+        .envs(vars)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("lanyard runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Nothing secret may appear in what lanyard prints on its own.
+fn assert_no_secret(out: &str) {
+    let key_body = fixture("rsa2048.pkcs8.pem")
+        .lines()
+        .nth(1)
+        .unwrap()
+        .to_string();
+    assert!(
+        !out.contains(&key_body[..20]),
+        "key material in output:\n{out}"
+    );
+    assert!(!out.contains("eyJ"), "an assertion in output:\n{out}");
+    assert!(!out.contains("mock-"), "a token in output:\n{out}");
+}
+
+#[tokio::test]
+async fn token_command_prints_only_the_access_token() {
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = lanyard(&["token"], &settings(&mock, dir.path(), &[])).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let token = stdout.strip_suffix('\n').expect("one line");
+    assert!(!token.contains('\n'));
+    assert_eq!(mock.token_owner(token).as_deref(), Some(CLIENT_ID));
+    assert_no_secret(&text(&out.stderr));
+}
+
+#[tokio::test]
+async fn token_command_does_not_need_the_upstream_url() {
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut vars = settings(&mock, dir.path(), &[]);
+    vars.remove("SERVICE_API_URL");
+    let out = lanyard(&["token"], &vars).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+#[tokio::test]
+async fn token_command_exits_1_when_the_token_endpoint_refuses() {
+    let mock = mock().await;
+    mock.push_fault(Fault::invalid_client());
+    let dir = tempfile::tempdir().unwrap();
+    let out = lanyard(&["token"], &settings(&mock, dir.path(), &[])).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    assert_eq!(
+        text(&out.stderr),
+        "lanyard: the token endpoint refused the request: HTTP 401 (invalid_client: client authentication failed)\n"
+    );
+}
+
+#[tokio::test]
+async fn token_command_exits_1_when_the_token_endpoint_is_down() {
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let vars = settings(
+        &mock,
+        dir.path(),
+        &[("SA_TOKEN_URI", &format!("http://{closed}/token"))],
+    );
+    let out = lanyard(&["token"], &vars).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).starts_with("lanyard: cannot connect to the token endpoint"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn check_reports_each_step_and_exits_0() {
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = lanyard(&["check"], &settings(&mock, dir.path(), &[])).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[0], "lanyard check");
+    assert!(lines[1].starts_with("  ok    settings"), "{stdout}");
+    assert_eq!(
+        lines[2],
+        format!(
+            "  ok    credentials  client id {CLIENT_ID}, organization {ORGANIZATION_ID}, RSA 2048-bit key"
+        )
+    );
+    assert!(
+        lines[3].starts_with("  ok    token        obtained from http://127.0.0.1:"),
+        "{stdout}"
+    );
+    assert!(
+        lines[4].starts_with(&format!(
+            "  ok    upstream     {} answered HTTP ",
+            mock.api_url()
+        )),
+        "{stdout}"
+    );
+    assert!(lines[5].starts_with("  skip  rule"), "{stdout}");
+    assert_eq!(lines[6], "all checks passed");
+    assert_no_secret(&stdout);
+}
+
+#[tokio::test]
+async fn check_exits_1_and_says_why_when_the_token_request_fails() {
+    let mock = mock().await;
+    mock.push_fault(Fault::server_error(503));
+    let dir = tempfile::tempdir().unwrap();
+    let out = lanyard(&["check"], &settings(&mock, dir.path(), &[])).await;
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("  FAIL  token        the token endpoint failed: HTTP 503"),
+        "{stdout}"
+    );
+    assert!(stdout.ends_with("1 check(s) failed\n"), "{stdout}");
+}
+
+/// Each bad input: the settings, and the one line lanyard must print.
+#[tokio::test]
+async fn bad_input_is_refused_with_exit_2_and_a_message_naming_it() {
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let good_key = fixture("rsa2048.pkcs8.pem");
+    let creds_with_key = |name: &str, key: &str| {
+        write(d, name, &credentials_json(&mock, key))
+            .to_str()
+            .unwrap()
+            .to_string()
+    };
+    let creds_with = |name: &str, mutate: &dyn Fn(&mut serde_json::Value)| {
+        let mut value: serde_json::Value =
+            serde_json::from_str(&credentials_json(&mock, &good_key)).unwrap();
+        mutate(&mut value);
+        write(d, name, &value.to_string())
+            .to_str()
+            .unwrap()
+            .to_string()
+    };
+    let key_case = |file: &str| creds_with_key(&format!("{file}.json"), &fixture(file));
+    let prefix = |path: &str| format!("SA_PRIVATE_KEY (key `private_key` in {path}): ");
+
+    let mut cases: Vec<(Vec<(String, String)>, String)> = Vec::new();
+    let mut case = |vars: &[(&str, &str)], expected: String| {
+        cases.push((
+            vars.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            expected,
+        ));
+    };
+
+    let ec = key_case("ec-p256.sec1.pem");
+    case(
+        &[("SA_CREDENTIALS_FILE", &ec)],
+        format!("{}is an EC key; RS256 needs an RSA key", prefix(&ec)),
+    );
+    let ec8 = key_case("ec-p256.pkcs8.pem");
+    case(
+        &[("SA_CREDENTIALS_FILE", &ec8)],
+        format!(
+            "{}is an EC, Ed25519 or other non-RSA key; RS256 needs an RSA key",
+            prefix(&ec8)
+        ),
+    );
+    let ed = key_case("ed25519.pem");
+    case(
+        &[("SA_CREDENTIALS_FILE", &ed)],
+        format!(
+            "{}is an EC, Ed25519 or other non-RSA key; RS256 needs an RSA key",
+            prefix(&ed)
+        ),
+    );
+    let short = key_case("rsa1024.pem");
+    case(
+        &[("SA_CREDENTIALS_FILE", &short)],
+        format!(
+            "{}is an RSA key shorter than 2048 bits; generate a 2048-bit or longer key",
+            prefix(&short)
+        ),
+    );
+    for file in ["rsa2048.encrypted.pem", "rsa2048.pkcs1-encrypted.pem"] {
+        let path = key_case(file);
+        case(
+            &[("SA_CREDENTIALS_FILE", &path)],
+            format!(
+                "{}is encrypted; lanyard needs an unencrypted key (decrypt it with `openssl pkey -in key.pem -out plain.pem` and keep the result in a Secret)",
+                prefix(&path)
+            ),
+        );
+    }
+    let public = key_case("rsa2048.pub.pem");
+    case(
+        &[("SA_CREDENTIALS_FILE", &public)],
+        format!("{}is a public key, not a private key", prefix(&public)),
+    );
+    let garbage = creds_with_key("garbage.json", "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcw");
+    case(
+        &[("SA_CREDENTIALS_FILE", &garbage)],
+        format!(
+            "{}is not a PEM private key (expected a -----BEGIN PRIVATE KEY----- block)",
+            prefix(&garbage)
+        ),
+    );
+    let env_creds = creds_with_key("env-override.json", &good_key);
+    case(
+        &[("SA_CREDENTIALS_FILE", &env_creds), ("SA_PRIVATE_KEY", "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcw")],
+        "SA_PRIVATE_KEY (environment variable SA_PRIVATE_KEY): is not a PEM private key (expected a -----BEGIN PRIVATE KEY----- block)".into(),
+    );
+    let http = creds_with("http.json", &|v| {
+        v["token_uri"] = "http://iam.example.com/token".into()
+    });
+    case(
+        &[("SA_CREDENTIALS_FILE", &http)],
+        format!(
+            "SA_TOKEN_URI (key `token_uri` in {http}): must use https: the token would cross the network in clear text (plain http is accepted on loopback only)"
+        ),
+    );
+    let no_client = creds_with("no-client.json", &|v| {
+        v.as_object_mut().unwrap().remove("client_id");
+    });
+    case(
+        &[("SA_CREDENTIALS_FILE", &no_client)],
+        "SA_CLIENT_ID: not set (give `client_id` in the credentials file or set SA_CLIENT_ID)"
+            .into(),
+    );
+    let wrong_type = creds_with("wrong-type.json", &|v| v["type"] = "authorized_user".into());
+    case(
+        &[("SA_CREDENTIALS_FILE", &wrong_type)],
+        format!(
+            "credentials file {wrong_type} (environment variable SA_CREDENTIALS_FILE): field `type` is `authorized_user`, expected `service_account`"
+        ),
+    );
+    let not_json = write(d, "not-json.json", "{\"private_key\": \"-----BEGIN")
+        .to_str()
+        .unwrap()
+        .to_string();
+    case(
+        &[("SA_CREDENTIALS_FILE", &not_json)],
+        format!(
+            "credentials file {not_json} (environment variable SA_CREDENTIALS_FILE): is not valid JSON (line 1, column 27)"
+        ),
+    );
+    case(
+        &[("SA_CREDENTIALS_FILE", "/nonexistent/creds.json")],
+        "credentials file /nonexistent/creds.json (environment variable SA_CREDENTIALS_FILE): cannot be read: no such file".into(),
+    );
+    case(
+        &[],
+        "no credentials: set SA_CREDENTIALS_FILE to the JSON file downloaded from the Portal, or set SA_CLIENT_ID, SA_PRIVATE_KEY, SA_IAM_AUDIENCE and SA_TOKEN_URI".into(),
+    );
+    case(
+        &[("SA_CREDENTIALS_FILE", &env_creds), ("LANYARD_TOKEN_TIMEOUT", "fast")],
+        "LANYARD_TOKEN_TIMEOUT (environment variable LANYARD_TOKEN_TIMEOUT): `fast` is not a duration (use seconds, or a value like 90s, 5m, 1h)".into(),
+    );
+
+    for (vars, expected) in cases {
+        let vars: HashMap<String, String> = vars.into_iter().collect();
+        let out = lanyard(&["token"], &vars).await;
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{vars:?}: {stderr}");
+        assert_eq!(stderr, format!("lanyard: {expected}\n"), "{vars:?}");
+        assert!(out.stdout.is_empty());
+        assert_no_secret(&stderr);
+    }
+}
+
+#[tokio::test]
+async fn every_problem_is_listed_at_once() {
+    let vars = env(&[
+        ("LANYARD_LISTEN", "0.0.0.0:8080"),
+        ("LANYARD_ASSERTION_TTL", "2h"),
+    ]);
+    let out = lanyard(&["check"], &vars).await;
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 3, "{stderr}");
+    assert!(
+        lines[0].starts_with("lanyard: SERVICE_API_URL: is required"),
+        "{stderr}"
+    );
+    assert!(lines[1].starts_with("lanyard: LANYARD_LISTEN (environment variable LANYARD_LISTEN): 0.0.0.0:8080 is not a loopback address"), "{stderr}");
+    assert!(lines[2].contains("LANYARD_ASSERTION_TTL"), "{stderr}");
+}
+
+#[tokio::test]
+async fn flags_override_the_environment() {
+    let vars = env(&[("LANYARD_ASSERTION_TTL", "2h")]);
+    let out = lanyard(&["token", "--assertion-ttl", "2x"], &vars).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr)
+            .contains("LANYARD_ASSERTION_TTL (flag --assertion-ttl): `2x` is not a duration"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn help_and_version_exit_0() {
+    let out = lanyard(&["--version"], &HashMap::new()).await;
+    assert!(out.status.success());
+    assert_eq!(
+        text(&out.stdout),
+        format!("lanyard {}\n", env!("CARGO_PKG_VERSION"))
+    );
+    let out = lanyard(&["--help"], &HashMap::new()).await;
+    assert!(out.status.success());
+    assert!(text(&out.stdout).contains("[env: SERVICE_API_URL]"));
+}

@@ -1,0 +1,314 @@
+//! The refresher: renewal timing, backoff, Retry-After, the held token
+//! under failure, and forced renewals. Timing logic runs on tokio's paused
+//! clock with a scripted token source; the rest against the real mock.
+
+mod support;
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lanyard::Secret;
+use lanyard::commands;
+use lanyard::metrics::Metrics;
+use lanyard::mock::Fault;
+use lanyard::token::refresher::spawn;
+use lanyard::token::{ExchangeError, Issued, RefreshPolicy, TokenHandle, TokenSource, Unavailable};
+use support::*;
+use tokio::time::Instant;
+
+/// Answers from a script, then fails with a 503 forever; records when it
+/// was called.
+#[derive(Default)]
+struct Scripted {
+    script: Mutex<VecDeque<Result<Issued, ExchangeError>>>,
+    calls: Mutex<Vec<Instant>>,
+}
+
+impl Scripted {
+    fn new(script: Vec<Result<Issued, ExchangeError>>) -> Arc<Self> {
+        Arc::new(Scripted {
+            script: Mutex::new(script.into()),
+            calls: Mutex::default(),
+        })
+    }
+
+    /// Time between consecutive calls.
+    fn gaps(&self) -> Vec<Duration> {
+        let calls = self.calls.lock().unwrap();
+        calls.windows(2).map(|w| w[1] - w[0]).collect()
+    }
+}
+
+impl TokenSource for Scripted {
+    async fn fetch(&self) -> Result<Issued, ExchangeError> {
+        self.calls.lock().unwrap().push(Instant::now());
+        self.script
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or(Err(server_error()))
+    }
+}
+
+fn token(seconds: u64) -> Result<Issued, ExchangeError> {
+    Ok(Issued {
+        access_token: Secret::new(format!("tok-{seconds}")),
+        lifetime: Duration::from_secs(seconds),
+        lifetime_assumed: false,
+    })
+}
+
+fn server_error() -> ExchangeError {
+    ExchangeError::Server {
+        status: 503,
+        retry_after: None,
+    }
+}
+
+async fn wait_attempts(handle: &TokenHandle, attempts: u64) {
+    wait_for(&mut handle.state(), Duration::from_secs(3600), |s| {
+        s.attempts >= attempts
+    })
+    .await;
+}
+
+fn between(gap: Duration, low_ms: u64, high_ms: u64) -> bool {
+    gap >= Duration::from_millis(low_ms) && gap <= Duration::from_millis(high_ms)
+}
+
+#[tokio::test(start_paused = true)]
+async fn renewal_happens_at_a_jittered_fraction_of_the_lifetime() {
+    let source = Scripted::new(vec![token(100), token(100)]);
+    let (handle, _task) = spawn(
+        source.clone(),
+        RefreshPolicy::default(),
+        Metrics::unregistered(),
+    );
+    wait_attempts(&handle, 2).await;
+    let gap = source.gaps()[0];
+    assert!(between(gap, 70_000, 85_000), "renewed after {gap:?}");
+    assert_eq!(handle.current().unwrap().generation(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn refresh_failure_keeps_previous_token_and_backs_off() {
+    let source = Scripted::new(vec![
+        token(100),
+        Err(server_error()),
+        Err(server_error()),
+        Err(server_error()),
+        token(100),
+    ]);
+    let (handle, _task) = spawn(
+        source.clone(),
+        RefreshPolicy::default(),
+        Metrics::unregistered(),
+    );
+    wait_attempts(&handle, 4).await;
+    let state = handle.state().borrow().clone();
+    assert_eq!(state.consecutive_failures, 3);
+    assert_eq!(state.last_error, Some(server_error()));
+    let held = handle.current().expect("the first token is still valid");
+    assert_eq!(held.generation(), 1);
+
+    wait_attempts(&handle, 5).await;
+    assert_eq!(handle.current().unwrap().generation(), 2);
+    let gaps = source.gaps();
+    // Equal jitter: each delay is between half and all of 1 s, 2 s, 4 s.
+    assert!(between(gaps[1], 500, 1000), "{gaps:?}");
+    assert!(between(gaps[2], 1000, 2000), "{gaps:?}");
+    assert!(between(gaps[3], 2000, 4000), "{gaps:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn backoff_is_capped() {
+    let source = Scripted::new(vec![]);
+    let (handle, _task) = spawn(
+        source.clone(),
+        RefreshPolicy::default(),
+        Metrics::unregistered(),
+    );
+    wait_attempts(&handle, 12).await;
+    let gaps = source.gaps();
+    assert!(
+        gaps.iter().all(|g| *g <= Duration::from_secs(60)),
+        "{gaps:?}"
+    );
+    assert!(gaps[10] >= Duration::from_secs(30), "{gaps:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_is_obeyed() {
+    let source = Scripted::new(vec![
+        Err(ExchangeError::RateLimited {
+            retry_after: Some(Duration::from_secs(45)),
+        }),
+        token(100),
+    ]);
+    let (handle, _task) = spawn(
+        source.clone(),
+        RefreshPolicy::default(),
+        Metrics::unregistered(),
+    );
+    wait_attempts(&handle, 2).await;
+    let gap = source.gaps()[0];
+    assert!(between(gap, 45_000, 46_000), "retried after {gap:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn refused_credentials_are_not_retried_quickly() {
+    let source = Scripted::new(vec![
+        Err(ExchangeError::Rejected {
+            status: 401,
+            error: Some("invalid_client".into()),
+            description: None,
+        }),
+        token(100),
+    ]);
+    let (handle, _task) = spawn(
+        source.clone(),
+        RefreshPolicy::default(),
+        Metrics::unregistered(),
+    );
+    wait_attempts(&handle, 2).await;
+    assert!(
+        source.gaps()[0] >= Duration::from_secs(30),
+        "{:?}",
+        source.gaps()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn expired_token_is_not_handed_out_while_renewal_fails() {
+    let source = Scripted::new(vec![token(10)]);
+    let (handle, _task) = spawn(source, RefreshPolicy::default(), Metrics::unregistered());
+    wait_attempts(&handle, 1).await;
+    assert!(handle.get().await.is_ok());
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert!(handle.current().is_none());
+    assert_eq!(handle.get().await.unwrap_err(), Unavailable::NoToken);
+}
+
+#[tokio::test(start_paused = true)]
+async fn failed_forced_renewal_drops_the_rejected_token() {
+    let source = Scripted::new(vec![token(100)]);
+    let (handle, _task) = spawn(source, RefreshPolicy::default(), Metrics::unregistered());
+    wait_attempts(&handle, 1).await;
+    let rejected = handle.current().unwrap();
+    let err = handle.renew_after_rejection(&rejected).await.unwrap_err();
+    assert_eq!(err, Unavailable::RenewalFailed(server_error()));
+    assert!(handle.current().is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn metrics_count_outcomes_and_publish_expiry() {
+    let metrics = Metrics::unregistered();
+    let source = Scripted::new(vec![Err(server_error()), token(100)]);
+    let (handle, _task) = spawn(source, RefreshPolicy::default(), metrics.clone());
+    wait_attempts(&handle, 2).await;
+    assert_eq!(
+        metrics
+            .token_requests
+            .with_label_values(&["server_error"])
+            .get(),
+        1
+    );
+    assert_eq!(
+        metrics.token_requests.with_label_values(&["success"]).get(),
+        1
+    );
+    assert_eq!(metrics.token_request_duration.get_sample_count(), 2);
+    let expiry = handle
+        .current()
+        .unwrap()
+        .expires_at_wall()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert_eq!(metrics.token_expiry.get(), expiry);
+}
+
+#[tokio::test]
+async fn renewal_happens_before_expiry_against_the_mock() {
+    let mock = mock().await;
+    mock.set_expires_in(Some(2));
+    let dir = tempfile::tempdir().unwrap();
+    let wiring = commands::wire(&config(&settings(&mock, dir.path(), &[]))).unwrap();
+    let (handle, _task) = spawn(
+        wiring.exchanger,
+        RefreshPolicy::default(),
+        Metrics::unregistered(),
+    );
+    let first = handle.first_outcome().await.unwrap();
+    wait_for(&mut handle.state(), Duration::from_secs(10), |s| {
+        s.generation >= 2
+    })
+    .await;
+    assert!(
+        !first.is_expired(),
+        "renewed only after the first token expired"
+    );
+    assert_eq!(handle.current().unwrap().generation(), 2);
+}
+
+#[tokio::test]
+async fn retry_after_from_the_token_endpoint_is_obeyed() {
+    let mock = mock().await;
+    mock.push_fault(Fault::rate_limited(Some("1")));
+    let dir = tempfile::tempdir().unwrap();
+    let wiring = commands::wire(&config(&settings(&mock, dir.path(), &[]))).unwrap();
+    let policy = RefreshPolicy {
+        backoff_initial: Duration::from_millis(10),
+        ..RefreshPolicy::default()
+    };
+    let mut counters = mock.watch_counters();
+    let (handle, _task) = spawn(wiring.exchanger, policy, Metrics::unregistered());
+    wait_for(&mut counters, Duration::from_secs(5), |c| {
+        c.token_requests >= 1
+    })
+    .await;
+    let refused_at = Instant::now();
+    wait_for(&mut counters, Duration::from_secs(5), |c| {
+        c.token_requests >= 2
+    })
+    .await;
+    assert!(
+        refused_at.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        refused_at.elapsed()
+    );
+    wait_for(&mut handle.state(), Duration::from_secs(5), |s| {
+        s.generation == 1
+    })
+    .await;
+    assert!(handle.current().is_some());
+}
+
+#[tokio::test]
+async fn concurrent_forced_renewals_share_one_token_request() {
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let wiring = commands::wire(&config(&settings(&mock, dir.path(), &[]))).unwrap();
+    let (handle, _task) = spawn(
+        wiring.exchanger,
+        RefreshPolicy::default(),
+        Metrics::unregistered(),
+    );
+    let rejected = handle.first_outcome().await.unwrap();
+    assert_eq!(mock.counters().token_requests, 1);
+
+    let mut callers = tokio::task::JoinSet::new();
+    for _ in 0..32 {
+        let handle = handle.clone();
+        let rejected = rejected.clone();
+        callers.spawn(async move { handle.renew_after_rejection(&rejected).await });
+    }
+    while let Some(result) = callers.join_next().await {
+        assert_eq!(result.unwrap().unwrap().generation(), 2);
+    }
+    assert_eq!(mock.counters().token_requests, 2);
+    // A request arriving after the 401 gets the new token, not the old one.
+    assert_eq!(handle.get().await.unwrap().generation(), 2);
+    assert_eq!(mock.counters().token_requests, 2);
+}

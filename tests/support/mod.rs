@@ -1,0 +1,110 @@
+//! Shared test helpers: the fixture key, a mock service with an account,
+//! credentials files and settings maps.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use lanyard::config::{Config, Flags, Requirement};
+use lanyard::mock::{MockAccount, MockService};
+
+pub mod tls;
+
+pub const CLIENT_ID: &str = "sa-test-client";
+pub const ORGANIZATION_ID: &str = "org-test";
+
+/// Path of a file under `tests/fixtures`.
+pub fn fixture_path(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+pub fn fixture(name: &str) -> String {
+    std::fs::read_to_string(fixture_path(name)).expect("fixture exists")
+}
+
+/// The fixture account's public key, as the mock takes it.
+pub fn fixture_public_der() -> Vec<u8> {
+    std::fs::read(fixture_path("rsa2048.pub.pkcs1.der")).expect("fixture exists")
+}
+
+/// The account the fixture key belongs to.
+pub fn account() -> MockAccount {
+    MockAccount {
+        client_id: CLIENT_ID.into(),
+        organization_id: ORGANIZATION_ID.into(),
+        public_key_der: fixture_public_der(),
+        roles: vec!["verifications.api".into()],
+        projects: vec!["proj-demo".into()],
+    }
+}
+
+/// A mock service on a fresh loopback port that knows [`account`].
+pub async fn mock() -> MockService {
+    let mock = MockService::start().await.expect("mock starts");
+    mock.add_account(account());
+    mock
+}
+
+/// A credentials file for the fixture account, as the Portal delivers it.
+pub fn credentials_json(mock: &MockService, key_pem: &str) -> String {
+    serde_json::json!({
+        "type": "service_account",
+        "organization_id": ORGANIZATION_ID,
+        "client_id": CLIENT_ID,
+        "private_key": key_pem,
+        "token_uri": mock.token_url(),
+        "iam_audience": mock.audience(),
+    })
+    .to_string()
+}
+
+/// Writes `contents` to `name` in `dir` and returns the path.
+pub fn write(dir: &Path, name: &str, contents: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, contents).expect("temp file written");
+    path
+}
+
+pub fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Settings for the fixture account against `mock`, plus `extra`.
+pub fn settings(mock: &MockService, dir: &Path, extra: &[(&str, &str)]) -> HashMap<String, String> {
+    let creds = write(
+        dir,
+        "credentials.json",
+        &credentials_json(mock, &fixture("rsa2048.pkcs8.pem")),
+    );
+    let mut map = env(&[
+        ("SERVICE_API_URL", &mock.api_url()),
+        ("SA_CREDENTIALS_FILE", creds.to_str().expect("utf-8 path")),
+    ]);
+    map.extend(env(extra));
+    map
+}
+
+pub fn config(map: &HashMap<String, String>) -> Config {
+    Config::load(&Flags::default(), map, Requirement::Upstream).expect("valid settings")
+}
+
+/// Waits for a watch channel's value to satisfy `done`, failing the test
+/// after `limit` rather than hanging.
+pub async fn wait_for<T: Clone>(
+    rx: &mut tokio::sync::watch::Receiver<T>,
+    limit: Duration,
+    done: impl FnMut(&T) -> bool,
+) -> T {
+    tokio::time::timeout(limit, rx.wait_for(done))
+        .await
+        .expect("condition reached in time")
+        .expect("sender alive")
+        .clone()
+}

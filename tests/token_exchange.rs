@@ -1,0 +1,349 @@
+//! The token exchange over real sockets against the embedded mock: what is
+//! sent, how the mock verifies it, and how each failure is classified.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use lanyard::commands;
+use lanyard::credentials::parse_private_key;
+use lanyard::mock::{Fault, MockService};
+use lanyard::token::{AssertionSigner, ExchangeError};
+use serde_json::Value;
+use support::*;
+use uuid::Uuid;
+
+fn exchanger(
+    mock: &MockService,
+    dir: &std::path::Path,
+    extra: &[(&str, &str)],
+) -> Arc<lanyard::token::Exchanger> {
+    let config = config(&settings(mock, dir, extra));
+    commands::wire(&config).expect("wiring").exchanger
+}
+
+/// Posts a token request by hand, for the cases lanyard itself never sends.
+async fn post_form(url: &str, fields: &[(&str, &str)]) -> (StatusCode, Value) {
+    let body = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(fields)
+        .finish();
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Full<Bytes>>();
+    let request = Request::post(url)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(Full::new(Bytes::from(body)))
+        .unwrap();
+    let response = client.request(request).await.unwrap();
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+fn signer(mock: &MockService, lifetime: Duration, key: &str) -> AssertionSigner {
+    AssertionSigner {
+        client_id: CLIENT_ID.into(),
+        audience: mock.audience(),
+        lifetime,
+        key: Arc::new(parse_private_key(key).unwrap()),
+    }
+}
+
+fn fields(assertion: &str) -> Vec<(&str, &str)> {
+    vec![
+        ("client_id", CLIENT_ID),
+        ("organization_id", ORGANIZATION_ID),
+        ("client_assertion", assertion),
+    ]
+}
+
+#[tokio::test]
+async fn token_is_obtained_and_accepted_by_the_mock() {
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let issued = exchanger(&mock, dir.path(), &[]).fetch().await.unwrap();
+    assert_eq!(
+        mock.token_owner(issued.access_token.expose()).as_deref(),
+        Some(CLIENT_ID)
+    );
+    assert_eq!(issued.lifetime, Duration::from_secs(120));
+}
+
+#[tokio::test]
+async fn assertion_claims_and_form_fields_are_as_specified() {
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let before = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    exchanger(&mock, dir.path(), &[("LANYARD_ASSERTION_TTL", "10m")])
+        .fetch()
+        .await
+        .unwrap();
+    let after = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let seen = mock.last_accepted().unwrap();
+
+    assert_eq!(
+        seen.header,
+        serde_json::json!({"alg": "RS256", "typ": "JWT"})
+    );
+    let claims = &seen.claims;
+    assert_eq!(claims["iss"], CLIENT_ID);
+    assert_eq!(claims["sub"], CLIENT_ID);
+    assert_eq!(claims["aud"], mock.audience());
+    let iat = claims["iat"].as_u64().unwrap();
+    assert!((before..=after).contains(&iat));
+    assert_eq!(claims["exp"].as_u64().unwrap(), iat + 600);
+    let jti = Uuid::parse_str(claims["jti"].as_str().unwrap()).unwrap();
+    assert_eq!(jti.get_version_num(), 4);
+    assert_eq!(
+        claims.as_object().unwrap().len(),
+        6,
+        "no extra claims: {claims}"
+    );
+
+    let names: Vec<&str> = seen.form.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        [
+            "client_assertion",
+            "client_assertion_type",
+            "client_id",
+            "grant_type",
+            "organization_id"
+        ]
+    );
+    assert_eq!(seen.form["grant_type"], "client_credentials");
+    assert_eq!(
+        seen.form["client_assertion_type"],
+        "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+    );
+    assert_eq!(seen.form["client_id"], CLIENT_ID);
+    assert_eq!(seen.form["organization_id"], ORGANIZATION_ID);
+}
+
+#[tokio::test]
+async fn rfc7523_fields_off_sends_the_seeds_three_fields() {
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    exchanger(&mock, dir.path(), &[("LANYARD_RFC7523_FIELDS", "false")])
+        .fetch()
+        .await
+        .unwrap();
+    let names: Vec<String> = mock.last_accepted().unwrap().form.into_keys().collect();
+    assert_eq!(names, ["client_assertion", "client_id", "organization_id"]);
+}
+
+#[tokio::test]
+async fn every_token_request_uses_a_fresh_jti() {
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let exchanger = exchanger(&mock, dir.path(), &[]);
+    exchanger.fetch().await.unwrap();
+    let first = mock.last_accepted().unwrap().claims["jti"].clone();
+    exchanger.fetch().await.unwrap();
+    let second = mock.last_accepted().unwrap().claims["jti"].clone();
+    assert_ne!(first, second);
+}
+
+#[tokio::test]
+async fn pkcs1_key_and_literal_newlines_are_accepted() {
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let escaped = fixture("rsa2048.pkcs1.pem").replace('\n', "\\n");
+    let map = env(&[
+        ("SERVICE_API_URL", &mock.api_url()),
+        ("SA_CLIENT_ID", CLIENT_ID),
+        ("SA_PRIVATE_KEY", &escaped),
+        ("SA_IAM_AUDIENCE", &mock.audience()),
+        ("SA_TOKEN_URI", &mock.token_url()),
+        ("ORG_ID", ORGANIZATION_ID),
+    ]);
+    let wiring = commands::wire(&config(&map)).unwrap();
+    let issued = wiring.exchanger.fetch().await.unwrap();
+    assert!(mock.token_owner(issued.access_token.expose()).is_some());
+    drop(dir);
+}
+
+#[tokio::test]
+async fn replayed_jti_is_refused_by_the_mock() {
+    let mock = mock().await;
+    let signer = signer(
+        &mock,
+        Duration::from_secs(300),
+        &fixture("rsa2048.pkcs8.pem"),
+    );
+    let assertion = signer.sign(SystemTime::now(), Uuid::new_v4()).unwrap();
+    let (status, _) = post_form(&mock.token_url(), &fields(assertion.expose())).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = post_form(&mock.token_url(), &fields(assertion.expose())).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"], "invalid_grant");
+    assert_eq!(body["error_description"], "claim `jti` was already used");
+}
+
+#[tokio::test]
+async fn mock_refuses_assertions_that_break_the_seeds_rules() {
+    let mock = mock().await;
+    let key = fixture("rsa2048.pkcs8.pem");
+    let now = SystemTime::now();
+    let good = signer(&mock, Duration::from_secs(300), &key);
+
+    let too_long = signer(&mock, Duration::from_secs(7200), &key)
+        .sign(now, Uuid::new_v4())
+        .unwrap();
+    let expired = good
+        .sign(now - Duration::from_secs(3600), Uuid::new_v4())
+        .unwrap();
+    let mut wrong_aud = signer(&mock, Duration::from_secs(300), &key);
+    wrong_aud.audience = "https://elsewhere.example/iam".into();
+    let wrong_aud = wrong_aud.sign(now, Uuid::new_v4()).unwrap();
+    let other_key = lanyard::mock::generate_rsa_key().unwrap();
+    let wrong_key = signer(
+        &mock,
+        Duration::from_secs(300),
+        other_key.private_pem.expose(),
+    )
+    .sign(now, Uuid::new_v4())
+    .unwrap();
+    let v1_jti = good
+        .sign(
+            now,
+            Uuid::parse_str("6fa459ea-ee8a-11ca-8f3d-0800200c9a66").unwrap(),
+        )
+        .unwrap();
+    let fine = good.sign(now, Uuid::new_v4()).unwrap();
+
+    let cases: Vec<(Vec<(&str, &str)>, &str)> = vec![
+        (
+            fields(too_long.expose()),
+            "claim `exp` is more than an hour ahead",
+        ),
+        (fields(expired.expose()), "the assertion has expired"),
+        (
+            fields(wrong_aud.expose()),
+            "claim `aud` is not this service's IAM audience",
+        ),
+        (
+            fields(wrong_key.expose()),
+            "the assertion's signature does not verify with the account's key",
+        ),
+        (fields(v1_jti.expose()), "claim `jti` must be a UUID v4"),
+        (
+            vec![
+                ("client_id", "someone-else"),
+                ("organization_id", ORGANIZATION_ID),
+                ("client_assertion", fine.expose()),
+            ],
+            "client_id does not match the assertion's issuer",
+        ),
+        (
+            vec![
+                ("client_id", CLIENT_ID),
+                ("organization_id", "org-other"),
+                ("client_assertion", fine.expose()),
+            ],
+            "organization_id is not the account's organization",
+        ),
+        (
+            vec![
+                ("client_id", CLIENT_ID),
+                ("client_assertion", fine.expose()),
+            ],
+            "parameter `organization_id` is missing",
+        ),
+        (
+            vec![
+                ("grant_type", "password"),
+                ("client_id", CLIENT_ID),
+                ("organization_id", ORGANIZATION_ID),
+                ("client_assertion", fine.expose()),
+            ],
+            "only client_credentials is supported",
+        ),
+        (
+            fields("not.a.jwt.at.all"),
+            "client_assertion is not a compact JWS",
+        ),
+    ];
+    for (form, why) in cases {
+        let (status, body) = post_form(&mock.token_url(), &form).await;
+        assert!(status.is_client_error(), "{why}: {status}");
+        assert_eq!(body["error_description"], why);
+    }
+    assert_eq!(mock.counters().tokens_issued, 0);
+}
+
+#[tokio::test]
+async fn failures_are_classified_for_retry_decisions() {
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let exchanger = exchanger(&mock, dir.path(), &[("LANYARD_TOKEN_TIMEOUT", "300ms")]);
+
+    mock.push_fault(Fault::Delay(Duration::from_secs(5)));
+    assert!(matches!(
+        exchanger.fetch().await,
+        Err(ExchangeError::Timeout(_))
+    ));
+
+    mock.push_fault(Fault::Disconnect);
+    let err = exchanger.fetch().await.unwrap_err();
+    assert_eq!(err.kind(), "network", "{err}");
+
+    mock.push_fault(Fault::rate_limited(Some("7")));
+    let err = exchanger.fetch().await.unwrap_err();
+    assert_eq!(
+        err,
+        ExchangeError::RateLimited {
+            retry_after: Some(Duration::from_secs(7))
+        }
+    );
+
+    mock.push_fault(Fault::server_error(503));
+    assert_eq!(exchanger.fetch().await.unwrap_err().kind(), "server_error");
+
+    mock.push_fault(Fault::invalid_client());
+    let err = exchanger.fetch().await.unwrap_err();
+    assert!(err.is_rejection());
+    assert!(
+        err.to_string().contains("HTTP 401 (invalid_client"),
+        "{err}"
+    );
+
+    mock.push_fault(Fault::body("{\"access_token\":"));
+    assert_eq!(
+        exchanger.fetch().await.unwrap_err(),
+        ExchangeError::Malformed("the body is not JSON".into())
+    );
+
+    // The mock still works once the faults are used up.
+    exchanger.fetch().await.unwrap();
+}
+
+#[tokio::test]
+async fn refused_connection_is_a_connect_failure() {
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    // A port that was just free: nothing listens there now.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let exchanger = exchanger(
+        &mock,
+        dir.path(),
+        &[("SA_TOKEN_URI", &format!("http://{closed}/oauth2/token"))],
+    );
+    let err = exchanger.fetch().await.unwrap_err();
+    assert_eq!(err.kind(), "connect", "{err}");
+}
