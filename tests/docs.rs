@@ -1,0 +1,101 @@
+//! The README and the example config agree with the code's list of settings.
+
+use std::collections::BTreeSet;
+
+use lanyard::config::SETTINGS;
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap()
+}
+
+/// Cells of the README's settings table, one row per setting.
+fn settings_rows() -> Vec<Vec<String>> {
+    let readme = read("README.md");
+    let section = readme
+        .split("\n## Settings\n")
+        .nth(1)
+        .expect("a Settings section")
+        .split("\n## ")
+        .next()
+        .unwrap();
+    section
+        .lines()
+        .filter(|line| {
+            line.starts_with("| ") && !line.starts_with("| setting") && !line.starts_with("| ---")
+        })
+        .map(|line| {
+            line.trim_matches('|')
+                .split(" | ")
+                .map(|c| c.trim().to_string())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn readme_settings_table_matches_the_code() {
+    let rows = settings_rows();
+    assert_eq!(rows.len(), SETTINGS.len(), "one row per setting");
+    for (row, setting) in rows.iter().zip(SETTINGS) {
+        assert_eq!(row[1], format!("`{}`", setting.env));
+        match setting.flag {
+            Some(flag) => assert_eq!(row[2], format!("`{flag}`"), "{}", setting.env),
+            None => assert!(row[2].starts_with("none"), "{}", setting.env),
+        }
+        assert_eq!(row[3], format!("`{}`", setting.key), "{}", setting.env);
+    }
+}
+
+#[test]
+fn example_config_names_every_key_and_only_real_ones() {
+    let example = read("config/lanyard.example.toml");
+    let named: BTreeSet<&str> = example
+        .lines()
+        .filter_map(|line| {
+            line.strip_prefix("# ")?
+                .split_once(" = ")
+                .map(|(key, _)| key)
+        })
+        .filter(|key| {
+            key.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        })
+        .collect();
+    let known: BTreeSet<&str> = SETTINGS.iter().map(|s| s.key).collect();
+    assert_eq!(named, known);
+}
+
+#[test]
+fn example_config_loads_when_uncommented() {
+    let example = read("config/lanyard.example.toml");
+    // Uncomment the key lines (not the multi-line key example) and load it.
+    let uncommented: String = example
+        .lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix("# ")?;
+            let (key, _) = rest.split_once(" = ")?;
+            (key != "private_key"
+                && key
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
+            .then_some(rest)
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lanyard.toml");
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, "").unwrap();
+    let text = uncommented.replace("/etc/ssl/private-ca.pem", ca.to_str().unwrap());
+    std::fs::write(&path, text).unwrap();
+    let flags = lanyard::config::Flags {
+        config: Some(path),
+        ..Default::default()
+    };
+    let env = std::collections::HashMap::<String, String>::new();
+    let config =
+        lanyard::config::Config::load(&flags, &env, lanyard::config::Requirement::Upstream)
+            .expect("the example's values are valid");
+    assert_eq!(config.listen, "127.0.0.1:8080".parse().unwrap());
+    assert_eq!(config.assertion_ttl, std::time::Duration::from_secs(3600));
+}
