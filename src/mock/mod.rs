@@ -2,11 +2,18 @@
 //! `lanyard demo` and the test suite.
 //!
 //! Its token endpoint verifies assertions as strictly as the seed specifies
-//! and can be told to fail in every way lanyard classifies. Payload shapes
-//! the seed leaves unspecified are illustrative.
+//! and can be told to fail in every way lanyard classifies. Its API (under
+//! [`API_PREFIX`]) authenticates the bearer token, enforces the
+//! authorization model of seed §5.4, and serves verification sessions and
+//! the issuance operations; a simulated wallet (under [`WALLET_PREFIX`])
+//! completes sessions. Payload shapes the seed leaves unspecified are
+//! illustrative; `docs/mock-service.md` documents every endpoint.
 
+mod api;
+mod issuance;
 mod keys;
 mod token;
+mod verification;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -25,6 +32,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
+pub use api::ApiRequestLog;
 pub use keys::{GeneratedKey, generate_rsa_key};
 pub use token::TokenRequestLog;
 
@@ -32,6 +40,13 @@ pub use token::TokenRequestLog;
 pub const TOKEN_PATH: &str = "/oauth2/token";
 /// The API's path prefix on the mock: `SERVICE_API_URL` is `{mock}/api`.
 pub const API_PREFIX: &str = "/api";
+/// The simulated wallet's path prefix on the mock. Outside the API and
+/// without a token: a wallet presents straight to the service (seed §4.2).
+pub const WALLET_PREFIX: &str = "/mock/wallet";
+/// The role that grants the verification API (seed §5.4).
+pub const VERIFICATIONS_ROLE: &str = "verifications.api";
+/// The role that grants the issuance API (seed §5.4).
+pub const CREDENTIALS_ROLE: &str = "credentials.api";
 /// Short, so the demo shows renewals happening.
 pub const DEFAULT_EXPIRES_IN: i64 = 120;
 
@@ -120,6 +135,15 @@ struct Inner {
     expires_in: Option<i64>,
     last_accepted: Option<TokenRequestLog>,
     refusals: Vec<String>,
+    /// Verification rules by (project id, normalised rule id).
+    rules: HashMap<(String, String), verification::Rule>,
+    /// Verification sessions by transaction id.
+    sessions: HashMap<String, verification::Session>,
+    /// Credential items by credential id.
+    credentials: HashMap<String, issuance::Credential>,
+    /// Orders credential listings by creation.
+    credential_seq: u64,
+    last_api_request: Option<ApiRequestLog>,
 }
 
 /// Counters tests can await instead of sleeping.
@@ -129,12 +153,17 @@ pub struct MockCounters {
     pub token_requests: u64,
     /// Tokens issued.
     pub tokens_issued: u64,
+    /// Requests that reached the API (under [`API_PREFIX`]), counted before
+    /// authentication, so refused ones count too.
+    pub api_requests: u64,
 }
 
 pub(crate) struct State {
     inner: Mutex<Inner>,
     counters: watch::Sender<MockCounters>,
     audience: String,
+    /// The mock's own base URL, for the links it hands out.
+    base_url: String,
 }
 
 impl State {
@@ -151,7 +180,6 @@ impl State {
 pub struct MockService {
     state: Arc<State>,
     addr: SocketAddr,
-    scheme: &'static str,
     _tasks: JoinSet<()>,
 }
 
@@ -168,18 +196,21 @@ impl MockService {
             .local_addr()
             .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
         let scheme = if tls.is_some() { "https" } else { "http" };
+        // With TLS the name matches a test certificate.
         let host = if tls.is_some() {
             "localhost"
         } else {
             "127.0.0.1"
         };
+        let base_url = format!("{scheme}://{host}:{}", addr.port());
         let state = Arc::new(State {
             inner: Mutex::new(Inner {
                 expires_in: Some(DEFAULT_EXPIRES_IN),
                 ..Inner::default()
             }),
             counters: watch::Sender::new(MockCounters::default()),
-            audience: format!("{scheme}://{host}:{}/iam", addr.port()),
+            audience: format!("{base_url}/iam"),
+            base_url,
         });
         let mut tasks = JoinSet::new();
         tasks.spawn(
@@ -189,7 +220,6 @@ impl MockService {
         MockService {
             state,
             addr,
-            scheme,
             _tasks: tasks,
         }
     }
@@ -201,12 +231,7 @@ impl MockService {
     /// `http://127.0.0.1:PORT` (or `https://localhost:PORT` with TLS, so the
     /// name matches a test certificate).
     pub fn base_url(&self) -> String {
-        let host = if self.scheme == "https" {
-            "localhost"
-        } else {
-            "127.0.0.1"
-        };
-        format!("{}://{host}:{}", self.scheme, self.addr.port())
+        self.state.base_url.clone()
     }
 
     pub fn token_url(&self) -> String {
@@ -243,6 +268,55 @@ impl MockService {
     /// Makes every token issued so far unknown, as if revoked.
     pub fn revoke_all_tokens(&self) {
         self.state.lock().tokens.clear();
+    }
+
+    /// Makes every token issued so far expired, so the API answers 401
+    /// saying so. Tokens issued later live their normal lifetime.
+    pub fn expire_all_tokens(&self) {
+        let now = SystemTime::now();
+        for token in self.state.lock().tokens.values_mut() {
+            token.expires_at = token.expires_at.min(now);
+        }
+    }
+
+    /// Registers a published verification rule in a project, as the
+    /// Portal's Generate ID and Publish rule actions do (seed §3.1). The
+    /// rule id should be a UUID; one that parses as a UUID matches its
+    /// path segment in any case. Registering an id again publishes it.
+    pub fn add_rule(&self, project_id: impl Into<String>, rule_id: impl Into<String>) {
+        self.insert_rule(
+            project_id.into(),
+            rule_id.into(),
+            verification::RuleStatus::Published,
+        );
+    }
+
+    /// Registers a rule that has its id but is not yet published: the API
+    /// answers 404 for it, since only a published rule is usable at runtime.
+    pub fn add_draft_rule(&self, project_id: impl Into<String>, rule_id: impl Into<String>) {
+        self.insert_rule(
+            project_id.into(),
+            rule_id.into(),
+            verification::RuleStatus::Draft,
+        );
+    }
+
+    fn insert_rule(&self, project_id: String, rule_id: String, status: verification::RuleStatus) {
+        let key = (project_id, verification::normalise_rule_id(&rule_id));
+        self.state
+            .lock()
+            .rules
+            .insert(key, verification::Rule { rule_id, status });
+    }
+
+    /// Where the simulated wallet presents a credential for a session.
+    pub fn wallet_present_url(&self, transaction_id: &str) -> String {
+        verification::wallet_url(&self.state.base_url, transaction_id, "/present")
+    }
+
+    /// The most recent request that reached the API, as it arrived.
+    pub fn last_api_request(&self) -> Option<ApiRequestLog> {
+        self.state.lock().last_api_request.clone()
     }
 
     pub fn counters(&self) -> MockCounters {
@@ -331,13 +405,26 @@ impl std::fmt::Display for Disconnect {
 impl std::error::Error for Disconnect {}
 
 async fn route(state: &State, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Disconnect> {
-    if req.uri().path() == TOKEN_PATH {
+    let path = req.uri().path();
+    if path == TOKEN_PATH {
         return token::handle(state, req).await;
+    }
+    if under(path, API_PREFIX) {
+        return Ok(api::handle(state, req).await);
+    }
+    if under(path, WALLET_PREFIX) {
+        return Ok(verification::wallet(state, req).await);
     }
     Ok(json(
         StatusCode::NOT_FOUND,
         &serde_json::json!({"error": "not_found", "message": "no such path on the mock service"}),
     ))
+}
+
+/// Whether `path` is `prefix` itself or below it (`/api/x`, not `/apix`).
+fn under(path: &str, prefix: &str) -> bool {
+    path.strip_prefix(prefix)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 pub(crate) fn json(status: StatusCode, body: &serde_json::Value) -> Response<Full<Bytes>> {

@@ -1,0 +1,475 @@
+//! The mock's API under [`API_PREFIX`]: bearer-token authentication, the
+//! authorization model of seed §5.4, routing, and the JSON conventions
+//! shared by the verification and issuance handlers.
+//!
+//! Order of checks, so each answer names the first thing wrong: the token
+//! (401), the path (404), the method (405), the organization, role and
+//! project group (403), the body (400, 413), then the resource itself.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Version, header};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use hyper::body::Incoming;
+use serde_json::{Map, Value, json};
+
+use super::{
+    API_PREFIX, CREDENTIALS_ROLE, MockAccount, State, VERIFICATIONS_ROLE, issuance, verification,
+};
+
+/// Largest request body the API reads; anything bigger is a 413.
+pub(super) const MAX_BODY: usize = 1024 * 1024;
+
+/// What the mock saw of the most recent API request, for tests to inspect
+/// what a proxy forwarded.
+#[derive(Debug, Clone)]
+pub struct ApiRequestLog {
+    pub method: Method,
+    /// Path and query as they arrived, `/api` prefix included.
+    pub path_and_query: String,
+    /// HTTP/1.1 or HTTP/2, as negotiated on the mock's side.
+    pub version: Version,
+    pub headers: HeaderMap,
+}
+
+pub(super) type Reply = Response<Full<Bytes>>;
+
+/// A handler's answer: the reply, or the error answer that replaces it.
+pub(super) type Answer = Result<Reply, Refusal>;
+
+/// An error answer: a status and a JSON body with at least `error` and
+/// `message`. Small, so handlers can return it through `?`.
+#[derive(Debug)]
+pub(super) struct Refusal {
+    status: StatusCode,
+    body: Value,
+    /// The `Allow` header of a 405.
+    allow: Option<String>,
+}
+
+impl Refusal {
+    /// A refusal with a body of the caller's shape.
+    pub(super) fn with_body(status: StatusCode, body: Value) -> Refusal {
+        Refusal {
+            status,
+            body,
+            allow: None,
+        }
+    }
+}
+
+impl From<Refusal> for Reply {
+    fn from(refusal: Refusal) -> Reply {
+        let mut reply = super::json(refusal.status, &refusal.body);
+        let headers = reply.headers_mut();
+        // RFC 6750 §3: every 401 names the scheme the client should use.
+        if refusal.status == StatusCode::UNAUTHORIZED {
+            headers.insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"mock\""),
+            );
+        }
+        if let Some(value) = refusal.allow.and_then(|a| HeaderValue::from_str(&a).ok()) {
+            headers.insert(header::ALLOW, value);
+        }
+        reply
+    }
+}
+
+/// An error answer with an `error` code and a human `message`.
+pub(super) fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Refusal {
+    Refusal::with_body(status, json!({"error": code, "message": message.into()}))
+}
+
+pub(super) fn not_found(message: impl Into<String>) -> Refusal {
+    error(StatusCode::NOT_FOUND, "not_found", message)
+}
+
+pub(super) fn conflict(message: impl Into<String>) -> Refusal {
+    error(StatusCode::CONFLICT, "conflict", message)
+}
+
+/// 405 with the `Allow` header RFC 9110 asks for.
+pub(super) fn method_not_allowed(allowed: &[Method]) -> Refusal {
+    let names: Vec<&str> = allowed.iter().map(Method::as_str).collect();
+    let list = names.join(", ");
+    Refusal {
+        status: StatusCode::METHOD_NOT_ALLOWED,
+        body: json!({
+            "error": "method_not_allowed",
+            "allowed": names,
+            "message": format!("this path takes {list}"),
+        }),
+        allow: Some(list),
+    }
+}
+
+/// Seconds since the Unix epoch, the mock's (illustrative) timestamp form.
+pub(super) fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs()
+}
+
+/// Reads a JSON body of at most [`MAX_BODY`] bytes. An empty body is
+/// `None`; anything but a JSON object is a 400. The content type is not
+/// checked, so `curl -d` without a header works in a demo.
+pub(super) async fn read_json_object(
+    headers: &HeaderMap,
+    body: Incoming,
+) -> Result<Option<Map<String, Value>>, Refusal> {
+    let too_large = || {
+        error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("the body is larger than {MAX_BODY} bytes"),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > MAX_BODY as u64) {
+        return Err(too_large());
+    }
+    let bytes = match Limited::new(body, MAX_BODY).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(err) if err.downcast_ref::<LengthLimitError>().is_some() => return Err(too_large()),
+        Err(_) => {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                "the body could not be read",
+            ));
+        }
+    };
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    match serde_json::from_slice::<Value>(&bytes) {
+        Ok(Value::Object(object)) => Ok(Some(object)),
+        Ok(_) => Err(error(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "the body must be a JSON object",
+        )),
+        Err(err) => Err(error(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!(
+                "the body is not valid JSON (line {}, column {})",
+                err.line(),
+                err.column()
+            ),
+        )),
+    }
+}
+
+/// Which API surface a path belongs to, and so which role it needs.
+#[derive(Debug, Clone, Copy)]
+enum Area {
+    Verification,
+    Issuance,
+}
+
+impl Area {
+    fn role(self) -> &'static str {
+        match self {
+            Area::Verification => VERIFICATIONS_ROLE,
+            Area::Issuance => CREDENTIALS_ROLE,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Area::Verification => "verification",
+            Area::Issuance => "issuance",
+        }
+    }
+}
+
+/// A resource of the API, parsed from the path after [`API_PREFIX`].
+#[derive(Debug)]
+enum Route<'a> {
+    /// `/`: who the token belongs to.
+    Root,
+    /// `.../verifications/{rule}`
+    Rule(Scope<'a>, &'a str),
+    /// `.../verifications/{rule}/sessions/{transaction_id}`
+    Session(Scope<'a>, &'a str, &'a str),
+    /// `.../credentials`
+    Credentials(Scope<'a>),
+    /// `.../credentials/{id}`
+    Credential(Scope<'a>, &'a str),
+    /// `.../credentials/{id}/{action}`
+    CredentialAction(Scope<'a>, &'a str, issuance::Action),
+}
+
+/// The organization and project a path names.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Scope<'a> {
+    pub organization_id: &'a str,
+    pub project_id: &'a str,
+}
+
+impl<'a> Route<'a> {
+    fn parse(path: &'a str) -> Option<Route<'a>> {
+        let rest = path.strip_prefix(API_PREFIX)?;
+        if rest.is_empty() || rest == "/" {
+            return Some(Route::Root);
+        }
+        let segments: Vec<&str> = rest.strip_prefix('/')?.split('/').collect();
+        if segments.iter().any(|s| s.is_empty()) {
+            return None;
+        }
+        let [
+            "organizations",
+            organization_id,
+            "projects",
+            project_id,
+            rest @ ..,
+        ] = segments.as_slice()
+        else {
+            return None;
+        };
+        let scope = Scope {
+            organization_id,
+            project_id,
+        };
+        Some(match rest {
+            ["verifications", rule] => Route::Rule(scope, rule),
+            ["verifications", rule, "sessions", transaction] => {
+                Route::Session(scope, rule, transaction)
+            }
+            ["credentials"] => Route::Credentials(scope),
+            ["credentials", id] => Route::Credential(scope, id),
+            ["credentials", id, action] => {
+                Route::CredentialAction(scope, id, issuance::Action::parse(action)?)
+            }
+            _ => return None,
+        })
+    }
+
+    fn methods(&self) -> &'static [Method] {
+        match self {
+            Route::Root | Route::Session(..) => &[Method::GET],
+            Route::Rule(..) | Route::Credentials(..) => &[Method::GET, Method::POST],
+            Route::Credential(..) => &[Method::GET, Method::PATCH, Method::DELETE],
+            Route::CredentialAction(..) => &[Method::POST],
+        }
+    }
+
+    fn scope(&self) -> Option<(Scope<'a>, Area)> {
+        match *self {
+            Route::Root => None,
+            Route::Rule(scope, _) | Route::Session(scope, ..) => Some((scope, Area::Verification)),
+            Route::Credentials(scope)
+            | Route::Credential(scope, _)
+            | Route::CredentialAction(scope, ..) => Some((scope, Area::Issuance)),
+        }
+    }
+}
+
+pub(super) async fn handle(state: &State, req: Request<Incoming>) -> Reply {
+    let log = ApiRequestLog {
+        method: req.method().clone(),
+        path_and_query: req
+            .uri()
+            .path_and_query()
+            .map(|pq| pq.as_str().to_string())
+            .unwrap_or_else(|| req.uri().path().to_string()),
+        version: req.version(),
+        headers: req.headers().clone(),
+    };
+    // The log is in place before the counter moves, so a test that awaits
+    // the counter finds the request it waited for.
+    state.lock().last_api_request = Some(log);
+    state.counters.send_modify(|c| c.api_requests += 1);
+    dispatch(state, req).await.unwrap_or_else(Reply::from)
+}
+
+async fn dispatch(state: &State, req: Request<Incoming>) -> Answer {
+    let account = authenticate(state, req.headers())?;
+    let (parts, body) = req.into_parts();
+    let route = Route::parse(parts.uri.path()).ok_or_else(|| {
+        not_found("no such path on the mock service's API; see docs/mock-service.md")
+    })?;
+    if !route.methods().contains(&parts.method) {
+        return Err(method_not_allowed(route.methods()));
+    }
+    if let Some((scope, area)) = route.scope() {
+        authorize(&account, scope, area)?;
+    }
+
+    let method = &parts.method;
+    let body = if *method == Method::POST || *method == Method::PATCH {
+        read_json_object(&parts.headers, body).await?
+    } else {
+        None
+    };
+
+    match route {
+        Route::Root => Ok(super::json(
+            StatusCode::OK,
+            &json!({
+                "service": "lanyard mock service (illustrative)",
+                "client_id": account.client_id,
+                "organization_id": account.organization_id,
+                "roles": account.roles,
+                "projects": account.projects,
+            }),
+        )),
+        Route::Rule(scope, rule) if *method == Method::GET => {
+            verification::get_rule(state, scope, rule)
+        }
+        Route::Rule(scope, rule) => verification::start_session(state, scope, rule, body),
+        Route::Session(scope, rule, transaction) => {
+            verification::poll_session(state, scope, rule, transaction)
+        }
+        Route::Credentials(scope) if *method == Method::GET => issuance::list(state, scope),
+        Route::Credentials(scope) => issuance::create(state, scope, body),
+        Route::Credential(scope, id) if *method == Method::GET => issuance::read(state, scope, id),
+        Route::Credential(scope, id) if *method == Method::PATCH => {
+            issuance::update(state, scope, id, body)
+        }
+        Route::Credential(scope, id) => issuance::delete(state, scope, id),
+        Route::CredentialAction(scope, id, action) => issuance::act(state, scope, id, action),
+    }
+}
+
+/// Why a request's token was refused.
+fn unauthorized(message: &str) -> Refusal {
+    error(StatusCode::UNAUTHORIZED, "unauthorized", message)
+}
+
+/// The account behind the request's bearer token.
+fn authenticate(state: &State, headers: &HeaderMap) -> Result<MockAccount, Refusal> {
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
+        return Err(unauthorized(
+            "the Authorization header is missing; send Authorization: Bearer <token>",
+        ));
+    };
+    let token = value
+        .to_str()
+        .ok()
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim())
+        .filter(|token| !token.is_empty());
+    let Some(token) = token else {
+        return Err(unauthorized(
+            "the Authorization header is not a bearer token; send Authorization: Bearer <token>",
+        ));
+    };
+    let inner = state.lock();
+    let Some(issued) = inner.tokens.get(token) else {
+        return Err(unauthorized(
+            "the bearer token is unknown or revoked; fetch a new one from the token endpoint",
+        ));
+    };
+    if issued.expires_at <= SystemTime::now() {
+        return Err(unauthorized(
+            "the bearer token has expired; fetch a new one from the token endpoint",
+        ));
+    }
+    inner
+        .accounts
+        .get(&issued.client_id)
+        .cloned()
+        .ok_or_else(|| unauthorized("the bearer token's service account no longer exists"))
+}
+
+/// Seed §5.4: the path's organization is the account's, the account holds
+/// the area's role, and it belongs to the project's group, in that order.
+fn authorize(account: &MockAccount, scope: Scope<'_>, area: Area) -> Result<(), Refusal> {
+    if scope.organization_id != account.organization_id {
+        return Err(Refusal::with_body(
+            StatusCode::FORBIDDEN,
+            json!({
+                "error": "forbidden",
+                "missing": "organization",
+                "organization_id": scope.organization_id,
+                "message": format!(
+                    "the service account belongs to organization {}, not {}",
+                    account.organization_id, scope.organization_id
+                ),
+            }),
+        ));
+    }
+    let role = area.role();
+    if !account.roles.iter().any(|r| r == role) {
+        return Err(Refusal::with_body(
+            StatusCode::FORBIDDEN,
+            json!({
+                "error": "forbidden",
+                "missing": "role",
+                "required_role": role,
+                "message": format!(
+                    "the service account does not hold the role {role}, which the {} API requires (seed §5.4); assign it to the account in the Portal",
+                    area.name()
+                ),
+            }),
+        ));
+    }
+    if !account.projects.iter().any(|p| p == scope.project_id) {
+        return Err(Refusal::with_body(
+            StatusCode::FORBIDDEN,
+            json!({
+                "error": "forbidden",
+                "missing": "project_group",
+                "project_id": scope.project_id,
+                "message": format!(
+                    "the service account is not a member of the group of project {}; add it to the project's group (seed §7)",
+                    scope.project_id
+                ),
+            }),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_parse_into_routes() {
+        let base = "/api/organizations/o/projects/p";
+        assert!(matches!(Route::parse("/api"), Some(Route::Root)));
+        assert!(matches!(Route::parse("/api/"), Some(Route::Root)));
+        assert!(matches!(
+            Route::parse(&format!("{base}/verifications/r")),
+            Some(Route::Rule(s, "r")) if s.organization_id == "o" && s.project_id == "p"
+        ));
+        assert!(matches!(
+            Route::parse(&format!("{base}/verifications/r/sessions/t")),
+            Some(Route::Session(_, "r", "t"))
+        ));
+        assert!(matches!(
+            Route::parse(&format!("{base}/credentials")),
+            Some(Route::Credentials(_))
+        ));
+        assert!(matches!(
+            Route::parse(&format!("{base}/credentials/c/approve")),
+            Some(Route::CredentialAction(_, "c", issuance::Action::Approve))
+        ));
+    }
+
+    #[test]
+    fn unknown_or_malformed_paths_do_not_parse() {
+        for path in [
+            "/api/organizations",
+            "/api/organizations/o/projects/p",
+            "/api/organizations/o/projects/p/verifications",
+            "/api/organizations/o/projects/p/verifications/",
+            "/api/organizations//projects/p/credentials",
+            "/api/organizations/o/projects/p/credentials/c/frobnicate",
+            "/api/organizations/o/projects/p/credentials/c/approve/x",
+            "/api//",
+        ] {
+            assert!(Route::parse(path).is_none(), "{path}");
+        }
+    }
+}

@@ -1,0 +1,324 @@
+//! Verification on the rule path of seed §4.3, and the simulated wallet
+//! that completes a session.
+//!
+//! The seed fixes only the rule path, `transaction_id`, a `status` and the
+//! presented claims (§2.6); the methods, the other fields and the status
+//! values here are illustrative: `pending`, then `verified` or `declined`.
+
+use http::{Method, Request, StatusCode};
+use hyper::body::Incoming;
+use serde_json::{Map, Value, json};
+
+use super::api::{
+    Answer, Refusal, Reply, Scope, conflict, error, method_not_allowed, not_found,
+    read_json_object, unix_now,
+};
+use super::{State, WALLET_PREFIX};
+
+/// Bounds the session table of a long demo.
+const MAX_SESSIONS: usize = 10_000;
+
+/// Whether a rule can be used at runtime (seed §3.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RuleStatus {
+    Draft,
+    Published,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct Rule {
+    /// As registered, for answers.
+    pub rule_id: String,
+    pub status: RuleStatus,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SessionStatus {
+    Pending,
+    Verified,
+    Declined,
+}
+
+impl SessionStatus {
+    fn as_str(self) -> &'static str {
+        match self {
+            SessionStatus::Pending => "pending",
+            SessionStatus::Verified => "verified",
+            SessionStatus::Declined => "declined",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct Session {
+    organization_id: String,
+    project_id: String,
+    /// Normalised, as the rule table's key.
+    rule_key: String,
+    rule_id: String,
+    status: SessionStatus,
+    claims: Option<Map<String, Value>>,
+    created_at: u64,
+    completed_at: Option<u64>,
+}
+
+impl Session {
+    /// The poll result: `transaction_id`, `status` and, once verified, the
+    /// presented `claims`.
+    fn view(&self, transaction_id: &str) -> Value {
+        let mut view = json!({
+            "transaction_id": transaction_id,
+            "status": self.status.as_str(),
+            "rule_id": self.rule_id,
+            "created_at": self.created_at,
+        });
+        if let Some(claims) = &self.claims {
+            view["claims"] = Value::Object(claims.clone());
+        }
+        if let Some(at) = self.completed_at {
+            view["completed_at"] = json!(at);
+        }
+        view
+    }
+}
+
+/// Rule ids that are UUIDs compare in their canonical form, so a path in
+/// upper case finds the rule.
+pub(super) fn normalise_rule_id(rule_id: &str) -> String {
+    uuid::Uuid::parse_str(rule_id)
+        .map(|u| u.hyphenated().to_string())
+        .unwrap_or_else(|_| rule_id.to_string())
+}
+
+/// `{base}/mock/wallet/{transaction_id}{suffix}`.
+pub(super) fn wallet_url(base_url: &str, transaction_id: &str, suffix: &str) -> String {
+    format!("{base_url}{WALLET_PREFIX}/{transaction_id}{suffix}")
+}
+
+/// The published rule a path names, or the 404 that explains why not.
+fn published_rule(
+    state: &State,
+    scope: Scope<'_>,
+    rule_id: &str,
+) -> Result<(String, Rule), Refusal> {
+    let key = normalise_rule_id(rule_id);
+    let rule = state
+        .lock()
+        .rules
+        .get(&(scope.project_id.to_string(), key.clone()))
+        .cloned();
+    match rule {
+        Some(rule) if rule.status == RuleStatus::Published => Ok((key, rule)),
+        Some(_) => Err(not_found(format!(
+            "rule {rule_id} in project {} is a draft; only a published rule can be used at runtime (seed §3.1): publish it in the Portal",
+            scope.project_id
+        ))),
+        None if rule_id.starts_with("ver_") => Err(not_found(format!(
+            "no rule {rule_id} in project {}; paths take the rule's UUID from Generate ID, not the ver_ identifier shown on the rule screen",
+            scope.project_id
+        ))),
+        None => Err(not_found(format!(
+            "no published rule {rule_id} in project {}; RULE_ID must be the UUID of a published rule",
+            scope.project_id
+        ))),
+    }
+}
+
+/// `GET` rule path: the rule, so `lanyard check` can probe it.
+pub(super) fn get_rule(state: &State, scope: Scope<'_>, rule_id: &str) -> Answer {
+    let (_, rule) = published_rule(state, scope, rule_id)?;
+    Ok(super::json(
+        StatusCode::OK,
+        &json!({
+            "rule_id": rule.rule_id,
+            "project_id": scope.project_id,
+            "organization_id": scope.organization_id,
+            "status": "published",
+        }),
+    ))
+}
+
+/// `POST` rule path: starts a session and answers what a backend needs to
+/// show a QR code or a wallet button (seed §4.2 step 1). The body, if any,
+/// must be a JSON object; the mock does not use it.
+pub(super) fn start_session(
+    state: &State,
+    scope: Scope<'_>,
+    rule_id: &str,
+    _body: Option<Map<String, Value>>,
+) -> Answer {
+    let (rule_key, rule) = published_rule(state, scope, rule_id)?;
+    let transaction_id = uuid::Uuid::new_v4().to_string();
+    let session = Session {
+        organization_id: scope.organization_id.to_string(),
+        project_id: scope.project_id.to_string(),
+        rule_key,
+        rule_id: rule.rule_id.clone(),
+        status: SessionStatus::Pending,
+        claims: None,
+        created_at: unix_now(),
+        completed_at: None,
+    };
+    {
+        let mut inner = state.lock();
+        if inner.sessions.len() >= MAX_SESSIONS {
+            // Finished sessions go first; a table full of pending ones is
+            // refused rather than grown.
+            inner
+                .sessions
+                .retain(|_, s| s.status == SessionStatus::Pending);
+        }
+        if inner.sessions.len() >= MAX_SESSIONS {
+            drop(inner);
+            return Err(error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_sessions",
+                format!("the mock holds at most {MAX_SESSIONS} pending sessions"),
+            ));
+        }
+        inner.sessions.insert(transaction_id.clone(), session);
+    }
+
+    let wallet = wallet_url(&state.base_url, &transaction_id, "");
+    let request_uri: String = form_urlencoded::Serializer::new(String::new())
+        .append_pair("client_id", "lanyard-mock-verifier")
+        .append_pair("request_uri", &wallet)
+        .finish();
+    Ok(super::json(
+        StatusCode::CREATED,
+        &json!({
+            "transaction_id": transaction_id,
+            "status": "pending",
+            "rule_id": rule.rule_id,
+            "project_id": scope.project_id,
+            "organization_id": scope.organization_id,
+            "request_uri": format!("openid4vp://?{request_uri}"),
+            "mock_wallet_present_url": format!("{wallet}/present"),
+        }),
+    ))
+}
+
+/// `GET {rule path}/sessions/{transaction_id}`: the session's state.
+pub(super) fn poll_session(
+    state: &State,
+    scope: Scope<'_>,
+    rule_id: &str,
+    transaction_id: &str,
+) -> Answer {
+    let rule_key = normalise_rule_id(rule_id);
+    let session = state.lock().sessions.get(transaction_id).cloned();
+    match session {
+        Some(s)
+            if s.organization_id == scope.organization_id
+                && s.project_id == scope.project_id
+                && s.rule_key == rule_key =>
+        {
+            Ok(super::json(StatusCode::OK, &s.view(transaction_id)))
+        }
+        _ => Err(not_found(format!(
+            "no verification session {transaction_id} for rule {rule_id} in project {}",
+            scope.project_id
+        ))),
+    }
+}
+
+/// Illustrative claims of a presented credential, used when the wallet
+/// call names none.
+fn default_claims() -> Map<String, Value> {
+    let Value::Object(claims) = json!({
+        "given_name": "Erika",
+        "family_name": "Mustermann",
+        "birth_date": "1984-01-26",
+        "age_over_18": true,
+    }) else {
+        return Map::new();
+    };
+    claims
+}
+
+/// The simulated wallet under [`WALLET_PREFIX`], without a token:
+///
+/// - `GET /mock/wallet/{transaction_id}`: the request a wallet would fetch.
+/// - `POST /mock/wallet/{transaction_id}/present`: presents a credential,
+///   with the claims in an optional JSON object body.
+/// - `POST /mock/wallet/{transaction_id}/decline`: the holder declines.
+pub(super) async fn wallet(state: &State, req: Request<Incoming>) -> Reply {
+    wallet_dispatch(state, req)
+        .await
+        .unwrap_or_else(Reply::from)
+}
+
+async fn wallet_dispatch(state: &State, req: Request<Incoming>) -> Answer {
+    let (parts, body) = req.into_parts();
+    let rest = parts
+        .uri
+        .path()
+        .strip_prefix(WALLET_PREFIX)
+        .unwrap_or_default();
+    let segments: Vec<&str> = rest.split('/').skip(1).collect();
+    let (transaction_id, action) = match segments.as_slice() {
+        [tx] if !tx.is_empty() => (*tx, None),
+        [tx, action @ ("present" | "decline")] if !tx.is_empty() => (*tx, Some(*action)),
+        _ => {
+            return Err(not_found(
+                "no such path on the mock wallet; it has /mock/wallet/{transaction_id}[/present|/decline]",
+            ));
+        }
+    };
+    let Some(action) = action else {
+        if parts.method != Method::GET {
+            return Err(method_not_allowed(&[Method::GET]));
+        }
+        return wallet_request(state, transaction_id);
+    };
+    if parts.method != Method::POST {
+        return Err(method_not_allowed(&[Method::POST]));
+    }
+    let claims = read_json_object(&parts.headers, body).await?;
+    let (status, claims) = if action == "present" {
+        (
+            SessionStatus::Verified,
+            Some(claims.unwrap_or_else(default_claims)),
+        )
+    } else {
+        (SessionStatus::Declined, None)
+    };
+
+    let mut inner = state.lock();
+    let Some(session) = inner.sessions.get_mut(transaction_id) else {
+        drop(inner);
+        return Err(not_found(format!(
+            "no verification session {transaction_id}"
+        )));
+    };
+    if session.status != SessionStatus::Pending {
+        let current = session.status.as_str();
+        drop(inner);
+        return Err(conflict(format!(
+            "the session is already {current}; start a new one"
+        )));
+    }
+    session.status = status;
+    session.claims = claims;
+    session.completed_at = Some(unix_now());
+    let view = session.view(transaction_id);
+    drop(inner);
+    Ok(super::json(StatusCode::OK, &view))
+}
+
+/// What a wallet would fetch from the `request_uri` (illustrative).
+fn wallet_request(state: &State, transaction_id: &str) -> Answer {
+    let session = state.lock().sessions.get(transaction_id).cloned();
+    let session =
+        session.ok_or_else(|| not_found(format!("no verification session {transaction_id}")))?;
+    Ok(super::json(
+        StatusCode::OK,
+        &json!({
+            "transaction_id": transaction_id,
+            "status": session.status.as_str(),
+            "rule_id": session.rule_id,
+            "present_url": wallet_url(&state.base_url, transaction_id, "/present"),
+            "decline_url": wallet_url(&state.base_url, transaction_id, "/decline"),
+        }),
+    ))
+}
