@@ -11,19 +11,29 @@
 //! - [`http_client`]: rustls roots and the pooled hyper client.
 //! - [`metrics`]: the Prometheus metrics, registered into an owned registry.
 //! - [`commands`]: what `lanyard token` and `lanyard check` do.
+//! - [`app`]: the sidecar assembled, `lanyard run` and `lanyard demo`.
+//! - [`proxy`]: the forwarding service: token, header rewrite, streaming, 401 retry.
+//! - [`admin`]: `/healthz`, `/readyz`, `/metrics`.
+//! - [`server`]: the accept loop over a given listener, with graceful shutdown.
+//! - [`error`]: lanyard's own error responses.
 //! - [`mock`]: the embedded mock of the service, used by the demo and the tests.
 //! - [`secret`]: a string that never prints.
 
 #![forbid(unsafe_code)]
 
+pub mod admin;
+pub mod app;
 pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod credentials;
+pub mod error;
 pub mod http_client;
 pub mod metrics;
 pub mod mock;
+pub mod proxy;
 pub mod secret;
+pub mod server;
 pub mod token;
 
 pub use secret::Secret;

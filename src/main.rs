@@ -48,10 +48,9 @@ fn main() -> ExitCode {
                 print!("{}", report.render());
                 report.passed()
             }),
-            Command::Run | Command::Demo => Err(Failure::Runtime(
-                "the proxy is not part of this build yet; use `lanyard token` or `lanyard check`"
-                    .into(),
-            )),
+            Command::Demo => lanyard::app::demo(&config).await.map(|()| true),
+            Command::Run if config.demo => lanyard::app::demo(&config).await.map(|()| true),
+            Command::Run => lanyard::app::run(&config).await.map(|()| true),
         }
     });
     match outcome {

@@ -121,6 +121,9 @@ impl Metrics {
         for kind in ["connect", "timeout", "tls", "other"] {
             metrics.upstream_errors.with_label_values(&[kind]);
         }
+        for outcome in ["success", "invalid"] {
+            metrics.credentials_reloads.with_label_values(&[outcome]);
+        }
         Ok(metrics)
     }
 

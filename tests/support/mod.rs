@@ -10,7 +10,9 @@ use std::time::Duration;
 use lanyard::config::{Config, Flags, Requirement};
 use lanyard::mock::{MockAccount, MockService};
 
+pub mod sidecar;
 pub mod tls;
+pub mod upstream;
 
 pub const CLIENT_ID: &str = "sa-test-client";
 pub const ORGANIZATION_ID: &str = "org-test";

@@ -1,0 +1,298 @@
+//! The sidecar assembled: token refresher, proxy and admin listener, with
+//! the shutdown sequence of CONTRACT §4.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::Instrument;
+
+use crate::admin::Admin;
+use crate::commands::{Failure, Wiring};
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::proxy::{Proxy, Upstream};
+use crate::server::{self, Drained};
+use crate::token::TokenHandle;
+use crate::token::refresher::{self, RefreshPolicy};
+
+/// Once the proxy has drained, the admin listener gets this long to answer
+/// a last scrape before the process exits.
+const ADMIN_GRACE: Duration = Duration::from_secs(1);
+
+/// A running sidecar.
+pub struct Sidecar {
+    pub proxy_addr: SocketAddr,
+    pub admin_addr: SocketAddr,
+    pub tokens: TokenHandle,
+    pub metrics: Metrics,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<Drained>,
+}
+
+impl Sidecar {
+    /// Starts the refresher and both listeners. The listeners are bound by
+    /// the caller, so tests can use port 0.
+    pub fn start(
+        config: &Config,
+        wiring: Wiring,
+        proxy_listener: TcpListener,
+        admin_listener: TcpListener,
+    ) -> Result<Sidecar, Failure> {
+        let base = config
+            .service_api_url
+            .as_ref()
+            .ok_or_else(|| Failure::Runtime("SERVICE_API_URL is not set".into()))?;
+        let proxy_addr = local_addr(&proxy_listener)?;
+        let admin_addr = local_addr(&admin_listener)?;
+        let (metrics, registry) = Metrics::with_registry()
+            .map_err(|err| Failure::Runtime(format!("cannot register metrics: {err}")))?;
+
+        let (tokens, refresher) =
+            refresher::spawn(wiring.exchanger, RefreshPolicy::default(), metrics.clone());
+        let proxy = Arc::new(Proxy::new(
+            wiring.connector,
+            Upstream::new(base),
+            tokens.clone(),
+            metrics.clone(),
+            config.upstream_timeout,
+        ));
+        let draining = Arc::new(AtomicBool::new(false));
+        let admin = Arc::new(Admin::new(tokens.clone(), registry, draining.clone()));
+
+        let (stop, stopped) = watch::channel(false);
+        let grace = config.shutdown_grace;
+        let (proxy_done_tx, mut proxy_done) = watch::channel(false);
+        // The admin listener outlives the proxy's drain, so probes see
+        // "not ready" rather than a refused connection.
+        let admin_task = tokio::spawn(
+            async move {
+                let proxy_drained = async move {
+                    let _ = proxy_done.wait_for(|done| *done).await;
+                };
+                server::serve(admin_listener, admin, proxy_drained, ADMIN_GRACE).await
+            }
+            .instrument(tracing::info_span!("admin", addr = %admin_addr)),
+        );
+        let task = tokio::spawn(
+            async move {
+                let mut stopped = stopped;
+                let shutdown = async move {
+                    let _ = stopped.wait_for(|stop| *stop).await;
+                    draining.store(true, Ordering::Release);
+                    tracing::info!(
+                        grace_s = grace.as_secs(),
+                        "shutting down: draining in-flight requests"
+                    );
+                };
+                let drained = server::serve(proxy_listener, proxy, shutdown, grace).await;
+                match drained {
+                    Drained::Completely => tracing::info!("every in-flight request finished"),
+                    Drained::GraceExpired => {
+                        tracing::warn!(
+                            "the shutdown grace ran out; remaining requests were cut off"
+                        )
+                    }
+                }
+                let _ = proxy_done_tx.send(true);
+                let _ = admin_task.await;
+                refresher.abort();
+                drained
+            }
+            .instrument(tracing::info_span!("proxy", addr = %proxy_addr)),
+        );
+        tracing::info!(
+            proxy = %proxy_addr,
+            admin = %admin_addr,
+            upstream = %base,
+            version = env!("CARGO_PKG_VERSION"),
+            "lanyard started"
+        );
+        Ok(Sidecar {
+            proxy_addr,
+            admin_addr,
+            tokens,
+            metrics,
+            stop,
+            task,
+        })
+    }
+
+    /// Begins the shutdown: not ready, stop accepting, drain.
+    pub fn shutdown(&self) {
+        let _ = self.stop.send(true);
+    }
+
+    /// Waits until the sidecar has stopped.
+    pub async fn wait(self) -> Result<Drained, Failure> {
+        self.task
+            .await
+            .map_err(|err| Failure::Runtime(format!("the sidecar task failed: {err}")))
+    }
+}
+
+fn failed(what: &str, err: impl std::fmt::Display) -> Failure {
+    Failure::Runtime(format!("{what}: {err}"))
+}
+
+fn local_addr(listener: &TcpListener) -> Result<SocketAddr, Failure> {
+    listener
+        .local_addr()
+        .map_err(|err| Failure::Runtime(format!("cannot read the listener address: {err}")))
+}
+
+/// Binds a listener, naming the setting when the address is unusable.
+pub async fn bind(addr: SocketAddr, setting: &str) -> Result<TcpListener, Failure> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|err| Failure::Runtime(format!("cannot listen on {addr} ({setting}): {err}")))
+}
+
+/// Resolves on SIGTERM or SIGINT.
+pub async fn termination_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => tracing::info!("SIGTERM received"),
+                    _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
+                }
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot watch SIGTERM; only SIGINT stops lanyard");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// `lanyard run`: the sidecar until SIGTERM or SIGINT.
+pub async fn run(config: &Config) -> Result<(), Failure> {
+    let wiring = crate::commands::wire(config)?;
+    let proxy = bind(config.listen, "LANYARD_LISTEN").await?;
+    let admin = bind(config.admin_listen, "LANYARD_ADMIN_LISTEN").await?;
+    let sidecar = Sidecar::start(config, wiring, proxy, admin)?;
+    termination_signal().await;
+    sidecar.shutdown();
+    sidecar.wait().await.map(|_| ())
+}
+
+/// The demo account's identity on the embedded mock.
+pub const DEMO_CLIENT_ID: &str = "demo-client";
+pub const DEMO_ORGANIZATION: &str = "org-demo";
+/// The project the demo account is a member of, and one it is not.
+pub const DEMO_PROJECT: &str = "proj-demo";
+pub const DEMO_OTHER_PROJECT: &str = "proj-other";
+/// A published rule in the demo project.
+pub const DEMO_RULE: &str = "0b7c6d2e-4a1f-4c3b-9a57-2f1e8d9c6b10";
+
+/// The embedded mock and the sidecar wired to it.
+pub struct Demo {
+    pub mock: crate::mock::MockService,
+    pub sidecar: Sidecar,
+}
+
+impl Demo {
+    /// Starts the mock on a loopback port, makes a key pair and an account
+    /// for it, and starts the sidecar against the mock.
+    pub async fn start(
+        config: &Config,
+        proxy: TcpListener,
+        admin: TcpListener,
+    ) -> Result<Demo, Failure> {
+        use crate::config::TargetUrl;
+        use crate::credentials::{Credentials, parse_private_key};
+        use crate::mock::{MockAccount, MockService, generate_rsa_key};
+
+        let mock = MockService::start()
+            .await
+            .map_err(|e| failed("cannot start the mock service", e))?;
+        let key = generate_rsa_key().map_err(|e| failed("demo key", e))?;
+        mock.add_account(MockAccount {
+            client_id: DEMO_CLIENT_ID.into(),
+            organization_id: DEMO_ORGANIZATION.into(),
+            public_key_der: key.public_der.clone(),
+            roles: vec!["verifications.api".into(), "credentials.api".into()],
+            projects: vec![DEMO_PROJECT.into()],
+        });
+        mock.add_rule(DEMO_PROJECT, DEMO_RULE);
+
+        let mut config = config.clone();
+        config.service_api_url =
+            Some(TargetUrl::parse(&mock.api_url(), false).map_err(|e| failed("mock URL", e))?);
+        let credentials = Credentials {
+            client_id: DEMO_CLIENT_ID.into(),
+            organization_id: DEMO_ORGANIZATION.into(),
+            iam_audience: mock.audience(),
+            token_uri: TargetUrl::parse(&mock.token_url(), true)
+                .map_err(|e| failed("mock URL", e))?,
+            key: Arc::new(
+                parse_private_key(key.private_pem.expose()).map_err(|e| failed("demo key", e))?,
+            ),
+        };
+        let tls =
+            crate::http_client::tls_config(config.ca_file.as_deref()).map_err(Failure::Runtime)?;
+        let wiring = crate::commands::wire_with(&config, credentials, tls);
+        let sidecar = Sidecar::start(&config, wiring, proxy, admin)?;
+        Ok(Demo { mock, sidecar })
+    }
+
+    /// Where everything listens, and three requests to try.
+    pub fn banner(&self) -> String {
+        let proxy = self.sidecar.proxy_addr;
+        let rule_path = |project: &str| {
+            format!(
+                "http://{proxy}/organizations/{DEMO_ORGANIZATION}/projects/{project}/verifications/{DEMO_RULE}"
+            )
+        };
+        format!(
+            "lanyard demo: the sidecar against an embedded mock of the service\n\
+             \n\
+             \x20 proxy   http://{proxy}  ->  {api}  (adds Authorization: Bearer <token>)\n\
+             \x20 admin   http://{admin}/healthz  /readyz  /metrics\n\
+             \x20 mock    {base}  (token endpoint {token})\n\
+             \x20 account {DEMO_CLIENT_ID}, roles verifications.api and credentials.api, member of {DEMO_PROJECT} only\n\
+             \n\
+             Try, from another terminal:\n\
+             \n\
+             \x20 # start a verification session through the sidecar\n\
+             \x20 TX=$(curl -s -X POST {start} | sed -E 's/.*\"transaction_id\":\"([^\"]+)\".*/\\1/'); echo \"$TX\"\n\
+             \x20 # poll it (a simulated wallet presents with: curl -s -X POST {base}/mock/wallet/$TX/present)\n\
+             \x20 curl -s -w '\\n' {start}/sessions/$TX\n\
+             \x20 # a project the account is not a member of: 403 saying what is missing\n\
+             \x20 curl -s -i -w '\\n' {other}\n\
+             \n\
+             Stop with Ctrl-C.\n",
+            api = self.mock.api_url(),
+            admin = self.sidecar.admin_addr,
+            base = self.mock.base_url(),
+            token = self.mock.token_url(),
+            start = rule_path(DEMO_PROJECT),
+            other = rule_path(DEMO_OTHER_PROJECT),
+        )
+    }
+}
+
+/// `lanyard demo` (and `DEMO_MOCK=true lanyard run`): the mock and the
+/// sidecar until SIGTERM or SIGINT.
+pub async fn demo(config: &Config) -> Result<(), Failure> {
+    let proxy = bind(config.listen, "LANYARD_LISTEN").await?;
+    let admin = bind(config.admin_listen, "LANYARD_ADMIN_LISTEN").await?;
+    let demo = Demo::start(config, proxy, admin).await?;
+    println!("{}", demo.banner());
+    termination_signal().await;
+    demo.sidecar.shutdown();
+    let result = demo.sidecar.wait().await.map(|_| ());
+    drop(demo.mock);
+    result
+}

@@ -1,0 +1,120 @@
+//! Errors lanyard answers itself (CONTRACT §7), and the one function that
+//! turns them into responses.
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+use http_body_util::Full;
+
+/// Why lanyard answered instead of the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProxyError {
+    /// No valid token is held.
+    TokenUnavailable,
+    /// The upstream could not be reached.
+    UpstreamUnreachable,
+    /// The TLS handshake with the upstream failed.
+    UpstreamTls,
+    /// The upstream sent no response headers in time.
+    UpstreamTimeout,
+    /// The request named another authority: the token never goes there.
+    ForbiddenTarget,
+    /// `CONNECT`: lanyard is not a tunnel.
+    MethodNotAllowed,
+    /// The client's request body could not be read (the client went away
+    /// or broke the framing). Not in CONTRACT §7, which is silent on it.
+    BadRequest,
+}
+
+impl ProxyError {
+    /// The `error` field and `lanyard-error` header value.
+    pub fn code(self) -> &'static str {
+        match self {
+            ProxyError::TokenUnavailable => "token_unavailable",
+            ProxyError::UpstreamUnreachable => "upstream_unreachable",
+            ProxyError::UpstreamTls => "upstream_tls",
+            ProxyError::UpstreamTimeout => "upstream_timeout",
+            ProxyError::ForbiddenTarget => "forbidden_target",
+            ProxyError::MethodNotAllowed => "method_not_allowed",
+            ProxyError::BadRequest => "bad_request",
+        }
+    }
+
+    pub fn status(self) -> StatusCode {
+        match self {
+            ProxyError::TokenUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ProxyError::UpstreamUnreachable | ProxyError::UpstreamTls => StatusCode::BAD_GATEWAY,
+            ProxyError::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
+            ProxyError::ForbiddenTarget | ProxyError::BadRequest => StatusCode::BAD_REQUEST,
+            ProxyError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+        }
+    }
+
+    /// A fixed sentence: never an inner error's text, which can leak
+    /// internals (addresses, certificate names, library messages).
+    pub fn message(self) -> &'static str {
+        match self {
+            ProxyError::TokenUnavailable => {
+                "lanyard holds no valid token for the service; see its logs and /readyz"
+            }
+            ProxyError::UpstreamUnreachable => "lanyard could not reach the service",
+            ProxyError::UpstreamTls => "the TLS handshake with the service failed",
+            ProxyError::UpstreamTimeout => "the service did not answer in time",
+            ProxyError::ForbiddenTarget => {
+                "lanyard forwards only to the service it is configured for; send requests in origin form (GET /path)"
+            }
+            ProxyError::MethodNotAllowed => "lanyard does not tunnel CONNECT requests",
+            ProxyError::BadRequest => "the request body could not be read",
+        }
+    }
+
+    /// The response: status, `content-type: application/json`,
+    /// `lanyard-error: <code>`, body `{"error":"<code>","message":"..."}`.
+    pub fn response(self) -> Response<Full<Bytes>> {
+        let body = serde_json::json!({"error": self.code(), "message": self.message()}).to_string();
+        let mut response = Response::new(Full::new(Bytes::from(body)));
+        *response.status_mut() = self.status();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        headers.insert("lanyard-error", HeaderValue::from_static(self.code()));
+        if self == ProxyError::MethodNotAllowed {
+            headers.insert(
+                header::ALLOW,
+                HeaderValue::from_static("GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"),
+            );
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    #[tokio::test]
+    async fn every_error_has_the_contract_shape() {
+        let all = [
+            (ProxyError::TokenUnavailable, 503),
+            (ProxyError::UpstreamUnreachable, 502),
+            (ProxyError::UpstreamTls, 502),
+            (ProxyError::UpstreamTimeout, 504),
+            (ProxyError::ForbiddenTarget, 400),
+            (ProxyError::MethodNotAllowed, 405),
+            (ProxyError::BadRequest, 400),
+        ];
+        for (error, status) in all {
+            let response = error.response();
+            assert_eq!(response.status().as_u16(), status);
+            assert_eq!(response.headers()["content-type"], "application/json");
+            assert_eq!(response.headers()["lanyard-error"], error.code());
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(json["error"], error.code());
+            assert_eq!(json["message"], error.message());
+            assert_eq!(json.as_object().unwrap().len(), 2);
+        }
+    }
+}

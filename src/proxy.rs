@@ -1,0 +1,466 @@
+//! The forwarding service: every request goes to the upstream base URL with
+//! the held token, bodies streamed both ways.
+//!
+//! The request path loads the token lock-free and never waits for the token
+//! endpoint, except after the upstream answered 401: then the token is
+//! renewed once for every request that saw it, and each request whose body
+//! can be replayed is retried once.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{HeaderMap, HeaderName, Method, Request, Response, StatusCode, Uri, Version, header};
+use http_body_util::{BodyExt, Either, Full};
+use hyper::body::{Body as _, Incoming};
+use hyper_util::client::legacy::Client;
+use tokio::time::Instant;
+
+use crate::config::{TargetUrl, is_loopback_host};
+use crate::error::ProxyError;
+use crate::http_client::{self, Connector, FailureKind};
+use crate::metrics::Metrics;
+use crate::server::Handler;
+use crate::token::{Token, TokenHandle};
+
+/// A body up to this size is buffered so the request can be replayed after
+/// a 401 (CONTRACT §4); larger or unsized bodies stream and are not retried.
+pub const MAX_REPLAY_BODY: u64 = 64 * 1024;
+/// The 403 hint is logged at most this often: a misconfigured account
+/// would otherwise log on every request.
+const FORBIDDEN_LOG_INTERVAL: Duration = Duration::from_secs(60);
+
+/// What the proxy answers with: the upstream's streamed body, or lanyard's
+/// own small JSON error.
+pub type ProxyBody = Either<Incoming, Full<Bytes>>;
+/// What the proxy sends upstream: a buffered, replayable body, or the
+/// client's body streamed through.
+pub type UpstreamBody = Either<Full<Bytes>, Incoming>;
+
+/// Headers that describe one connection, not the message (RFC 9110 §7.6.1),
+/// plus `Proxy-Authorization`, which is for lanyard if for anyone.
+const HOP_BY_HOP: [HeaderName; 8] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+];
+
+/// The upstream base URL, split once for joining paths onto it.
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    scheme: Scheme,
+    authority: Authority,
+    /// Path prefix without a trailing slash; empty for the root.
+    prefix: String,
+}
+
+impl Upstream {
+    pub fn new(url: &TargetUrl) -> Upstream {
+        let uri = url.uri();
+        Upstream {
+            scheme: uri.scheme().cloned().unwrap_or(Scheme::HTTPS),
+            authority: uri
+                .authority()
+                .cloned()
+                .unwrap_or_else(|| Authority::from_static("localhost")),
+            prefix: url.path_prefix().to_string(),
+        }
+    }
+
+    /// The base URL's prefix joined with the request's path and query,
+    /// with exactly one slash between them.
+    pub fn uri_for(&self, request: &Uri) -> Result<Uri, http::Error> {
+        let pq = request.path_and_query().map_or("/", PathAndQuery::as_str);
+        // `OPTIONS *` and other non-path targets address the base itself.
+        let pq = if pq.starts_with('/') { pq } else { "/" };
+        let joined = if self.prefix.is_empty() {
+            Cow::Borrowed(pq)
+        } else {
+            Cow::Owned(format!("{}{pq}", self.prefix))
+        };
+        Uri::builder()
+            .scheme(self.scheme.clone())
+            .authority(self.authority.clone())
+            .path_and_query(joined.as_ref())
+            .build()
+    }
+
+    /// Whether an absolute-form request target may be served: it names the
+    /// upstream itself, or lanyard (a loopback address).
+    fn accepts_target(&self, target: &Authority) -> bool {
+        if is_loopback_host(target.host()) {
+            return true;
+        }
+        let default_port = if self.scheme == Scheme::HTTP { 80 } else { 443 };
+        target.host().eq_ignore_ascii_case(self.authority.host())
+            && target.port_u16().unwrap_or(default_port)
+                == self.authority.port_u16().unwrap_or(default_port)
+    }
+}
+
+/// The forwarding service.
+pub struct Proxy {
+    client: Client<Connector, UpstreamBody>,
+    upstream: Upstream,
+    tokens: TokenHandle,
+    metrics: Metrics,
+    timeout: Duration,
+    started: Instant,
+    /// Seconds since `started` (plus one) of the last 403 hint; 0: never.
+    forbidden_logged_at: AtomicU64,
+}
+
+impl Proxy {
+    pub fn new(
+        connector: Connector,
+        upstream: Upstream,
+        tokens: TokenHandle,
+        metrics: Metrics,
+        timeout: Duration,
+    ) -> Proxy {
+        Proxy {
+            client: http_client::client(connector),
+            upstream,
+            tokens,
+            metrics,
+            timeout,
+            started: Instant::now(),
+            forbidden_logged_at: AtomicU64::new(0),
+        }
+    }
+
+    async fn forward(&self, req: Request<Incoming>) -> Result<Response<Incoming>, ProxyError> {
+        if req.method() == Method::CONNECT {
+            return Err(ProxyError::MethodNotAllowed);
+        }
+        if let Some(target) = req.uri().authority()
+            && !self.upstream.accepts_target(target)
+        {
+            return Err(ProxyError::ForbiddenTarget);
+        }
+        let token = self
+            .tokens
+            .get()
+            .await
+            .map_err(|_| ProxyError::TokenUnavailable)?;
+
+        let (mut parts, body) = req.into_parts();
+        parts.uri = self
+            .upstream
+            .uri_for(&parts.uri)
+            .map_err(|_| ProxyError::ForbiddenTarget)?;
+        // The client picks HTTP/1.1 or HTTP/2 for the upstream by ALPN.
+        parts.version = Version::HTTP_11;
+        strip_hop_by_hop(&mut parts.headers);
+        // Host is the upstream's: the client sets it from the URI.
+        parts.headers.remove(header::HOST);
+        parts
+            .headers
+            .insert(header::AUTHORIZATION, token.authorization().clone());
+
+        let replayable = body
+            .size_hint()
+            .exact()
+            .is_some_and(|n| n <= MAX_REPLAY_BODY);
+        if !replayable {
+            let response = self
+                .send(Request::from_parts(parts, Either::Right(body)))
+                .await?;
+            if response.status() == StatusCode::UNAUTHORIZED {
+                // This request cannot be retried, but the next ones should
+                // not carry a token the upstream refuses.
+                let tokens = self.tokens.clone();
+                tokio::spawn(async move {
+                    let _ = tokens.renew_after_rejection(&token).await;
+                });
+            }
+            return Ok(response);
+        }
+
+        let bytes = body
+            .collect()
+            .await
+            .map_err(|_| ProxyError::BadRequest)?
+            .to_bytes();
+        let retry = (
+            parts.method.clone(),
+            parts.uri.clone(),
+            parts.headers.clone(),
+        );
+        let response = self
+            .send(Request::from_parts(
+                parts,
+                Either::Left(Full::new(bytes.clone())),
+            ))
+            .await?;
+        if response.status() != StatusCode::UNAUTHORIZED {
+            return Ok(response);
+        }
+        self.retry_unauthorized(response, &token, retry, bytes)
+            .await
+    }
+
+    /// After a 401: one shared renewal, then one retry with the new token;
+    /// when no new token comes, the 401 goes back to the client.
+    async fn retry_unauthorized(
+        &self,
+        unauthorized: Response<Incoming>,
+        rejected: &Arc<Token>,
+        (method, uri, mut headers): (Method, Uri, HeaderMap),
+        body: Bytes,
+    ) -> Result<Response<Incoming>, ProxyError> {
+        let renewed =
+            tokio::time::timeout(self.timeout, self.tokens.renew_after_rejection(rejected)).await;
+        let Ok(Ok(token)) = renewed else {
+            return Ok(unauthorized);
+        };
+        drop(unauthorized);
+        self.metrics.upstream_unauthorized_retries.inc();
+        headers.insert(header::AUTHORIZATION, token.authorization().clone());
+        let mut request = Request::new(Either::Left(Full::new(body)));
+        *request.method_mut() = method;
+        *request.uri_mut() = uri;
+        *request.headers_mut() = headers;
+        self.send(request).await
+    }
+
+    async fn send(&self, request: Request<UpstreamBody>) -> Result<Response<Incoming>, ProxyError> {
+        match tokio::time::timeout(self.timeout, self.client.request(request)).await {
+            Ok(Ok(mut response)) => {
+                strip_hop_by_hop(response.headers_mut());
+                if response.status() == StatusCode::FORBIDDEN {
+                    self.forbidden();
+                }
+                Ok(response)
+            }
+            Ok(Err(err)) => {
+                let (kind, error) = match http_client::classify(&err) {
+                    FailureKind::Tls => ("tls", ProxyError::UpstreamTls),
+                    FailureKind::Connect => ("connect", ProxyError::UpstreamUnreachable),
+                    FailureKind::Other => ("other", ProxyError::UpstreamUnreachable),
+                };
+                self.metrics
+                    .upstream_errors
+                    .with_label_values(&[kind])
+                    .inc();
+                tracing::warn!(error = %err, kind, "upstream request failed");
+                Err(error)
+            }
+            Err(_) => {
+                self.metrics
+                    .upstream_errors
+                    .with_label_values(&["timeout"])
+                    .inc();
+                tracing::warn!(
+                    timeout_ms = self.timeout.as_millis() as u64,
+                    "upstream did not answer in time"
+                );
+                Err(ProxyError::UpstreamTimeout)
+            }
+        }
+    }
+
+    fn forbidden(&self) {
+        self.metrics.upstream_forbidden.inc();
+        let now = self.started.elapsed().as_secs() + 1;
+        let last = self.forbidden_logged_at.load(Ordering::Relaxed);
+        let due = last == 0 || now.saturating_sub(last) >= FORBIDDEN_LOG_INTERVAL.as_secs();
+        if due
+            && self
+                .forbidden_logged_at
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            tracing::warn!(
+                "the service answered 403: the service account likely lacks the role for this API \
+                 (verifications.api or credentials.api) or membership of the project's group \
+                 (seed §5.4, §7); logged at most once a minute, counted in lanyard_upstream_forbidden_total"
+            );
+        }
+    }
+}
+
+impl Handler for Proxy {
+    type Body = ProxyBody;
+
+    async fn handle(&self, req: Request<Incoming>) -> Response<ProxyBody> {
+        let started = Instant::now();
+        let method = method_label(req.method());
+        let _in_flight = InFlight::enter(&self.metrics);
+        let path = tracing::enabled!(tracing::Level::DEBUG).then(|| req.uri().path().to_owned());
+
+        let response = match self.forward(req).await {
+            Ok(response) => response.map(Either::Left),
+            Err(error) => error.response().map(Either::Right),
+        };
+
+        let elapsed = started.elapsed();
+        let status = response.status();
+        self.metrics
+            .proxy_requests
+            .with_label_values(&[method, status.as_str()])
+            .inc();
+        self.metrics
+            .proxy_request_duration
+            .with_label_values(&[method])
+            .observe(elapsed.as_secs_f64());
+        if let Some(path) = path {
+            tracing::debug!(
+                method,
+                path,
+                status = status.as_u16(),
+                latency_ms = elapsed.as_secs_f64() * 1000.0,
+                "proxied"
+            );
+        }
+        response
+    }
+}
+
+/// Keeps `lanyard_proxy_in_flight_requests` right even when a handler is
+/// dropped mid-request (client gone).
+struct InFlight<'a>(&'a Metrics);
+
+impl<'a> InFlight<'a> {
+    fn enter(metrics: &'a Metrics) -> Self {
+        metrics.proxy_in_flight.inc();
+        InFlight(metrics)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.proxy_in_flight.dec();
+    }
+}
+
+/// A bounded label set: arbitrary methods would grow the series forever.
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::OPTIONS => "OPTIONS",
+        Method::CONNECT => "CONNECT",
+        Method::TRACE => "TRACE",
+        _ => "other",
+    }
+}
+
+/// Removes hop-by-hop headers, including those the `Connection` header names.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    if headers.contains_key(header::CONNECTION) {
+        let named: Vec<HeaderName> = headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(','))
+            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+            .collect();
+        for name in named {
+            headers.remove(name);
+        }
+    }
+    for name in &HOP_BY_HOP {
+        headers.remove(name);
+    }
+    // `Upgrade` is hop-by-hop too; lanyard does not tunnel upgrades.
+    headers.remove(header::UPGRADE);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn upstream(url: &str) -> Upstream {
+        Upstream::new(&TargetUrl::parse(url, false).unwrap())
+    }
+
+    #[test]
+    fn prefix_and_path_are_joined_with_one_slash() {
+        let cases = [
+            (
+                "https://api.example.com",
+                "/v1/x?a=1",
+                "https://api.example.com/v1/x?a=1",
+            ),
+            (
+                "https://api.example.com/",
+                "/x",
+                "https://api.example.com/x",
+            ),
+            (
+                "https://api.example.com/base",
+                "/x?q",
+                "https://api.example.com/base/x?q",
+            ),
+            (
+                "https://api.example.com/base/",
+                "/",
+                "https://api.example.com/base/",
+            ),
+            (
+                "https://api.example.com:8443/a/b",
+                "/c",
+                "https://api.example.com:8443/a/b/c",
+            ),
+        ];
+        for (base, path, want) in cases {
+            let got = upstream(base).uri_for(&path.parse().unwrap()).unwrap();
+            assert_eq!(got.to_string(), want, "{base} + {path}");
+        }
+    }
+
+    #[test]
+    fn absolute_form_targets_are_checked_against_the_upstream() {
+        let up = upstream("https://api.example.com/v1");
+        let ok = [
+            "api.example.com",
+            "API.example.com:443",
+            "127.0.0.1:8080",
+            "localhost",
+            "[::1]:8080",
+        ];
+        for target in ok {
+            assert!(up.accepts_target(&target.parse().unwrap()), "{target}");
+        }
+        for target in [
+            "evil.example.com",
+            "api.example.com:8443",
+            "api.example.com.evil.com",
+        ] {
+            assert!(!up.accepts_target(&target.parse().unwrap()), "{target}");
+        }
+    }
+
+    #[test]
+    fn hop_by_hop_headers_and_those_named_in_connection_are_dropped() {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("connection", "close, x-private"),
+            ("x-private", "1"),
+            ("keep-alive", "timeout=5"),
+            ("proxy-authorization", "Basic Zm9v"),
+            ("te", "trailers"),
+            ("transfer-encoding", "chunked"),
+            ("upgrade", "websocket"),
+            ("x-kept", "yes"),
+        ] {
+            headers.insert(HeaderName::from_static(name), value.parse().unwrap());
+        }
+        strip_hop_by_hop(&mut headers);
+        let left: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
+        assert_eq!(left, ["x-kept"]);
+    }
+}

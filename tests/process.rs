@@ -1,0 +1,198 @@
+//! The `lanyard run` process as operators run it: its logs hold no secret,
+//! and SIGTERM drains a request in flight before exiting 0.
+
+mod support;
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::time::Duration;
+
+use http::StatusCode;
+use support::sidecar::get;
+use support::upstream::TestUpstream;
+use support::*;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, ChildStderr, Command};
+use tokio::sync::mpsc;
+
+/// A running `lanyard run` whose stderr (JSON logs) is collected.
+struct Process {
+    child: Child,
+    proxy: String,
+    admin: String,
+    lines: mpsc::UnboundedReceiver<String>,
+    log: Vec<String>,
+}
+
+impl Process {
+    async fn start(vars: HashMap<String, String>) -> Process {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lanyard"))
+            .arg("run")
+            .env_clear()
+            .envs(vars)
+            .env("LANYARD_LISTEN", "127.0.0.1:0")
+            .env("LANYARD_ADMIN_LISTEN", "127.0.0.1:0")
+            .env("LANYARD_LOG_FORMAT", "json")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("lanyard starts");
+        let lines = forward_lines(child.stderr.take().unwrap());
+        let mut process = Process {
+            child,
+            proxy: String::new(),
+            admin: String::new(),
+            lines,
+            log: Vec::new(),
+        };
+        let started = process.wait_for_log("lanyard started").await;
+        process.proxy = format!("http://{}", started["fields"]["proxy"].as_str().unwrap());
+        process.admin = format!("http://{}", started["fields"]["admin"].as_str().unwrap());
+        process
+    }
+
+    /// Waits for a log line whose message is `message`, keeping every line.
+    async fn wait_for_log(&mut self, message: &str) -> serde_json::Value {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let line = tokio::time::timeout_at(deadline, self.lines.recv())
+                .await
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "no `{message}` log line; log so far:\n{}",
+                        self.log.join("\n")
+                    )
+                })
+                .unwrap_or_else(|| {
+                    panic!(
+                        "lanyard exited before `{message}`:\n{}",
+                        self.log.join("\n")
+                    )
+                });
+            self.log.push(line.clone());
+            let Ok(json) = serde_json::from_str::<serde_json::Value>(&line) else {
+                continue;
+            };
+            if json["fields"]["message"] == message {
+                return json;
+            }
+        }
+    }
+
+    fn terminate(&self) {
+        let pid = self.child.id().expect("still running").to_string();
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits for exit and returns the status code with the whole log.
+    async fn finish(mut self) -> (Option<i32>, String) {
+        let status = tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .expect("lanyard exits")
+            .unwrap();
+        while let Some(line) = self.lines.recv().await {
+            self.log.push(line);
+        }
+        (status.code(), self.log.join("\n"))
+    }
+}
+
+fn forward_lines(stderr: ChildStderr) -> mpsc::UnboundedReceiver<String> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+#[tokio::test]
+async fn sigterm_lets_a_slow_request_finish_then_exits_0() {
+    let upstream = TestUpstream::start(None).await;
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut vars = settings(&mock, dir.path(), &[("LANYARD_SHUTDOWN_GRACE", "10s")]);
+    vars.insert("SERVICE_API_URL".into(), upstream.url.clone());
+    let mut process = Process::start(vars).await;
+    process.wait_for_log("token obtained").await;
+
+    let slow_url = format!("{}/slow?ms=1500", process.proxy);
+    let slow = tokio::spawn(async move { get(&slow_url).await });
+    upstream.slow_requests_started(1).await;
+    process.terminate();
+    process
+        .wait_for_log("shutting down: draining in-flight requests")
+        .await;
+
+    // Draining: not ready, and no new connections.
+    let ready = get(&format!("{}/readyz", process.admin)).await;
+    assert_eq!(ready.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(ready.json()["reason"], "shutting down");
+    let refused = tokio::net::TcpStream::connect(process.proxy.trim_start_matches("http://")).await;
+    assert!(
+        refused.is_err(),
+        "the proxy still accepts connections while draining"
+    );
+
+    let answer = slow.await.unwrap();
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(answer.body, "slow done");
+    let (code, log) = process.finish().await;
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("every in-flight request finished"), "{log}");
+}
+
+#[tokio::test]
+async fn logs_hold_no_key_assertion_or_token_even_at_trace_level() {
+    let mock = mock().await;
+    mock.add_rule("proj-demo", "2b0c1a7e-5d4f-4e3a-8b2c-1d0e9f8a7b6c");
+    let dir = tempfile::tempdir().unwrap();
+    let mut vars = settings(&mock, dir.path(), &[]);
+    vars.insert("RUST_LOG".into(), "trace".into());
+    let mut process = Process::start(vars).await;
+    process.wait_for_log("token obtained").await;
+
+    let rule = format!(
+        "{}/organizations/{ORGANIZATION_ID}/projects/proj-demo/verifications/2b0c1a7e-5d4f-4e3a-8b2c-1d0e9f8a7b6c",
+        process.proxy
+    );
+    assert_eq!(get(&rule).await.status, StatusCode::OK);
+    // A 401 and a forced renewal, so those paths log too.
+    mock.revoke_all_tokens();
+    assert_eq!(get(&rule).await.status, StatusCode::OK);
+    let other = rule.replace("proj-demo", "proj-other");
+    assert_eq!(get(&other).await.status, StatusCode::FORBIDDEN);
+    assert_eq!(mock.counters().tokens_issued, 2);
+
+    process.terminate();
+    let (code, log) = process.finish().await;
+    assert_eq!(code, Some(0));
+    assert!(
+        log.contains("\"level\":\"TRACE\""),
+        "trace logging is off:\n{log}"
+    );
+    assert!(
+        log.contains("\"message\":\"proxied\""),
+        "no per-request log line:\n{log}"
+    );
+
+    let key = fixture("rsa2048.pkcs8.pem");
+    for line in key.lines().filter(|l| !l.starts_with("-----")) {
+        assert!(!log.contains(line), "a key line is in the log");
+    }
+    assert!(!log.contains("eyJ"), "an assertion (JWT) is in the log");
+    assert!(!log.contains("mock-"), "an access token is in the log");
+    assert!(
+        log.contains("the service answered 403"),
+        "the 403 hint is missing"
+    );
+}
