@@ -99,3 +99,38 @@ fn example_config_loads_when_uncommented() {
     assert_eq!(config.listen, "127.0.0.1:8080".parse().unwrap());
     assert_eq!(config.assertion_ttl, std::time::Duration::from_secs(3600));
 }
+
+#[test]
+fn readme_metrics_table_matches_the_registry() {
+    let readme = read("README.md");
+    let section = readme
+        .split("\n## Metrics\n")
+        .nth(1)
+        .unwrap()
+        .split("\n## ")
+        .next()
+        .unwrap();
+    let documented: BTreeSet<String> = section
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| l.split('`').nth(1).unwrap().to_string())
+        .collect();
+    let registry = prometheus::Registry::new();
+    let metrics = lanyard::metrics::Metrics::register(&registry).unwrap();
+    // Vectors are gathered once they have a series; the proxy's get theirs
+    // with the first request.
+    metrics
+        .proxy_requests
+        .with_label_values(&["GET", "200"])
+        .inc();
+    metrics
+        .proxy_request_duration
+        .with_label_values(&["GET"])
+        .observe(0.001);
+    let registered: BTreeSet<String> = registry
+        .gather()
+        .iter()
+        .map(|f| f.name().to_string())
+        .collect();
+    assert_eq!(documented, registered);
+}
