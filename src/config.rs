@@ -311,10 +311,12 @@ pub struct Config {
 /// What the command needs from the settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Requirement {
-    /// `run` and `check`: the upstream base URL is required.
+    /// `run` and `check`: the upstream base URL and credentials.
     Upstream,
-    /// `token` and `demo`: it is not.
+    /// `token`: credentials only.
     NoUpstream,
+    /// `demo`: neither; the demo makes its own.
+    Demo,
 }
 
 /// The merged sources, answering "what is this setting and where from".
@@ -630,7 +632,15 @@ impl Config {
         let (Some(listen), Some(admin_listen), true) =
             (listen, admin_listen, layers.errors.is_empty())
         else {
-            return Err(ConfigError(layers.errors));
+            // Report the credentials' problems too, so one run shows all.
+            let mut errors = layers.errors;
+            if need != Requirement::Demo
+                && !demo
+                && let Err(more) = crate::credentials::load(&credentials)
+            {
+                errors.extend(more.0);
+            }
+            return Err(ConfigError(errors));
         };
         Ok(Config {
             service_api_url,

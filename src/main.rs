@@ -17,7 +17,8 @@ fn main() -> ExitCode {
     let command = cli.command.unwrap_or(Command::Run);
     let need = match command {
         Command::Run | Command::Check => Requirement::Upstream,
-        Command::Token | Command::Demo => Requirement::NoUpstream,
+        Command::Token => Requirement::NoUpstream,
+        Command::Demo => Requirement::Demo,
     };
     let config = match Config::load(&cli.settings.to_flags(), &ProcessEnv, need) {
         Ok(config) => config,

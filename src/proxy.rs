@@ -7,8 +7,8 @@
 //! can be replayed is retried once.
 
 use std::borrow::Cow;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -17,6 +17,7 @@ use http::{HeaderMap, HeaderName, Method, Request, Response, StatusCode, Uri, Ve
 use http_body_util::{BodyExt, Either, Full};
 use hyper::body::{Body as _, Incoming};
 use hyper_util::client::legacy::Client;
+use prometheus::{Histogram, IntCounter};
 use tokio::time::Instant;
 
 use crate::config::{TargetUrl, is_loopback_host};
@@ -112,6 +113,7 @@ pub struct Proxy {
     upstream: Upstream,
     tokens: TokenHandle,
     metrics: Metrics,
+    request_metrics: RequestMetrics,
     timeout: Duration,
     started: Instant,
     /// Seconds since `started` (plus one) of the last 403 hint; 0: never.
@@ -130,6 +132,7 @@ impl Proxy {
             client: http_client::client(connector),
             upstream,
             tokens,
+            request_metrics: RequestMetrics::new(metrics.clone()),
             metrics,
             timeout,
             started: Instant::now(),
@@ -293,7 +296,7 @@ impl Handler for Proxy {
 
     async fn handle(&self, req: Request<Incoming>) -> Response<ProxyBody> {
         let started = Instant::now();
-        let method = method_label(req.method());
+        let method = method_index(req.method());
         let _in_flight = InFlight::enter(&self.metrics);
         let path = tracing::enabled!(tracing::Level::DEBUG).then(|| req.uri().path().to_owned());
 
@@ -304,17 +307,10 @@ impl Handler for Proxy {
 
         let elapsed = started.elapsed();
         let status = response.status();
-        self.metrics
-            .proxy_requests
-            .with_label_values(&[method, status.as_str()])
-            .inc();
-        self.metrics
-            .proxy_request_duration
-            .with_label_values(&[method])
-            .observe(elapsed.as_secs_f64());
+        self.request_metrics.observe(method, status, elapsed);
         if let Some(path) = path {
             tracing::debug!(
-                method,
+                method = METHODS[method],
                 path,
                 status = status.as_u16(),
                 latency_ms = elapsed.as_secs_f64() * 1000.0,
@@ -342,19 +338,65 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// A bounded label set: arbitrary methods would grow the series forever.
-fn method_label(method: &Method) -> &'static str {
+/// The `method` label values: a bounded set, since arbitrary methods would
+/// grow the series forever.
+const METHODS: [&str; 10] = [
+    "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE", "other",
+];
+/// Status codes 100..=599, one slot each.
+const STATUSES: usize = 500;
+
+fn method_index(method: &Method) -> usize {
     match *method {
-        Method::GET => "GET",
-        Method::HEAD => "HEAD",
-        Method::POST => "POST",
-        Method::PUT => "PUT",
-        Method::PATCH => "PATCH",
-        Method::DELETE => "DELETE",
-        Method::OPTIONS => "OPTIONS",
-        Method::CONNECT => "CONNECT",
-        Method::TRACE => "TRACE",
-        _ => "other",
+        Method::GET => 0,
+        Method::HEAD => 1,
+        Method::POST => 2,
+        Method::PUT => 3,
+        Method::PATCH => 4,
+        Method::DELETE => 5,
+        Method::OPTIONS => 6,
+        Method::CONNECT => 7,
+        Method::TRACE => 8,
+        _ => 9,
+    }
+}
+
+/// The per-request series, resolved once and cached, so the request path
+/// neither locks the metric vectors nor hashes label values. Series are
+/// created on first use, so the exposition shows only what happened.
+struct RequestMetrics {
+    counts: Box<[OnceLock<IntCounter>]>,
+    durations: [OnceLock<Histogram>; METHODS.len()],
+    metrics: Metrics,
+}
+
+impl RequestMetrics {
+    fn new(metrics: Metrics) -> Self {
+        RequestMetrics {
+            counts: (0..METHODS.len() * STATUSES)
+                .map(|_| OnceLock::new())
+                .collect(),
+            durations: Default::default(),
+            metrics,
+        }
+    }
+
+    fn observe(&self, method: usize, status: StatusCode, elapsed: Duration) {
+        let code = usize::from(status.as_u16()).clamp(100, 599) - 100;
+        self.counts[method * STATUSES + code]
+            .get_or_init(|| {
+                self.metrics
+                    .proxy_requests
+                    .with_label_values(&[METHODS[method], status.as_str()])
+            })
+            .inc();
+        self.durations[method]
+            .get_or_init(|| {
+                self.metrics
+                    .proxy_request_duration
+                    .with_label_values(&[METHODS[method]])
+            })
+            .observe(elapsed.as_secs_f64());
     }
 }
 

@@ -298,21 +298,47 @@ async fn bad_input_is_refused_with_exit_2_and_a_message_naming_it() {
 
 #[tokio::test]
 async fn every_problem_is_listed_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let ec = write(dir.path(), "ec.pem", &fixture("ec-p256.pkcs8.pem"));
     let vars = env(&[
         ("LANYARD_LISTEN", "0.0.0.0:8080"),
         ("LANYARD_ASSERTION_TTL", "2h"),
+        ("SA_CLIENT_ID", CLIENT_ID),
+        ("SA_PRIVATE_KEY", &std::fs::read_to_string(&ec).unwrap()),
+        ("SA_TOKEN_URI", "http://iam.example.com/token"),
     ]);
     let out = lanyard(&["check"], &vars).await;
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
     let lines: Vec<&str> = stderr.lines().collect();
-    assert_eq!(lines.len(), 3, "{stderr}");
+    assert_eq!(lines.len(), 7, "{stderr}");
     assert!(
         lines[0].starts_with("lanyard: SERVICE_API_URL: is required"),
         "{stderr}"
     );
     assert!(lines[1].starts_with("lanyard: LANYARD_LISTEN (environment variable LANYARD_LISTEN): 0.0.0.0:8080 is not a loopback address"), "{stderr}");
     assert!(lines[2].contains("LANYARD_ASSERTION_TTL"), "{stderr}");
+    // The credentials' problems come in the same run.
+    assert!(
+        lines[3].starts_with("lanyard: SA_IAM_AUDIENCE: not set"),
+        "{stderr}"
+    );
+    assert!(
+        lines[4].starts_with("lanyard: SA_ORGANIZATION_ID: not set"),
+        "{stderr}"
+    );
+    assert!(
+        lines[5].starts_with(
+            "lanyard: SA_TOKEN_URI (environment variable SA_TOKEN_URI): must use https"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        lines[6]
+            .starts_with("lanyard: SA_PRIVATE_KEY (environment variable SA_PRIVATE_KEY): is an EC"),
+        "{stderr}"
+    );
+    assert_no_secret(&stderr);
 }
 
 #[tokio::test]

@@ -499,3 +499,19 @@ async fn metrics_are_exported_under_the_contract_names_and_pass_promtool() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[tokio::test]
+async fn upstream_rejecting_every_token_does_not_hammer_the_token_endpoint() {
+    let (_upstream, running) = echo_sidecar(&[]).await;
+    for _ in 0..20 {
+        let answer = get(&format!("{}/status/401", running.proxy)).await;
+        assert_eq!(answer.status, StatusCode::UNAUTHORIZED);
+        assert!(!answer.headers.contains_key("lanyard-error"));
+    }
+    // The first token, and one forced renewal; the rest are throttled.
+    assert_eq!(running.mock.counters().token_requests, 2);
+    assert_eq!(
+        running.sidecar.metrics.upstream_unauthorized_retries.get(),
+        1
+    );
+}

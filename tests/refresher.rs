@@ -312,3 +312,48 @@ async fn concurrent_forced_renewals_share_one_token_request() {
     assert_eq!(handle.get().await.unwrap().generation(), 2);
     assert_eq!(mock.counters().token_requests, 2);
 }
+
+#[tokio::test(start_paused = true)]
+async fn forced_renewals_in_quick_succession_are_throttled() {
+    let source = Scripted::new(vec![token(100), token(100), token(100)]);
+    let (handle, _task) = spawn(
+        source.clone(),
+        RefreshPolicy::default(),
+        Metrics::unregistered(),
+    );
+    wait_attempts(&handle, 1).await;
+    let first = handle.current().unwrap();
+    let second = handle.renew_after_rejection(&first).await.unwrap();
+    assert_eq!(second.generation(), 2);
+
+    // Rejected again at once: no new token request, and the request path
+    // keeps the token so the upstream's answer reaches the client.
+    let err = handle.renew_after_rejection(&second).await.unwrap_err();
+    assert_eq!(err, Unavailable::Throttled);
+    assert_eq!(handle.get().await.unwrap().generation(), 2);
+    assert_eq!(source.calls.lock().unwrap().len(), 2);
+
+    tokio::time::sleep(RefreshPolicy::default().min_forced_interval).await;
+    let third = handle.renew_after_rejection(&second).await.unwrap();
+    assert_eq!(third.generation(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn forced_renewal_is_declined_while_backing_off() {
+    let source = Scripted::new(vec![token(100)]);
+    let (handle, _task) = spawn(
+        source.clone(),
+        RefreshPolicy::default(),
+        Metrics::unregistered(),
+    );
+    wait_attempts(&handle, 1).await;
+    // Let the scheduled renewal fail, so the refresher is backing off.
+    wait_attempts(&handle, 2).await;
+    let held = handle.current().unwrap();
+    let calls = source.calls.lock().unwrap().len();
+    assert_eq!(
+        handle.renew_after_rejection(&held).await.unwrap_err(),
+        Unavailable::Throttled
+    );
+    assert_eq!(source.calls.lock().unwrap().len(), calls);
+}

@@ -57,6 +57,10 @@ pub struct RefreshPolicy {
     /// `Retry-After` beyond this is treated as this: a larger value is more
     /// likely a mistake than a plan to leave us without a token for hours.
     pub max_retry_after: Duration,
+    /// Forced renewals (after an upstream 401) no more often than this: an
+    /// upstream that rejects every token must not turn each request into a
+    /// token request.
+    pub min_forced_interval: Duration,
 }
 
 impl Default for RefreshPolicy {
@@ -70,6 +74,7 @@ impl Default for RefreshPolicy {
             backoff_max: Duration::from_secs(60),
             rejected_delay: Duration::from_secs(30),
             max_retry_after: Duration::from_secs(3600),
+            min_forced_interval: Duration::from_secs(5),
         }
     }
 }
@@ -113,6 +118,9 @@ pub struct RefreshState {
     pub consecutive_failures: u32,
     /// The last failure, cleared by a success.
     pub last_error: Option<ExchangeError>,
+    /// Forced renewals declined: too soon after the last one, or while
+    /// backing off from failures.
+    pub forced_declined: u64,
 }
 
 /// Why no token can be handed out.
@@ -122,6 +130,10 @@ pub enum Unavailable {
     NoToken,
     #[error("renewing the rejected token failed: {0}")]
     RenewalFailed(ExchangeError),
+    #[error(
+        "a renewal was forced moments ago, or the token endpoint is failing; not renewing again yet"
+    )]
+    Throttled,
     #[error("the token refresher has stopped")]
     Stopped,
 }
@@ -174,7 +186,14 @@ impl TokenHandle {
     /// token known to fail.
     pub async fn get(&self) -> Result<Arc<Token>, Unavailable> {
         match self.shared.cell.valid() {
-            Some(token) if token.is_rejected() => self.renew_after_rejection(&token).await,
+            Some(token) if token.is_rejected() => {
+                match self.renew_after_rejection(&token).await {
+                    // No renewal now: let the upstream judge the token
+                    // again rather than fail the request here.
+                    Err(Unavailable::Throttled) if !token.is_expired() => Ok(token),
+                    other => other,
+                }
+            }
             Some(token) => Ok(token),
             None => Err(Unavailable::NoToken),
         }
@@ -189,7 +208,10 @@ impl TokenHandle {
         let mut state = self.shared.state.subscribe();
         rejected.mark_rejected();
         self.shared.rejected.fetch_max(generation, Ordering::AcqRel);
-        let attempts_before = state.borrow_and_update().attempts;
+        let (attempts_before, declined_before) = {
+            let now = state.borrow_and_update();
+            (now.attempts, now.forced_declined)
+        };
         if let Some(token) = self.newer_than(generation) {
             return Ok(token);
         }
@@ -200,6 +222,9 @@ impl TokenHandle {
                 return Ok(token);
             }
             let now = state.borrow_and_update();
+            if now.forced_declined > declined_before {
+                return Err(Unavailable::Throttled);
+            }
             if now.attempts > attempts_before
                 && let Some(err) = &now.last_error
             {
@@ -267,16 +292,28 @@ async fn run<S: TokenSource>(
     let mut next = Instant::now();
     let mut failures: u32 = 0;
     let mut generation: u64 = 0;
+    let mut last_forced: Option<Instant> = None;
     loop {
         let forced = tokio::select! {
             () = tokio::time::sleep_until(next) => false,
             () = shared.wake.notified() => {
-                // A renewal was asked for. Skip it when the rejected token
-                // was already replaced, and while backing off: a 401 storm
-                // must not override the token endpoint's rate limit.
-                if !shared.held_token_rejected() || failures > 0 {
+                if !shared.held_token_rejected() {
+                    // Already replaced; the waiters see the new token.
                     continue;
                 }
+                // While backing off, a 401 storm must not override the
+                // token endpoint's rate limit; and renewals forced in quick
+                // succession mean the upstream rejects fresh tokens too.
+                let too_soon = last_forced.is_some_and(|at| at.elapsed() < policy.min_forced_interval);
+                if failures > 0 || too_soon {
+                    shared.state.send_modify(|s| s.forced_declined += 1);
+                    tracing::warn!(
+                        failures,
+                        "the upstream rejected the token again; not forcing another renewal yet"
+                    );
+                    continue;
+                }
+                last_forced = Some(Instant::now());
                 true
             }
         };
