@@ -56,6 +56,7 @@ impl Sidecar {
             refresher::spawn(wiring.exchanger, RefreshPolicy::default(), metrics.clone());
         let proxy = Arc::new(Proxy::new(
             wiring.connector,
+            proxy_addr,
             Upstream::new(base),
             tokens.clone(),
             metrics.clone(),

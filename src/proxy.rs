@@ -7,15 +7,19 @@
 //! can be replayed is retried once.
 
 use std::borrow::Cow;
+use std::collections::VecDeque;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderMap, HeaderName, Method, Request, Response, StatusCode, Uri, Version, header};
 use http_body_util::{BodyExt, Either, Full};
-use hyper::body::{Body as _, Incoming};
+use hyper::body::{Body as _, Frame, Incoming, SizeHint};
 use hyper_util::client::legacy::Client;
 use prometheus::{Histogram, IntCounter};
 use tokio::time::Instant;
@@ -39,7 +43,7 @@ const FORBIDDEN_LOG_INTERVAL: Duration = Duration::from_secs(60);
 pub type ProxyBody = Either<Incoming, Full<Bytes>>;
 /// What the proxy sends upstream: a buffered, replayable body, or the
 /// client's body streamed through.
-pub type UpstreamBody = Either<Full<Bytes>, Incoming>;
+pub type UpstreamBody = Either<Full<Bytes>, PrefixedBody>;
 
 /// Headers that describe one connection, not the message (RFC 9110 §7.6.1),
 /// plus `Proxy-Authorization`, which is for lanyard if for anyone.
@@ -94,22 +98,119 @@ impl Upstream {
             .build()
     }
 
-    /// Whether an absolute-form request target may be served: it names the
-    /// upstream itself, or lanyard (a loopback address).
-    fn accepts_target(&self, target: &Authority) -> bool {
-        if is_loopback_host(target.host()) {
-            return true;
-        }
+    /// Whether an HTTP/1 absolute-form target may be served: it names the
+    /// upstream itself, or lanyard's own listener.
+    fn accepts_target(&self, target: &Authority, listen: SocketAddr) -> bool {
         let default_port = if self.scheme == Scheme::HTTP { 80 } else { 443 };
-        target.host().eq_ignore_ascii_case(self.authority.host())
+        let names_upstream = target.host().eq_ignore_ascii_case(self.authority.host())
             && target.port_u16().unwrap_or(default_port)
-                == self.authority.port_u16().unwrap_or(default_port)
+                == self.authority.port_u16().unwrap_or(default_port);
+        let names_lanyard = target.port_u16() == Some(listen.port())
+            && (is_loopback_host(target.host())
+                || target
+                    .host()
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .parse::<IpAddr>()
+                    .is_ok_and(|ip| ip == listen.ip()));
+        names_upstream || names_lanyard
     }
+}
+
+/// A client body whose first frames were read ahead, to learn whether it
+/// fits the replay limit, followed by the rest, still streaming.
+pub struct PrefixedBody {
+    prefix: VecDeque<Bytes>,
+    rest: Incoming,
+}
+
+impl hyper::body::Body for PrefixedBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        if let Some(chunk) = self.prefix.pop_front() {
+            return Poll::Ready(Some(Ok(Frame::data(chunk))));
+        }
+        Pin::new(&mut self.rest).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.prefix.is_empty() && self.rest.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        let buffered: u64 = self.prefix.iter().map(|b| b.len() as u64).sum();
+        let rest = self.rest.size_hint();
+        let mut hint = SizeHint::new();
+        hint.set_lower(rest.lower() + buffered);
+        if let Some(upper) = rest.upper() {
+            hint.set_upper(upper + buffered);
+        }
+        hint
+    }
+}
+
+/// A request body, sorted by whether it can be sent twice.
+enum ClientBody {
+    /// Whole, at most [`MAX_REPLAY_BODY`] bytes.
+    Replayable(Bytes),
+    /// Larger, streamed.
+    Streaming(PrefixedBody),
+}
+
+/// Reads a body of unknown or small size far enough to know whether it
+/// fits the replay limit; a body with a known larger length streams at
+/// once.
+async fn classify_body(mut body: Incoming) -> Result<ClientBody, ProxyError> {
+    let streaming = |prefix, rest| ClientBody::Streaming(PrefixedBody { prefix, rest });
+    if body
+        .size_hint()
+        .exact()
+        .is_some_and(|n| n > MAX_REPLAY_BODY)
+    {
+        return Ok(streaming(VecDeque::new(), body));
+    }
+    let mut prefix = VecDeque::new();
+    let mut total = 0u64;
+    while total <= MAX_REPLAY_BODY {
+        match body.frame().await {
+            None => break,
+            Some(Err(_)) => return Err(ProxyError::BadRequest),
+            // Request trailers are rare and have no place in a replayable
+            // body; they are dropped.
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    total += data.len() as u64;
+                    prefix.push_back(data);
+                }
+            }
+        }
+    }
+    if total > MAX_REPLAY_BODY {
+        return Ok(streaming(prefix, body));
+    }
+    let bytes = match prefix.len() {
+        0 => Bytes::new(),
+        1 => prefix.pop_front().unwrap_or_default(),
+        _ => {
+            let mut whole = BytesMut::with_capacity(total as usize);
+            prefix
+                .iter()
+                .for_each(|chunk| whole.extend_from_slice(chunk));
+            whole.freeze()
+        }
+    };
+    Ok(ClientBody::Replayable(bytes))
 }
 
 /// The forwarding service.
 pub struct Proxy {
     client: Client<Connector, UpstreamBody>,
+    listen: SocketAddr,
     upstream: Upstream,
     tokens: TokenHandle,
     metrics: Metrics,
@@ -121,8 +222,11 @@ pub struct Proxy {
 }
 
 impl Proxy {
+    /// `listen` is the proxy's own address, which absolute-form requests
+    /// may name.
     pub fn new(
         connector: Connector,
+        listen: SocketAddr,
         upstream: Upstream,
         tokens: TokenHandle,
         metrics: Metrics,
@@ -130,6 +234,7 @@ impl Proxy {
     ) -> Proxy {
         Proxy {
             client: http_client::client(connector),
+            listen,
             upstream,
             tokens,
             request_metrics: RequestMetrics::new(metrics.clone()),
@@ -144,8 +249,11 @@ impl Proxy {
         if req.method() == Method::CONNECT {
             return Err(ProxyError::MethodNotAllowed);
         }
-        if let Some(target) = req.uri().authority()
-            && !self.upstream.accepts_target(target)
+        // Absolute form is an HTTP/1 notion; an HTTP/2 request always
+        // carries `:authority`, and lanyard never forwards to it anyway.
+        if req.version() < Version::HTTP_2
+            && let Some(target) = req.uri().authority()
+            && !self.upstream.accepts_target(target, self.listen)
         {
             return Err(ProxyError::ForbiddenTarget);
         }
@@ -169,30 +277,23 @@ impl Proxy {
             .headers
             .insert(header::AUTHORIZATION, token.authorization().clone());
 
-        let replayable = body
-            .size_hint()
-            .exact()
-            .is_some_and(|n| n <= MAX_REPLAY_BODY);
-        if !replayable {
-            let response = self
-                .send(Request::from_parts(parts, Either::Right(body)))
-                .await?;
-            if response.status() == StatusCode::UNAUTHORIZED {
-                // This request cannot be retried, but the next ones should
-                // not carry a token the upstream refuses.
-                let tokens = self.tokens.clone();
-                tokio::spawn(async move {
-                    let _ = tokens.renew_after_rejection(&token).await;
-                });
+        let bytes = match classify_body(body).await? {
+            ClientBody::Replayable(bytes) => bytes,
+            ClientBody::Streaming(body) => {
+                let response = self
+                    .send(Request::from_parts(parts, Either::Right(body)))
+                    .await?;
+                if response.status() == StatusCode::UNAUTHORIZED {
+                    // This request cannot be retried, but the next ones
+                    // should not carry a token the upstream refuses.
+                    let tokens = self.tokens.clone();
+                    tokio::spawn(async move {
+                        let _ = tokens.renew_after_rejection(&token).await;
+                    });
+                }
+                return Ok(response);
             }
-            return Ok(response);
-        }
-
-        let bytes = body
-            .collect()
-            .await
-            .map_err(|_| ProxyError::BadRequest)?
-            .to_bytes();
+        };
         let retry = (
             parts.method.clone(),
             parts.uri.clone(),
@@ -382,14 +483,18 @@ impl RequestMetrics {
     }
 
     fn observe(&self, method: usize, status: StatusCode, elapsed: Duration) {
-        let code = usize::from(status.as_u16()).clamp(100, 599) - 100;
-        self.counts[method * STATUSES + code]
-            .get_or_init(|| {
-                self.metrics
-                    .proxy_requests
-                    .with_label_values(&[METHODS[method], status.as_str()])
-            })
-            .inc();
+        let count = || {
+            self.metrics
+                .proxy_requests
+                .with_label_values(&[METHODS[method], status.as_str()])
+        };
+        match usize::from(status.as_u16()).checked_sub(100) {
+            Some(code) if code < STATUSES => self.counts[method * STATUSES + code]
+                .get_or_init(count)
+                .inc(),
+            // Codes past 599 are legal but odd; they take the slow path.
+            _ => count().inc(),
+        }
         self.durations[method]
             .get_or_init(|| {
                 self.metrics
@@ -467,22 +572,32 @@ mod tests {
     #[test]
     fn absolute_form_targets_are_checked_against_the_upstream() {
         let up = upstream("https://api.example.com/v1");
+        let listen: SocketAddr = "127.0.0.1:8080".parse().unwrap();
         let ok = [
             "api.example.com",
             "API.example.com:443",
             "127.0.0.1:8080",
-            "localhost",
+            "localhost:8080",
             "[::1]:8080",
         ];
         for target in ok {
-            assert!(up.accepts_target(&target.parse().unwrap()), "{target}");
+            assert!(
+                up.accepts_target(&target.parse().unwrap(), listen),
+                "{target}"
+            );
         }
-        for target in [
+        let refused = [
             "evil.example.com",
             "api.example.com:8443",
             "api.example.com.evil.com",
-        ] {
-            assert!(!up.accepts_target(&target.parse().unwrap()), "{target}");
+            "127.0.0.1:5432",
+            "localhost",
+        ];
+        for target in refused {
+            assert!(
+                !up.accepts_target(&target.parse().unwrap(), listen),
+                "{target}"
+            );
         }
     }
 

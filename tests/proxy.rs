@@ -328,6 +328,32 @@ async fn unauthorized_leads_to_one_new_token_shared_by_concurrent_requests() {
 }
 
 #[tokio::test]
+async fn unauthorized_with_a_small_chunked_body_is_retried() {
+    let running = api_sidecar().await;
+    running.mock.revoke_all_tokens();
+    let url = format!(
+        "{}/organizations/{ORGANIZATION_ID}/projects/proj-demo/credentials",
+        running.proxy
+    );
+    let mut account = account();
+    account.roles.push("credentials.api".into());
+    running.mock.add_account(account);
+    let body = support::upstream::UnsizedBody(Some(Bytes::from_static(br#"{"given_name":"Ada"}"#)));
+    let request = http::Request::post(url)
+        .header("content-type", "application/json")
+        .body(body)
+        .unwrap();
+    let response = sidecar::client_for().request(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    assert_eq!(
+        running.sidecar.metrics.upstream_unauthorized_retries.get(),
+        1
+    );
+    let seen = running.mock.last_api_request().unwrap();
+    assert_eq!(seen.headers["content-length"], "20");
+}
+
+#[tokio::test]
 async fn unauthorized_with_a_large_body_is_passed_through() {
     let running = api_sidecar().await;
     running.mock.revoke_all_tokens();

@@ -232,7 +232,8 @@ async fn metrics_count_outcomes_and_publish_expiry() {
 #[tokio::test]
 async fn renewal_happens_before_expiry_against_the_mock() {
     let mock = mock().await;
-    mock.set_expires_in(Some(2));
+    // Renewal comes after 2.8-3.4 s, leaving a margin for a loaded machine.
+    mock.set_expires_in(Some(4));
     let dir = tempfile::tempdir().unwrap();
     let wiring = commands::wire(&config(&settings(&mock, dir.path(), &[]))).unwrap();
     let (handle, _task) = spawn(
@@ -356,4 +357,18 @@ async fn forced_renewal_is_declined_while_backing_off() {
         Unavailable::Throttled
     );
     assert_eq!(source.calls.lock().unwrap().len(), calls);
+}
+
+#[tokio::test(start_paused = true)]
+async fn waiters_learn_when_the_refresher_stops() {
+    let source = Scripted::new(vec![token(100)]);
+    let (handle, task) = spawn(source, RefreshPolicy::default(), Metrics::unregistered());
+    wait_attempts(&handle, 1).await;
+    let held = handle.current().unwrap();
+    task.abort();
+    let _ = task.await;
+    assert_eq!(
+        handle.renew_after_rejection(&held).await.unwrap_err(),
+        Unavailable::Stopped
+    );
 }

@@ -118,12 +118,14 @@ impl TokenCell {
         self.slot.store(Some(token));
     }
 
-    /// Drops the held token if it is still the given generation.
-    pub(crate) fn clear_generation(&self, generation: u64) {
-        self.slot.rcu(|current| match current {
+    /// Drops the held token if it is still the given generation; true
+    /// when it did.
+    pub(crate) fn clear_generation(&self, generation: u64) -> bool {
+        let previous = self.slot.rcu(|current| match current {
             Some(token) if token.generation == generation => None,
             other => other.clone(),
         });
+        previous.is_some_and(|token| token.generation == generation)
     }
 }
 

@@ -10,7 +10,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, UNIX_EPOCH};
 
 use tokio::sync::{Notify, watch};
@@ -144,10 +144,29 @@ struct Shared {
     wake: Notify,
     /// Highest token generation the upstream has rejected.
     rejected: AtomicU64,
-    state: watch::Sender<RefreshState>,
+    /// The refresher task owns the sender, so waiters learn when it stops.
+    state: watch::Receiver<RefreshState>,
+    /// When forced renewals may run again, in milliseconds since `epoch`;
+    /// lets callers be declined without waking the refresher.
+    forced_not_before_ms: AtomicU64,
+    /// The refresher is backing off from failed token requests.
+    backing_off: AtomicBool,
+    /// Generation of the token the last forced renewal replaced.
+    forced_for: AtomicU64,
+    epoch: Instant,
 }
 
 impl Shared {
+    fn millis_since_epoch(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// A forced renewal would be declined now.
+    fn declines_forced(&self) -> bool {
+        self.backing_off.load(Ordering::Acquire)
+            || self.millis_since_epoch() < self.forced_not_before_ms.load(Ordering::Acquire)
+    }
+
     /// The held token is one the upstream rejected.
     fn held_token_rejected(&self) -> bool {
         self.cell
@@ -178,7 +197,7 @@ impl TokenHandle {
 
     /// The refresher's progress, to watch or inspect.
     pub fn state(&self) -> watch::Receiver<RefreshState> {
-        self.shared.state.subscribe()
+        self.shared.state.clone()
     }
 
     /// A token for a request: the held one when valid; when the upstream
@@ -205,7 +224,7 @@ impl TokenHandle {
     /// replacement at once.
     pub async fn renew_after_rejection(&self, rejected: &Token) -> Result<Arc<Token>, Unavailable> {
         let generation = rejected.generation();
-        let mut state = self.shared.state.subscribe();
+        let mut state = self.shared.state.clone();
         rejected.mark_rejected();
         self.shared.rejected.fetch_max(generation, Ordering::AcqRel);
         let (attempts_before, declined_before) = {
@@ -215,7 +234,18 @@ impl TokenHandle {
         if let Some(token) = self.newer_than(generation) {
             return Ok(token);
         }
-        self.shared.wake.notify_one();
+        if self.shared.forced_for.load(Ordering::Acquire) >= generation {
+            // This token's renewal was already forced: join it, unless it
+            // failed and dropped the token.
+            let held = self.shared.cell.load().map(|t| t.generation());
+            if held != Some(generation) {
+                return Err(Unavailable::NoToken);
+            }
+        } else if self.shared.declines_forced() {
+            return Err(Unavailable::Throttled);
+        } else {
+            self.shared.wake.notify_one();
+        }
         loop {
             state.changed().await.map_err(|_| Unavailable::Stopped)?;
             if let Some(token) = self.newer_than(generation) {
@@ -243,7 +273,7 @@ impl TokenHandle {
     /// Waits until a token is held or an attempt fails, for commands that
     /// need exactly one answer.
     pub async fn first_outcome(&self) -> Result<Arc<Token>, Unavailable> {
-        let mut state = self.shared.state.subscribe();
+        let mut state = self.shared.state.clone();
         loop {
             {
                 let now = state.borrow_and_update();
@@ -268,17 +298,23 @@ pub fn spawn<S: TokenSource>(
     policy: RefreshPolicy,
     metrics: Metrics,
 ) -> (TokenHandle, tokio::task::JoinHandle<()>) {
+    let (state, state_rx) = watch::channel(RefreshState::default());
     let shared = Arc::new(Shared {
         cell: TokenCell::default(),
         wake: Notify::new(),
         rejected: AtomicU64::new(0),
-        state: watch::Sender::new(RefreshState::default()),
+        state: state_rx,
+        forced_not_before_ms: AtomicU64::new(0),
+        backing_off: AtomicBool::new(false),
+        forced_for: AtomicU64::new(0),
+        epoch: Instant::now(),
     });
     let handle = TokenHandle {
         shared: shared.clone(),
     };
     let task = tokio::spawn(
-        run(source, shared, policy, metrics).instrument(tracing::info_span!("token_refresher")),
+        run(source, shared, state, policy, metrics)
+            .instrument(tracing::info_span!("token_refresher")),
     );
     (handle, task)
 }
@@ -286,6 +322,7 @@ pub fn spawn<S: TokenSource>(
 async fn run<S: TokenSource>(
     source: S,
     shared: Arc<Shared>,
+    state_tx: watch::Sender<RefreshState>,
     policy: RefreshPolicy,
     metrics: Metrics,
 ) {
@@ -293,6 +330,7 @@ async fn run<S: TokenSource>(
     let mut failures: u32 = 0;
     let mut generation: u64 = 0;
     let mut last_forced: Option<Instant> = None;
+    let mut last_decline_log: Option<Instant> = None;
     loop {
         let forced = tokio::select! {
             () = tokio::time::sleep_until(next) => false,
@@ -306,14 +344,20 @@ async fn run<S: TokenSource>(
                 // succession mean the upstream rejects fresh tokens too.
                 let too_soon = last_forced.is_some_and(|at| at.elapsed() < policy.min_forced_interval);
                 if failures > 0 || too_soon {
-                    shared.state.send_modify(|s| s.forced_declined += 1);
-                    tracing::warn!(
-                        failures,
-                        "the upstream rejected the token again; not forcing another renewal yet"
-                    );
+                    state_tx.send_modify(|s| s.forced_declined += 1);
+                    if last_decline_log.is_none_or(|at| at.elapsed() >= policy.min_forced_interval) {
+                        last_decline_log = Some(Instant::now());
+                        tracing::warn!(
+                            failures,
+                            "the upstream rejected the token again; not forcing another renewal yet"
+                        );
+                    }
                     continue;
                 }
                 last_forced = Some(Instant::now());
+                shared.forced_for.store(generation, Ordering::Release);
+                let not_before = shared.millis_since_epoch() + policy.min_forced_interval.as_millis() as u64;
+                shared.forced_not_before_ms.store(not_before, Ordering::Release);
                 true
             }
         };
@@ -324,7 +368,7 @@ async fn run<S: TokenSource>(
             .token_request_duration
             .observe(started.elapsed().as_secs_f64());
 
-        let mut state = shared.state.borrow().clone();
+        let mut state = state_tx.borrow().clone();
         state.attempts += 1;
         match result.and_then(|issued| {
             let token = Token::new(&issued.access_token, issued.lifetime, generation + 1)
@@ -366,10 +410,10 @@ async fn run<S: TokenSource>(
                     .token_requests
                     .with_label_values(&[err.kind()])
                     .inc();
-                if forced {
+                if forced && shared.cell.clear_generation(generation) {
                     // The upstream refused the held token and no
                     // replacement came: it is of no use to anyone.
-                    shared.cell.clear_generation(generation);
+                    metrics.token_expiry.set(0.0);
                 }
                 let delay = policy.retry_delay(failures, &err);
                 next = Instant::now() + delay;
@@ -386,6 +430,9 @@ async fn run<S: TokenSource>(
                 state.last_error = Some(err);
             }
         }
-        shared.state.send_replace(state);
+        shared
+            .backing_off
+            .store(state.consecutive_failures > 0, Ordering::Release);
+        state_tx.send_replace(state);
     }
 }

@@ -216,3 +216,18 @@ impl hyper::body::Body for ChunkBody {
         }
     }
 }
+
+/// One chunk with no declared length, so it goes out chunked.
+pub struct UnsizedBody(pub Option<Bytes>);
+
+impl hyper::body::Body for UnsizedBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Poll::Ready(self.0.take().map(|chunk| Ok(Frame::data(chunk))))
+    }
+}
