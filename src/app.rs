@@ -1,6 +1,7 @@
 //! The sidecar assembled: token refresher, proxy and admin listener, with
 //! the shutdown sequence of CONTRACT §4.
 
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -290,7 +291,8 @@ pub async fn demo(config: &Config) -> Result<(), Failure> {
     let proxy = bind(config.listen, "LANYARD_LISTEN").await?;
     let admin = bind(config.admin_listen, "LANYARD_ADMIN_LISTEN").await?;
     let demo = Demo::start(config, proxy, admin).await?;
-    println!("{}", demo.banner());
+    // Ignore a closed stdout: the banner is a courtesy.
+    let _ = writeln!(std::io::stdout().lock(), "{}", demo.banner());
     termination_signal().await;
     demo.sidecar.shutdown();
     let result = demo.sidecar.wait().await.map(|_| ());

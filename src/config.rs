@@ -306,6 +306,9 @@ pub struct Config {
     pub rfc7523_fields: bool,
     pub log_format: LogFormat,
     pub demo: bool,
+    /// Values that were accepted with an adjustment, to log once logging
+    /// is set up.
+    pub warnings: Vec<String>,
 }
 
 /// What the command needs from the settings.
@@ -325,6 +328,7 @@ struct Layers<'a> {
     env: &'a dyn Env,
     file: Option<(PathBuf, toml::Table)>,
     errors: Vec<String>,
+    warnings: Vec<String>,
 }
 
 impl Layers<'_> {
@@ -519,6 +523,7 @@ impl Config {
             env,
             file,
             errors,
+            warnings: Vec::new(),
         };
         let l = &mut layers;
 
@@ -590,16 +595,20 @@ impl Config {
             d => Ok(d),
         };
         let assertion_ttl = l
-            .parse(&ASSERTION_TTL, |s| match positive(s)? {
-                d if d > MAX_ASSERTION_TTL => Err(format!(
-                    "{} s is longer than the service accepts (at most {} s, seed §5.2)",
-                    d.as_secs(),
-                    MAX_ASSERTION_TTL.as_secs()
-                )),
-                d if d < Duration::from_secs(1) => Err("must be at least 1 s".into()),
-                d => Ok(d),
-            })
-            .map_or(DEFAULT_ASSERTION_TTL, |d| d.value);
+            .parse(&ASSERTION_TTL, positive)
+            .map_or(DEFAULT_ASSERTION_TTL, |ttl| {
+                if ttl.value > MAX_ASSERTION_TTL {
+                    l.warnings.push(format!(
+                        "{} ({}): {} s is capped at {} s, the longest the service accepts (seed §5.2)",
+                        ASSERTION_TTL.env,
+                        ttl.source,
+                        ttl.value.as_secs(),
+                        MAX_ASSERTION_TTL.as_secs()
+                    ));
+                }
+                // Whole seconds: `iat` and `exp` are integers.
+                ttl.value.min(MAX_ASSERTION_TTL).max(Duration::from_secs(1))
+            });
         let upstream_timeout = l
             .parse(&UPSTREAM_TIMEOUT, positive)
             .map_or(DEFAULT_UPSTREAM_TIMEOUT, |d| d.value);
@@ -658,6 +667,7 @@ impl Config {
             rfc7523_fields,
             log_format,
             demo,
+            warnings: layers.warnings,
         })
     }
 }
@@ -726,12 +736,12 @@ mod tests {
         let err = load(&[
             ("LANYARD_LISTEN", "0.0.0.0:8080"),
             ("LANYARD_UPSTREAM_TIMEOUT", "soon"),
-            ("LANYARD_ASSERTION_TTL", "2h"),
             ("LANYARD_LOG_FORMAT", "xml"),
         ])
         .unwrap_err();
         let lines = err.lines();
         assert_eq!(lines.len(), 5, "{lines:#?}");
+        assert!(lines.iter().any(|l| l.starts_with("no credentials: ")));
         assert!(
             lines
                 .iter()
@@ -743,11 +753,6 @@ mod tests {
         assert!(
             lines.iter().any(|l| l.contains("LANYARD_UPSTREAM_TIMEOUT")
                 && l.contains("`soon` is not a duration"))
-        );
-        assert!(
-            lines
-                .iter()
-                .any(|l| l.contains("LANYARD_ASSERTION_TTL") && l.contains("at most 3600 s"))
         );
         assert!(
             lines
@@ -838,10 +843,26 @@ mod tests {
             config: Some(PathBuf::from("/nonexistent/lanyard.toml")),
             ..Flags::default()
         };
-        let err = Config::load(&flags, &env(&[]), Requirement::NoUpstream).unwrap_err();
+        let err = Config::load(&flags, &env(&[]), Requirement::Demo).unwrap_err();
         assert_eq!(
             err.lines(),
             ["config file /nonexistent/lanyard.toml (flag --config): cannot be read: no such file"]
+        );
+    }
+
+    #[test]
+    fn assertion_lifetime_over_an_hour_is_capped_with_a_warning() {
+        let config = load(&[
+            ("SERVICE_API_URL", "https://api.example.com"),
+            ("LANYARD_ASSERTION_TTL", "2h"),
+        ])
+        .unwrap();
+        assert_eq!(config.assertion_ttl, MAX_ASSERTION_TTL);
+        assert_eq!(
+            config.warnings,
+            [
+                "LANYARD_ASSERTION_TTL (environment variable LANYARD_ASSERTION_TTL): 7200 s is capped at 3600 s, the longest the service accepts (seed §5.2)"
+            ]
         );
     }
 

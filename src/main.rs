@@ -24,7 +24,10 @@ fn main() -> ExitCode {
         Ok(config) => config,
         Err(err) => return fail(&Failure::Config(err)),
     };
-    init_tracing(config.log_format, command);
+    init_tracing(config.log_format);
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
 
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -46,7 +49,9 @@ fn main() -> ExitCode {
                 true
             }),
             Command::Check => commands::check(&config).await.map(|report| {
-                print!("{}", report.render());
+                // A closed stdout (`lanyard check | head -1`) is not a reason
+                // to panic; the exit code still tells.
+                let _ = write!(std::io::stdout().lock(), "{}", report.render());
                 report.passed()
             }),
             Command::Demo => lanyard::app::demo(&config).await.map(|()| true),
@@ -74,13 +79,8 @@ fn fail(failure: &Failure) -> ExitCode {
 }
 
 /// Logs go to stderr, so `lanyard token`'s stdout holds only the token.
-/// One-shot commands log warnings only unless `RUST_LOG` says otherwise.
-fn init_tracing(format: LogFormat, command: Command) {
-    let default = match command {
-        Command::Run | Command::Demo => "info",
-        Command::Token | Command::Check => "warn",
-    };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+fn init_tracing(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

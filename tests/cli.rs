@@ -302,7 +302,7 @@ async fn every_problem_is_listed_at_once() {
     let ec = write(dir.path(), "ec.pem", &fixture("ec-p256.pkcs8.pem"));
     let vars = env(&[
         ("LANYARD_LISTEN", "0.0.0.0:8080"),
-        ("LANYARD_ASSERTION_TTL", "2h"),
+        ("LANYARD_ASSERTION_TTL", "0"),
         ("SA_CLIENT_ID", CLIENT_ID),
         ("SA_PRIVATE_KEY", &std::fs::read_to_string(&ec).unwrap()),
         ("SA_TOKEN_URI", "http://iam.example.com/token"),
