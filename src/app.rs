@@ -154,39 +154,66 @@ pub async fn bind(addr: SocketAddr, setting: &str) -> Result<TcpListener, Failur
         .map_err(|err| Failure::Runtime(format!("cannot listen on {addr} ({setting}): {err}")))
 }
 
-/// Resolves on SIGTERM or SIGINT.
-pub async fn termination_signal() {
+/// SIGTERM and SIGINT, installed before anything starts so an early
+/// signal is a clean shutdown rather than the default abrupt exit.
+pub struct Signals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => tracing::info!("SIGTERM received"),
-                    _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
-                }
-            }
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot watch SIGTERM; only SIGINT stops lanyard");
-                let _ = tokio::signal::ctrl_c().await;
-            }
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    pub fn install() -> Result<Signals, Failure> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let watch = |kind| {
+                signal(kind).map_err(|err| Failure::Runtime(format!("cannot watch signals: {err}")))
+            };
+            Ok(Signals {
+                term: watch(SignalKind::terminate())?,
+                int: watch(SignalKind::interrupt())?,
+            })
         }
+        #[cfg(not(unix))]
+        Ok(Signals {})
     }
-    #[cfg(not(unix))]
-    {
+
+    /// Resolves on the next SIGTERM or SIGINT.
+    pub async fn next(&mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.term.recv() => tracing::info!("SIGTERM received"),
+            _ = self.int.recv() => tracing::info!("SIGINT received"),
+        }
+        #[cfg(not(unix))]
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Stops the sidecar on the first signal and waits for the drain; a second
+/// signal ends the wait at once.
+async fn stop_on_signals(sidecar: Sidecar, signals: &mut Signals) -> Result<(), Failure> {
+    signals.next().await;
+    sidecar.shutdown();
+    tokio::select! {
+        result = sidecar.wait() => result.map(|_| ()),
+        () = signals.next() => {
+            tracing::warn!("second signal: exiting now; requests still in flight are cut off");
+            Ok(())
+        }
     }
 }
 
 /// `lanyard run`: the sidecar until SIGTERM or SIGINT.
 pub async fn run(config: &Config) -> Result<(), Failure> {
+    let mut signals = Signals::install()?;
     let wiring = crate::commands::wire(config)?;
     let proxy = bind(config.listen, "LANYARD_LISTEN").await?;
     let admin = bind(config.admin_listen, "LANYARD_ADMIN_LISTEN").await?;
     let sidecar = Sidecar::start(config, wiring, proxy, admin)?;
-    termination_signal().await;
-    sidecar.shutdown();
-    sidecar.wait().await.map(|_| ())
+    stop_on_signals(sidecar, &mut signals).await
 }
 
 /// The demo account's identity on the embedded mock.
@@ -288,14 +315,14 @@ impl Demo {
 /// `lanyard demo` (and `DEMO_MOCK=true lanyard run`): the mock and the
 /// sidecar until SIGTERM or SIGINT.
 pub async fn demo(config: &Config) -> Result<(), Failure> {
+    let mut signals = Signals::install()?;
     let proxy = bind(config.listen, "LANYARD_LISTEN").await?;
     let admin = bind(config.admin_listen, "LANYARD_ADMIN_LISTEN").await?;
     let demo = Demo::start(config, proxy, admin).await?;
     // Ignore a closed stdout: the banner is a courtesy.
     let _ = writeln!(std::io::stdout().lock(), "{}", demo.banner());
-    termination_signal().await;
-    demo.sidecar.shutdown();
-    let result = demo.sidecar.wait().await.map(|_| ());
-    drop(demo.mock);
+    let Demo { mock, sidecar } = demo;
+    let result = stop_on_signals(sidecar, &mut signals).await;
+    drop(mock);
     result
 }

@@ -57,6 +57,9 @@ pub async fn serve<H: Handler>(
     builder.http2().timer(TokioTimer::new());
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
+    // Owned here so connections still open when the grace runs out are
+    // aborted, not left running detached.
+    let mut connections = tokio::task::JoinSet::new();
 
     loop {
         let (stream, peer) = tokio::select! {
@@ -81,7 +84,8 @@ pub async fn serve<H: Handler>(
             .serve_connection(TokioIo::new(stream), service)
             .into_owned();
         let connection = graceful.watch(connection);
-        tokio::spawn(
+        while connections.try_join_next().is_some() {}
+        connections.spawn(
             async move {
                 if let Err(err) = connection.await {
                     tracing::debug!(error = %err, "connection ended with an error");
@@ -94,6 +98,9 @@ pub async fn serve<H: Handler>(
 
     match tokio::time::timeout(grace, graceful.shutdown()).await {
         Ok(()) => Drained::Completely,
-        Err(_) => Drained::GraceExpired,
+        Err(_) => {
+            connections.abort_all();
+            Drained::GraceExpired
+        }
     }
 }

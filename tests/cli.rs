@@ -27,15 +27,10 @@ fn text(bytes: &[u8]) -> String {
 
 /// Nothing secret may appear in what lanyard prints on its own.
 fn assert_no_secret(out: &str) {
-    let key_body = fixture("rsa2048.pkcs8.pem")
-        .lines()
-        .nth(1)
-        .unwrap()
-        .to_string();
-    assert!(
-        !out.contains(&key_body[..20]),
-        "key material in output:\n{out}"
-    );
+    let key = fixture("rsa2048.pkcs8.pem");
+    for line in key.lines().filter(|l| !l.starts_with("-----")) {
+        assert!(!out.contains(line), "key material in output:\n{out}");
+    }
     assert!(!out.contains("eyJ"), "an assertion in output:\n{out}");
     assert!(!out.contains("mock-"), "a token in output:\n{out}");
 }

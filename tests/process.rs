@@ -125,8 +125,8 @@ async fn sigterm_lets_a_slow_request_finish_then_exits_0() {
     let mut process = Process::start(vars).await;
     process.wait_for_log("token obtained").await;
 
-    let slow_url = format!("{}/slow?ms=1500", process.proxy);
-    let slow = tokio::spawn(async move { get(&slow_url).await });
+    let held_url = format!("{}/hold", process.proxy);
+    let held = tokio::spawn(async move { get(&held_url).await });
     upstream.slow_requests_started(1).await;
     process.terminate();
     process
@@ -143,12 +143,37 @@ async fn sigterm_lets_a_slow_request_finish_then_exits_0() {
         "the proxy still accepts connections while draining"
     );
 
-    let answer = slow.await.unwrap();
+    upstream.release_held();
+    let answer = held.await.unwrap();
     assert_eq!(answer.status, StatusCode::OK);
-    assert_eq!(answer.body, "slow done");
+    assert_eq!(answer.body, "held done");
     let (code, log) = process.finish().await;
     assert_eq!(code, Some(0), "{log}");
     assert!(log.contains("every in-flight request finished"), "{log}");
+}
+
+#[tokio::test]
+async fn second_signal_ends_the_drain_at_once() {
+    let upstream = TestUpstream::start(None).await;
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut vars = settings(&mock, dir.path(), &[("LANYARD_SHUTDOWN_GRACE", "1h")]);
+    vars.insert("SERVICE_API_URL".into(), upstream.url.clone());
+    let mut process = Process::start(vars).await;
+    process.wait_for_log("token obtained").await;
+
+    let held_url = format!("{}/hold", process.proxy);
+    let held = tokio::spawn(async move { get(&held_url).await });
+    upstream.slow_requests_started(1).await;
+    process.terminate();
+    process
+        .wait_for_log("shutting down: draining in-flight requests")
+        .await;
+    process.terminate();
+    let (code, log) = process.finish().await;
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("second signal: exiting now"), "{log}");
+    held.abort();
 }
 
 #[tokio::test]

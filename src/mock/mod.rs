@@ -66,6 +66,9 @@ pub struct MockAccount {
 /// A way for the token endpoint to misbehave, once per queued fault.
 #[derive(Debug, Clone)]
 pub enum Fault {
+    /// No fault: handle the request normally (to let one request through
+    /// ahead of queued faults).
+    Pass,
     /// Close the connection without answering.
     Disconnect,
     /// Wait, then handle the request normally.

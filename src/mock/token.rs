@@ -23,7 +23,7 @@ const LEEWAY: u64 = 30;
 const MAX_REMEMBERED_JTI: usize = 100_000;
 
 /// A granted token request, as the mock saw it, for tests to inspect.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct TokenRequestLog {
     /// Form fields, by name.
     pub form: BTreeMap<String, String>,
@@ -31,6 +31,18 @@ pub struct TokenRequestLog {
     pub header: Value,
     /// The decoded claims.
     pub claims: Value,
+}
+
+impl std::fmt::Debug for TokenRequestLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The form holds the signed assertion.
+        let fields: Vec<&str> = self.form.keys().map(String::as_str).collect();
+        f.debug_struct("TokenRequestLog")
+            .field("form_fields", &fields)
+            .field("header", &self.header)
+            .field("claims", &self.claims)
+            .finish()
+    }
 }
 
 /// An RFC 6749 §5.2 error answer.
@@ -65,6 +77,7 @@ pub(super) async fn handle(
     match fault {
         Some(Fault::Disconnect) => return Err(Disconnect),
         Some(Fault::Delay(delay)) => tokio::time::sleep(delay).await,
+        Some(Fault::Pass) | None => {}
         Some(Fault::Respond {
             status,
             body,
@@ -78,7 +91,6 @@ pub(super) async fn handle(
             }
             return Ok(response);
         }
-        None => {}
     }
 
     match grant(state, req).await {

@@ -317,7 +317,7 @@ fn oauth_error(body: &[u8]) -> (Option<String>, Option<String>) {
     let description = object
         .get("error_description")
         .and_then(|v| v.as_str())
-        .filter(|d| !d.contains("eyJ"))
+        .filter(|d| !looks_like_it_echoes_a_secret(d))
         .map(|d| {
             d.chars()
                 .filter(|c| !c.is_control())
@@ -326,6 +326,18 @@ fn oauth_error(body: &[u8]) -> (Option<String>, Option<String>) {
         })
         .filter(|d| !d.is_empty());
     (error, description)
+}
+
+/// A JWT, or any long base64url run (a signature, a key fragment, a token),
+/// is not quoted: the description reaches logs, `check` and `/readyz`.
+fn looks_like_it_echoes_a_secret(text: &str) -> bool {
+    const LONGEST_PLAIN_RUN: usize = 40;
+    text.contains("eyJ")
+        || text
+            .split(|c: char| {
+                !(c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '+' || c == '/')
+            })
+            .any(|run| run.len() >= LONGEST_PLAIN_RUN)
 }
 
 fn parse_success(body: &[u8]) -> Result<Issued, ExchangeError> {
@@ -532,6 +544,25 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "the token endpoint refused the request: HTTP 400 (invalid_grant)"
+        );
+    }
+
+    #[test]
+    fn description_echoing_long_encoded_text_is_not_quoted() {
+        let signature = "dBjftJeZ4CVPmB92K27uhbUJU1p1r_wW1gFWFOEjXk0dBjftJeZ4CVP";
+        let body = format!(
+            r#"{{"error":"invalid_client","error_description":"bad signature {signature}"}}"#
+        );
+        let err = interpret(
+            StatusCode::UNAUTHORIZED,
+            &http::HeaderMap::new(),
+            body.as_bytes(),
+            SystemTime::now(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the token endpoint refused the request: HTTP 401 (invalid_client)"
         );
     }
 

@@ -6,6 +6,8 @@
 //! - `/upload`: reads the body chunk by chunk and answers its length;
 //! - `/download?bytes=N`: streams N bytes in 64 KiB chunks;
 //! - `/slow?ms=N`: answers after N ms (announcing the request first);
+//! - `/hold`: announces the request, then answers once the test calls
+//!   [`TestUpstream::release_held`];
 //! - `/status/N`: answers status N.
 
 use std::collections::BTreeMap;
@@ -37,6 +39,7 @@ pub struct TestUpstream {
     /// Counts requests that reached `/slow`, so a test can act while one is
     /// in flight.
     slow_started: watch::Receiver<u64>,
+    release: Arc<watch::Sender<bool>>,
     _tasks: JoinSet<()>,
 }
 
@@ -51,6 +54,8 @@ impl TestUpstream {
         let requests = Arc::new(AtomicU64::new(0));
         let (slow_tx, slow_started) = watch::channel(0u64);
         let slow_tx = Arc::new(slow_tx);
+        let release = Arc::new(watch::Sender::new(false));
+        let released = release.clone();
         let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
         let mut tasks = JoinSet::new();
         let counter = requests.clone();
@@ -62,12 +67,14 @@ impl TestUpstream {
                 };
                 let counter = counter.clone();
                 let slow_tx = slow_tx.clone();
+                let released = released.clone();
                 let acceptor = acceptor.clone();
                 connections.spawn(async move {
                     let service = service_fn(move |req| {
                         counter.fetch_add(1, Ordering::SeqCst);
                         let slow_tx = slow_tx.clone();
-                        async move { Ok::<_, Infallible>(answer(req, &slow_tx).await) }
+                        let released = released.subscribe();
+                        async move { Ok::<_, Infallible>(answer(req, &slow_tx, released).await) }
                     });
                     let builder = auto::Builder::new(TokioExecutor::new());
                     let _ = match acceptor {
@@ -90,6 +97,7 @@ impl TestUpstream {
             url,
             requests,
             slow_started,
+            release,
             _tasks: tasks,
         }
     }
@@ -99,7 +107,12 @@ impl TestUpstream {
         self.requests.load(Ordering::SeqCst)
     }
 
-    /// Waits until `n` requests have reached `/slow`.
+    /// Lets every `/hold` request answer.
+    pub fn release_held(&self) {
+        self.release.send_replace(true);
+    }
+
+    /// Waits until `n` requests have reached `/slow` or `/hold`.
     pub async fn slow_requests_started(&self, n: u64) {
         let mut rx = self.slow_started.clone();
         tokio::time::timeout(Duration::from_secs(10), rx.wait_for(|v| *v >= n))
@@ -109,7 +122,11 @@ impl TestUpstream {
     }
 }
 
-async fn answer(req: Request<Incoming>, slow: &watch::Sender<u64>) -> Response<Body> {
+async fn answer(
+    req: Request<Incoming>,
+    slow: &watch::Sender<u64>,
+    mut released: watch::Receiver<bool>,
+) -> Response<Body> {
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
     let param = |name: &str| {
@@ -133,6 +150,11 @@ async fn answer(req: Request<Incoming>, slow: &watch::Sender<u64>) -> Response<B
     if path == "/download" {
         let bytes = param("bytes").unwrap_or(0);
         return Response::new(Either::Right(ChunkBody::new(bytes, true)));
+    }
+    if path == "/hold" {
+        slow.send_modify(|n| *n += 1);
+        let _ = released.wait_for(|r| *r).await;
+        return full(StatusCode::OK, "held done".into());
     }
     if path == "/slow" {
         slow.send_modify(|n| *n += 1);
