@@ -115,12 +115,21 @@ fn forward_lines(stderr: ChildStderr) -> mpsc::UnboundedReceiver<String> {
     rx
 }
 
-#[tokio::test]
-async fn sigterm_lets_a_slow_request_finish_then_exits_0() {
+/// A `lanyard run` in front of a test upstream, with one request held at
+/// the upstream and SIGTERM sent: the state both drain tests start from.
+struct Draining {
+    process: Process,
+    upstream: TestUpstream,
+    held: tokio::task::JoinHandle<support::sidecar::Answer>,
+    _mock: lanyard::mock::MockService,
+    _dir: tempfile::TempDir,
+}
+
+async fn draining_with_a_held_request(grace: &str) -> Draining {
     let upstream = TestUpstream::start(None).await;
     let mock = mock().await;
     let dir = tempfile::tempdir().unwrap();
-    let mut vars = settings(&mock, dir.path(), &[("LANYARD_SHUTDOWN_GRACE", "10s")]);
+    let mut vars = settings(&mock, dir.path(), &[("LANYARD_SHUTDOWN_GRACE", grace)]);
     vars.insert("SERVICE_API_URL".into(), upstream.url.clone());
     let mut process = Process::start(vars).await;
     process.wait_for_log("token obtained").await;
@@ -132,6 +141,23 @@ async fn sigterm_lets_a_slow_request_finish_then_exits_0() {
     process
         .wait_for_log("shutting down: draining in-flight requests")
         .await;
+    Draining {
+        process,
+        upstream,
+        held,
+        _mock: mock,
+        _dir: dir,
+    }
+}
+
+#[tokio::test]
+async fn sigterm_lets_a_slow_request_finish_then_exits_0() {
+    let Draining {
+        process,
+        upstream,
+        held,
+        ..
+    } = draining_with_a_held_request("10s").await;
 
     // Draining: not ready, and no new connections.
     let ready = get(&format!("{}/readyz", process.admin)).await;
@@ -154,21 +180,7 @@ async fn sigterm_lets_a_slow_request_finish_then_exits_0() {
 
 #[tokio::test]
 async fn second_signal_ends_the_drain_at_once() {
-    let upstream = TestUpstream::start(None).await;
-    let mock = mock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let mut vars = settings(&mock, dir.path(), &[("LANYARD_SHUTDOWN_GRACE", "1h")]);
-    vars.insert("SERVICE_API_URL".into(), upstream.url.clone());
-    let mut process = Process::start(vars).await;
-    process.wait_for_log("token obtained").await;
-
-    let held_url = format!("{}/hold", process.proxy);
-    let held = tokio::spawn(async move { get(&held_url).await });
-    upstream.slow_requests_started(1).await;
-    process.terminate();
-    process
-        .wait_for_log("shutting down: draining in-flight requests")
-        .await;
+    let Draining { process, held, .. } = draining_with_a_held_request("1h").await;
     process.terminate();
     let (code, log) = process.finish().await;
     assert_eq!(code, Some(0), "{log}");
