@@ -13,6 +13,7 @@ use crate::Secret;
 use crate::config::{Config, ConfigError};
 use crate::credentials::{self, Credentials};
 use crate::http_client::{self, Connector, FailureKind};
+use crate::proxy::Upstream;
 use crate::token::{ExchangeOptions, Exchanger, SystemClock};
 
 /// How a command failed, which decides the exit code.
@@ -258,11 +259,14 @@ pub async fn check(config: &Config) -> Result<CheckReport, Failure> {
                 );
                 return Ok(report);
             }
-            let url = format!(
-                "{}{}/organizations/{org}/projects/{project}/verifications/{rule}",
-                base.origin(),
-                base.path_prefix()
-            );
+            // Joined exactly as the proxy joins a request's path; the
+            // segments were checked above, so this parses.
+            let path = format!("/organizations/{org}/projects/{project}/verifications/{rule}");
+            let url = path
+                .parse::<http::Uri>()
+                .ok()
+                .and_then(|path| Upstream::new(base).uri_for(&path).ok())
+                .map_or(path, |uri| uri.to_string());
             match probe(url).await {
                 Ok((status, _)) => {
                     let (ok, detail) = explain_rule_status(status);

@@ -235,22 +235,9 @@ impl TargetUrl {
         &self.uri
     }
 
-    pub fn is_https(&self) -> bool {
-        self.uri.scheme_str() == Some("https")
-    }
-
     /// Path prefix without a trailing slash (empty for the root).
     pub fn path_prefix(&self) -> &str {
         self.uri.path().trim_end_matches('/')
-    }
-
-    /// `scheme://authority`, the origin the token may be sent to.
-    pub fn origin(&self) -> String {
-        format!(
-            "{}://{}",
-            self.uri.scheme_str().unwrap_or("https"),
-            self.uri.authority().map(|a| a.as_str()).unwrap_or("")
-        )
     }
 }
 

@@ -361,3 +361,36 @@ async fn help_and_version_exit_0() {
     assert!(out.status.success());
     assert!(text(&out.stdout).contains("[env: SERVICE_API_URL]"));
 }
+
+#[tokio::test]
+async fn check_probes_the_rule_path_and_explains_a_403() {
+    const RULE: &str = "2b0c1a7e-5d4f-4e3a-8b2c-1d0e9f8a7b6c";
+    let mock = mock().await;
+    mock.add_rule("proj-demo", RULE);
+    let dir = tempfile::tempdir().unwrap();
+    let member = settings(
+        &mock,
+        dir.path(),
+        &[("PROJECT_ID", "proj-demo"), ("RULE_ID", RULE)],
+    );
+    let out = lanyard(&["check"], &member).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("  ok    rule         the rule path answered HTTP 200"),
+        "{stdout}"
+    );
+
+    let outsider = settings(
+        &mock,
+        dir.path(),
+        &[("PROJECT_ID", "proj-other"), ("RULE_ID", RULE)],
+    );
+    let out = lanyard(&["check"], &outsider).await;
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("  FAIL  rule         HTTP 403: the account lacks the verifications.api role or membership of the project's group"),
+        "{stdout}"
+    );
+}
