@@ -180,7 +180,15 @@ async fn sigterm_lets_a_slow_request_finish_then_exits_0() {
 
 #[tokio::test]
 async fn second_signal_ends_the_drain_at_once() {
-    let Draining { process, held, .. } = draining_with_a_held_request("1h").await;
+    // Every field bound: `..` would drop the upstream here, failing the held
+    // request and ending the drain before the second signal arrives.
+    let Draining {
+        process,
+        upstream: _upstream,
+        held,
+        _mock,
+        _dir,
+    } = draining_with_a_held_request("1h").await;
     process.terminate();
     let (code, log) = process.finish().await;
     assert_eq!(code, Some(0), "{log}");
