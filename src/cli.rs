@@ -30,6 +30,9 @@ pub enum Command {
     Token,
     /// Validate settings and credentials, fetch a token, probe the upstream.
     Check,
+    /// Probe the running sidecar's /readyz on LANYARD_ADMIN_LISTEN: exit 0
+    /// when ready (the container image's health check; it has no curl).
+    Healthcheck,
 }
 
 /// Flags for the settings that have one (secrets have none).

@@ -307,6 +307,15 @@ pub enum Requirement {
     NoUpstream,
     /// `demo`: neither; the demo makes its own.
     Demo,
+    /// `healthcheck`: the admin address only. It runs every few seconds in
+    /// the container, so it must not read the key.
+    AdminOnly,
+}
+
+impl Requirement {
+    fn credentials(self) -> bool {
+        matches!(self, Requirement::Upstream | Requirement::NoUpstream)
+    }
 }
 
 /// The merged sources, answering "what is this setting and where from".
@@ -630,7 +639,7 @@ impl Config {
         else {
             // Report the credentials' problems too, so one run shows all.
             let mut errors = layers.errors;
-            if need != Requirement::Demo
+            if need.credentials()
                 && !demo
                 && let Err(more) = crate::credentials::load(&credentials)
             {

@@ -19,6 +19,7 @@ fn main() -> ExitCode {
         Command::Run | Command::Check => Requirement::Upstream,
         Command::Token => Requirement::NoUpstream,
         Command::Demo => Requirement::Demo,
+        Command::Healthcheck => Requirement::AdminOnly,
     };
     let config = match Config::load(&cli.settings.to_flags(), &ProcessEnv, need) {
         Ok(config) => config,
@@ -54,6 +55,13 @@ fn main() -> ExitCode {
                 let _ = write!(std::io::stdout().lock(), "{}", report.render());
                 report.passed()
             }),
+            Command::Healthcheck => {
+                let health = commands::healthcheck(&config).await;
+                // Docker keeps the output of the last checks in `docker
+                // inspect`, so say why in one line.
+                let _ = writeln!(std::io::stdout().lock(), "{}", health.summary);
+                Ok(health.ready)
+            }
             Command::Demo => lanyard::app::demo(&config).await.map(|()| true),
             Command::Run if config.demo => lanyard::app::demo(&config).await.map(|()| true),
             Command::Run => lanyard::app::run(&config).await.map(|()| true),

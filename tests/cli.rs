@@ -394,3 +394,53 @@ async fn check_probes_the_rule_path_and_explains_a_403() {
         "{stdout}"
     );
 }
+
+/// `healthcheck` needs nothing but the admin address: the image runs it
+/// every few seconds and it must not read the key.
+fn admin_only(admin: &str) -> HashMap<String, String> {
+    env(&[("LANYARD_ADMIN_LISTEN", admin.trim_start_matches("http://"))])
+}
+
+#[tokio::test]
+async fn healthcheck_exits_0_when_the_sidecar_is_ready() {
+    let running = support::sidecar::start(mock().await, "http://127.0.0.1:9", &[]).await;
+    running.ready().await;
+    let out = lanyard(&["healthcheck"], &admin_only(&running.admin)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.starts_with("ready: the token expires in "),
+        "{stdout}"
+    );
+    assert_no_secret(&stdout);
+}
+
+#[tokio::test]
+async fn healthcheck_exits_1_and_says_why_when_no_token_is_held() {
+    let mock = mock().await;
+    mock.push_fault(Fault::invalid_client());
+    let running = support::sidecar::start(mock, "http://127.0.0.1:9", &[]).await;
+    assert!(running.sidecar.tokens.first_outcome().await.is_err());
+    let out = lanyard(&["healthcheck"], &admin_only(&running.admin)).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stdout),
+        "not ready: no token has been obtained yet (last error: the token endpoint refused the request: HTTP 401 (invalid_client: client authentication failed))\n"
+    );
+}
+
+#[tokio::test]
+async fn healthcheck_exits_1_when_nothing_listens() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let out = lanyard(&["healthcheck"], &admin_only(&closed.to_string())).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stdout),
+        format!(
+            "cannot reach the admin listener at {closed}: nothing listens there (is lanyard running, with this LANYARD_ADMIN_LISTEN?)\n"
+        )
+    );
+}

@@ -134,3 +134,37 @@ fn readme_metrics_table_matches_the_registry() {
         .collect();
     assert_eq!(documented, registered);
 }
+
+/// The image's version label and every image tag in the docs and manifests
+/// name the crate's version, so a release bump cannot leave one behind.
+#[test]
+fn image_tags_name_the_crate_version() {
+    let version = env!("CARGO_PKG_VERSION");
+    let dockerfile = read("Dockerfile");
+    assert!(
+        dockerfile.contains(&format!("org.opencontainers.image.version=\"{version}\"")),
+        "the Dockerfile's version label is not {version}"
+    );
+    let kustomization = read("deploy/kubernetes/kustomization.yaml");
+    assert!(
+        kustomization.contains(&format!("newTag: {version}")),
+        "deploy/kubernetes/kustomization.yaml does not tag {version}"
+    );
+    let mut tags = 0;
+    for path in ["README.md", "deploy/README.md", "Dockerfile"] {
+        let text = read(path);
+        for (at, _) in text.match_indices("lanyard:") {
+            let tag: String = text[at + "lanyard:".len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '.')
+                .collect();
+            // `lanyard:ci` is CI's own tag; prose like "lanyard: ..." has none.
+            if tag.is_empty() || tag == "ci" {
+                continue;
+            }
+            assert_eq!(tag, version, "{path} names the image lanyard:{tag}");
+            tags += 1;
+        }
+    }
+    assert!(tags >= 3, "the README's docker commands name no image tag");
+}
