@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
@@ -17,6 +17,7 @@ use crate::commands::{Failure, Wiring};
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::proxy::{Proxy, Upstream};
+use crate::reload;
 use crate::server::{self, Drained};
 use crate::token::TokenHandle;
 use crate::token::refresher::{self, RefreshPolicy};
@@ -31,6 +32,10 @@ pub struct Sidecar {
     pub admin_addr: SocketAddr,
     pub tokens: TokenHandle,
     pub metrics: Metrics,
+    /// What the credentials watcher has done, when there is one.
+    pub reloads: Option<watch::Receiver<reload::Reloads>>,
+    /// Wakes the credentials watcher, when there is one (SIGHUP).
+    check_credentials: Option<Arc<Notify>>,
     stop: watch::Sender<bool>,
     task: JoinHandle<Drained>,
 }
@@ -53,8 +58,25 @@ impl Sidecar {
         let (metrics, registry) = Metrics::with_registry()
             .map_err(|err| Failure::Runtime(format!("cannot register metrics: {err}")))?;
 
-        let (tokens, refresher) =
-            refresher::spawn(wiring.exchanger, RefreshPolicy::default(), metrics.clone());
+        let (tokens, refresher) = refresher::spawn(
+            wiring.exchanger.clone(),
+            RefreshPolicy::default(),
+            metrics.clone(),
+        );
+        let check_credentials = wiring.watch.is_some().then(|| Arc::new(Notify::new()));
+        let (watcher, reloads) = wiring
+            .watch
+            .zip(check_credentials.clone())
+            .and_then(|(watch, check)| {
+                reload::spawn(
+                    watch,
+                    wiring.exchanger,
+                    tokens.clone(),
+                    metrics.clone(),
+                    check,
+                )
+            })
+            .unzip();
         let proxy = Arc::new(Proxy::new(
             wiring.connector,
             proxy_addr,
@@ -103,6 +125,9 @@ impl Sidecar {
                 let _ = proxy_done_tx.send(true);
                 let _ = admin_task.await;
                 refresher.abort();
+                if let Some(watcher) = watcher {
+                    watcher.abort();
+                }
                 drained
             }
             .instrument(tracing::info_span!("proxy", addr = %proxy_addr)),
@@ -119,9 +144,21 @@ impl Sidecar {
             admin_addr,
             tokens,
             metrics,
+            reloads,
+            check_credentials,
             stop,
             task,
         })
+    }
+
+    /// Checks the credentials file now rather than at the next poll.
+    pub fn reload_credentials(&self) {
+        match &self.check_credentials {
+            Some(check) => check.notify_one(),
+            None => tracing::info!(
+                "nothing to reload: the credentials do not come from SA_CREDENTIALS_FILE"
+            ),
+        }
     }
 
     /// Begins the shutdown: not ready, stop accepting, drain.
@@ -154,13 +191,24 @@ pub async fn bind(addr: SocketAddr, setting: &str) -> Result<TcpListener, Failur
         .map_err(|err| Failure::Runtime(format!("cannot listen on {addr} ({setting}): {err}")))
 }
 
-/// SIGTERM and SIGINT, installed before anything starts so an early
-/// signal is a clean shutdown rather than the default abrupt exit.
+/// What a signal asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// SIGTERM or SIGINT.
+    Stop,
+    /// SIGHUP: check the credentials file now.
+    Reload,
+}
+
+/// SIGTERM, SIGINT and SIGHUP, installed before anything starts so an
+/// early signal is handled rather than the default abrupt exit.
 pub struct Signals {
     #[cfg(unix)]
     term: tokio::signal::unix::Signal,
     #[cfg(unix)]
     int: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    hup: tokio::signal::unix::Signal,
 }
 
 impl Signals {
@@ -174,32 +222,61 @@ impl Signals {
             Ok(Signals {
                 term: watch(SignalKind::terminate())?,
                 int: watch(SignalKind::interrupt())?,
+                hup: watch(SignalKind::hangup())?,
             })
         }
         #[cfg(not(unix))]
         Ok(Signals {})
     }
 
-    /// Resolves on the next SIGTERM or SIGINT.
-    pub async fn next(&mut self) {
+    /// Resolves on the next signal.
+    pub async fn next(&mut self) -> Signal {
         #[cfg(unix)]
         tokio::select! {
-            _ = self.term.recv() => tracing::info!("SIGTERM received"),
-            _ = self.int.recv() => tracing::info!("SIGINT received"),
+            _ = self.term.recv() => {
+                tracing::info!("SIGTERM received");
+                Signal::Stop
+            }
+            _ = self.int.recv() => {
+                tracing::info!("SIGINT received");
+                Signal::Stop
+            }
+            _ = self.hup.recv() => {
+                tracing::info!("SIGHUP received: checking the credentials file");
+                Signal::Reload
+            }
         }
         #[cfg(not(unix))]
-        let _ = tokio::signal::ctrl_c().await;
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            Signal::Stop
+        }
+    }
+
+    /// Resolves on the next SIGTERM or SIGINT, acting on SIGHUPs meanwhile.
+    async fn next_stop(&mut self, sidecar: &Sidecar) {
+        while self.next().await == Signal::Reload {
+            sidecar.reload_credentials();
+        }
     }
 }
 
-/// Stops the sidecar on the first signal and waits for the drain; a second
-/// signal ends the wait at once.
+/// Stops the sidecar on the first SIGTERM or SIGINT and waits for the
+/// drain; a second one ends the wait at once.
 async fn stop_on_signals(sidecar: Sidecar, signals: &mut Signals) -> Result<(), Failure> {
-    signals.next().await;
+    signals.next_stop(&sidecar).await;
     sidecar.shutdown();
+    let second = async {
+        loop {
+            if signals.next().await == Signal::Stop {
+                break;
+            }
+            tracing::info!("shutting down: SIGHUP ignored");
+        }
+    };
     tokio::select! {
         result = sidecar.wait() => result.map(|_| ()),
-        () = signals.next() => {
+        () = second => {
             tracing::warn!("second signal: exiting now; requests still in flight are cut off");
             Ok(())
         }

@@ -18,6 +18,7 @@ use crate::config::{self, Config, ConfigError};
 use crate::credentials::{self, Credentials};
 use crate::http_client::{self, Connector, FailureKind};
 use crate::proxy::Upstream;
+use crate::reload;
 use crate::token::{ExchangeOptions, Exchanger, SystemClock};
 
 /// How a command failed, which decides the exit code.
@@ -45,13 +46,15 @@ impl Failure {
 pub struct Wiring {
     pub connector: Connector,
     pub exchanger: Arc<Exchanger>,
+    /// Set when the credentials came from a file the sidecar should watch.
+    pub watch: Option<reload::Watch>,
 }
 
 /// Loads the credentials and builds the outbound HTTP stack.
 pub fn wire(config: &Config) -> Result<Wiring, ConfigError> {
-    let credentials = credentials::load(&config.credentials);
+    let credentials = credentials::load_with_fingerprint(&config.credentials);
     let tls = http_client::tls_config(config.ca_file.as_deref());
-    let (credentials, tls) = match (credentials, tls) {
+    let ((credentials, loaded), tls) = match (credentials, tls) {
         (Ok(c), Ok(t)) => (c, t),
         (c, t) => {
             let mut lines = c.err().map(|e| e.0).unwrap_or_default();
@@ -59,10 +62,18 @@ pub fn wire(config: &Config) -> Result<Wiring, ConfigError> {
             return Err(ConfigError(lines));
         }
     };
-    Ok(wire_with(config, credentials, tls))
+    let mut wiring = wire_with(config, credentials, tls);
+    if config.credentials.file.is_some() {
+        wiring.watch = Some(reload::Watch {
+            settings: config.credentials.clone(),
+            loaded,
+        });
+    }
+    Ok(wiring)
 }
 
-/// As [`wire`], with credentials and TLS already in hand.
+/// As [`wire`], with credentials and TLS already in hand; nothing to
+/// watch.
 pub fn wire_with(config: &Config, credentials: Credentials, tls: rustls::ClientConfig) -> Wiring {
     let connector = http_client::connector(tls);
     let options = ExchangeOptions {
@@ -79,6 +90,7 @@ pub fn wire_with(config: &Config, credentials: Credentials, tls: rustls::ClientC
     Wiring {
         connector,
         exchanger,
+        watch: None,
     }
 }
 

@@ -164,29 +164,29 @@ struct FileFields {
     iam_audience: Option<String>,
 }
 
-fn read_file(path: &Path, source: &Source, errors: &mut Vec<String>) -> Option<FileFields> {
-    let prefix = format!("credentials file {} ({source})", path.display());
-    let bytes = match std::fs::metadata(path).and_then(|meta| {
-        if meta.len() > MAX_FILE_BYTES {
-            Err(std::io::Error::other(
-                "larger than 1 MiB; not a credentials file",
-            ))
-        } else {
-            std::fs::read(path)
-        }
-    }) {
-        Ok(bytes) => bytes,
-        Err(err) => {
-            errors.push(format!(
-                "{prefix}: cannot be read: {}",
+fn file_prefix(path: &Path, source: &Source) -> String {
+    format!("credentials file {} ({source})", path.display())
+}
+
+/// Reads the credentials file, refusing one too large to be one.
+pub fn read_file(path: &Path, source: &Source) -> Result<Vec<u8>, String> {
+    std::fs::metadata(path)
+        .and_then(|meta| {
+            if meta.len() > MAX_FILE_BYTES {
+                Err(std::io::Error::other(
+                    "larger than 1 MiB; not a credentials file",
+                ))
+            } else {
+                std::fs::read(path)
+            }
+        })
+        .map_err(|err| {
+            format!(
+                "{}: cannot be read: {}",
+                file_prefix(path, source),
                 config::io_reason(&err)
-            ));
-            return None;
-        }
-    };
-    parse_file(&bytes)
-        .map_err(|why| errors.extend(why.into_iter().map(|w| format!("{prefix}: {w}"))))
-        .ok()
+            )
+        })
 }
 
 /// Parses a credentials file. Syntax errors name a position only: serde's
@@ -237,12 +237,54 @@ fn parse_file(bytes: &[u8]) -> Result<FileFields, Vec<String>> {
     }
 }
 
+/// What the credentials file held when it was read, as a SHA-256 digest:
+/// enough to notice a change without keeping a second copy of the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fingerprint([u8; 32]);
+
+impl Fingerprint {
+    pub fn of(bytes: &[u8]) -> Fingerprint {
+        let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, bytes);
+        let mut out = [0; 32];
+        out.copy_from_slice(digest.as_ref());
+        Fingerprint(out)
+    }
+}
+
 /// Loads the credentials from the file and the `SA_*` settings, checking
 /// every field; all problems are reported together.
 pub fn load(settings: &CredentialSettings) -> Result<Credentials, ConfigError> {
+    load_with_fingerprint(settings).map(|(credentials, _)| credentials)
+}
+
+/// As [`load`], with the fingerprint of the file it read (`None` when the
+/// credentials come from settings alone), so a watcher can start from the
+/// exact content that was loaded.
+pub fn load_with_fingerprint(
+    settings: &CredentialSettings,
+) -> Result<(Credentials, Option<Fingerprint>), ConfigError> {
+    let bytes = match &settings.file {
+        Some(file) => Some(read_file(&file.value, &file.source).map_err(|e| ConfigError(vec![e]))?),
+        None => None,
+    };
+    let fingerprint = bytes.as_deref().map(Fingerprint::of);
+    load_from(settings, bytes.as_deref()).map(|credentials| (credentials, fingerprint))
+}
+
+/// Loads the credentials with the file's content already read: `file` is
+/// what `settings.file` holds, or `None` when no file is set.
+pub fn load_from(
+    settings: &CredentialSettings,
+    file: Option<&[u8]>,
+) -> Result<Credentials, ConfigError> {
     let mut errors = Vec::new();
-    let file = settings.file.as_ref().and_then(|file| {
-        read_file(&file.value, &file.source, &mut errors)
+    let file = settings.file.as_ref().zip(file).and_then(|(file, bytes)| {
+        parse_file(bytes)
+            .map_err(|why| {
+                let prefix = file_prefix(&file.value, &file.source);
+                errors.extend(why.into_iter().map(|w| format!("{prefix}: {w}")));
+            })
+            .ok()
             .map(|fields| (file.value.as_path(), fields))
     });
     if settings.file.is_some() && file.is_none() {

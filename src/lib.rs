@@ -32,6 +32,7 @@ pub mod http_client;
 pub mod metrics;
 pub mod mock;
 pub mod proxy;
+pub mod reload;
 pub mod secret;
 pub mod server;
 pub mod token;

@@ -81,9 +81,13 @@ impl Process {
     }
 
     fn terminate(&self) {
+        self.signal("-TERM");
+    }
+
+    fn signal(&self, which: &str) {
         let pid = self.child.id().expect("still running").to_string();
         let status = std::process::Command::new("kill")
-            .args(["-TERM", &pid])
+            .args([which, &pid])
             .status()
             .unwrap();
         assert!(status.success());
@@ -240,4 +244,54 @@ async fn logs_hold_no_key_assertion_or_token_even_at_trace_level() {
         log.contains("the service answered 403"),
         "the 403 hint is missing"
     );
+}
+
+#[tokio::test]
+async fn sighup_reloads_the_credentials_file_at_once() {
+    let mock = mock().await;
+    let key = lanyard::mock::generate_rsa_key().unwrap();
+    mock.add_account(lanyard::mock::MockAccount {
+        client_id: "sa-rotated".into(),
+        organization_id: ORGANIZATION_ID.into(),
+        public_key_der: key.public_der,
+        roles: vec!["verifications.api".into()],
+        projects: vec!["proj-demo".into()],
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let vars = settings(&mock, dir.path(), &[]);
+    let file = vars["SA_CREDENTIALS_FILE"].clone();
+    let mut process = Process::start(vars).await;
+    process.wait_for_log("token obtained").await;
+
+    process.signal("-HUP");
+    process
+        .wait_for_log("SIGHUP: the credentials file is unchanged")
+        .await;
+
+    let rotated = serde_json::json!({
+        "type": "service_account",
+        "organization_id": ORGANIZATION_ID,
+        "client_id": "sa-rotated",
+        "private_key": key.private_pem.expose(),
+        "token_uri": mock.token_url(),
+        "iam_audience": mock.audience(),
+    });
+    std::fs::write(&file, rotated.to_string()).unwrap();
+    process.signal("-HUP");
+    let reloaded = process
+        .wait_for_log("credentials file changed: new credentials in use")
+        .await;
+    assert_eq!(reloaded["fields"]["client_id"], "sa-rotated");
+    assert_eq!(reloaded["fields"]["previous_client_id"], CLIENT_ID);
+    let renewed = process.wait_for_log("token obtained").await;
+    assert_eq!(renewed["fields"]["generation"], 2);
+    assert_eq!(
+        mock.last_accepted().map(|a| a.claims["iss"].clone()),
+        Some("sa-rotated".into())
+    );
+
+    process.terminate();
+    let (code, log) = process.finish().await;
+    assert_eq!(code, Some(0), "{log}");
+    assert!(!log.contains(key.private_pem.expose().lines().nth(1).unwrap()));
 }

@@ -142,6 +142,8 @@ struct Shared {
     cell: TokenCell,
     /// Wakes the refresher for a forced renewal.
     wake: Notify,
+    /// Wakes the refresher because the credentials changed.
+    credentials_changed: Notify,
     /// Highest token generation the upstream has rejected.
     rejected: AtomicU64,
     /// The refresher task owns the sender, so waiters learn when it stops.
@@ -216,6 +218,13 @@ impl TokenHandle {
             Some(token) => Ok(token),
             None => Err(Unavailable::NoToken),
         }
+    }
+
+    /// Asks for a token with new credentials now, past any backoff: a
+    /// failure so far may have been the old credentials' fault. The held
+    /// token keeps serving until the new one arrives.
+    pub fn renew_for_new_credentials(&self) {
+        self.shared.credentials_changed.notify_one();
     }
 
     /// Reports that the upstream answered 401 to `rejected`, and waits for
@@ -302,6 +311,7 @@ pub fn spawn<S: TokenSource>(
     let shared = Arc::new(Shared {
         cell: TokenCell::default(),
         wake: Notify::new(),
+        credentials_changed: Notify::new(),
         rejected: AtomicU64::new(0),
         state: state_rx,
         forced_not_before_ms: AtomicU64::new(0),
@@ -334,6 +344,15 @@ async fn run<S: TokenSource>(
     loop {
         let forced = tokio::select! {
             () = tokio::time::sleep_until(next) => false,
+            () = shared.credentials_changed.notified() => {
+                // Backoff and the forced-renewal interval were about the old
+                // credentials; the new ones get a prompt first try. A file
+                // change is rare (the watcher waits for it to settle), so
+                // this cannot turn into a request storm.
+                failures = 0;
+                tracing::info!("credentials changed: requesting a token with them");
+                false
+            }
             () = shared.wake.notified() => {
                 if !shared.held_token_rejected() {
                     // Already replaced; the waiters see the new token.
