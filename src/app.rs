@@ -151,13 +151,20 @@ impl Sidecar {
         })
     }
 
-    /// Checks the credentials file now rather than at the next poll.
-    pub fn reload_credentials(&self) {
+    /// Checks the credentials file now rather than at the next poll;
+    /// false when there is no file to check.
+    pub fn reload_credentials(&self) -> bool {
         match &self.check_credentials {
-            Some(check) => check.notify_one(),
-            None => tracing::info!(
-                "nothing to reload: the credentials do not come from SA_CREDENTIALS_FILE"
-            ),
+            Some(check) => {
+                check.notify_one();
+                true
+            }
+            None => {
+                tracing::info!(
+                    "SIGHUP: no credentials file to reload (credentials from SA_* settings, or the demo); shutting down"
+                );
+                false
+            }
         }
     }
 
@@ -254,9 +261,13 @@ impl Signals {
     }
 
     /// Resolves on the next SIGTERM or SIGINT, acting on SIGHUPs meanwhile.
+    /// With no credentials file to reload, SIGHUP keeps its usual meaning
+    /// (the terminal went away) and stops the sidecar, gracefully.
     async fn next_stop(&mut self, sidecar: &Sidecar) {
         while self.next().await == Signal::Reload {
-            sidecar.reload_credentials();
+            if !sidecar.reload_credentials() {
+                return;
+            }
         }
     }
 }

@@ -42,6 +42,8 @@ pub struct Watch {
 pub struct Reloads {
     pub succeeded: u64,
     pub refused: u64,
+    /// Changes back to the content already in use, which reload nothing.
+    pub restored: u64,
     /// Why the last refused file was refused.
     pub last_problem: Option<String>,
 }
@@ -80,15 +82,20 @@ pub fn spawn(
         tokens,
         metrics,
         seen: None,
+        loaded: None,
         reloads,
     };
     let task = async move {
-        watcher.seen = match watch.loaded {
-            Some(fingerprint) => Some(Seen::Content(fingerprint)),
+        let seen = match watch.loaded {
+            Some(fingerprint) => Seen::Content(fingerprint),
             // Credentials given without a fingerprint (tests): whatever is
             // there now is taken as what was loaded.
-            None => Some(Seen::of(&watcher.read().await)),
+            None => Seen::of(&watcher.read().await),
         };
+        if let Seen::Content(fingerprint) = &seen {
+            watcher.loaded = Some(*fingerprint);
+        }
+        watcher.seen = Some(seen);
         loop {
             let asked = tokio::select! {
                 () = tokio::time::sleep(POLL_INTERVAL) => false,
@@ -109,6 +116,8 @@ struct Watcher {
     tokens: TokenHandle,
     metrics: Metrics,
     seen: Option<Seen>,
+    /// The content the credentials in use came from.
+    loaded: Option<Fingerprint>,
     reloads: watch::Sender<Reloads>,
 }
 
@@ -139,7 +148,17 @@ impl Watcher {
             }
             seen = now;
         }
-        self.seen = Some(seen);
+        if let Seen::Content(fingerprint) = &seen
+            && Some(*fingerprint) == self.loaded
+        {
+            // Back to the content in use (a bad file fixed by restoring the
+            // old one, or an edit undone while settling): nothing to do.
+            tracing::info!("the credentials file holds the credentials in use again");
+            self.seen = Some(seen);
+            self.reloads.send_modify(|r| r.restored += 1);
+            return;
+        }
+        self.seen = Some(seen.clone());
         let loaded = read.and_then(|bytes| {
             credentials::load_from(&self.settings, Some(&bytes))
                 .map_err(|err| err.lines().join("; "))
@@ -155,6 +174,9 @@ impl Watcher {
                     "credentials file changed: new credentials in use"
                 );
                 self.exchanger.replace_credentials(credentials);
+                if let Seen::Content(fingerprint) = seen {
+                    self.loaded = Some(fingerprint);
+                }
                 self.tokens.renew_for_new_credentials();
                 self.metrics
                     .credentials_reloads

@@ -295,3 +295,26 @@ async fn sighup_reloads_the_credentials_file_at_once() {
     assert_eq!(code, Some(0), "{log}");
     assert!(!log.contains(key.private_pem.expose().lines().nth(1).unwrap()));
 }
+
+#[tokio::test]
+async fn sighup_with_no_credentials_file_stops_gracefully() {
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut vars = settings(&mock, dir.path(), &[]);
+    vars.remove("SA_CREDENTIALS_FILE");
+    vars.extend(env(&[
+        ("SA_CLIENT_ID", CLIENT_ID),
+        ("SA_ORGANIZATION_ID", ORGANIZATION_ID),
+        ("SA_PRIVATE_KEY", &fixture("rsa2048.pkcs8.pem")),
+        ("SA_IAM_AUDIENCE", &mock.audience()),
+        ("SA_TOKEN_URI", &mock.token_url()),
+    ]));
+    let mut process = Process::start(vars).await;
+    process.wait_for_log("token obtained").await;
+
+    process.signal("-HUP");
+    let (code, log) = process.finish().await;
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("no credentials file to reload"), "{log}");
+    assert!(log.contains("every in-flight request finished"), "{log}");
+}

@@ -157,6 +157,36 @@ async fn retry_after_is_obeyed() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn new_credentials_skip_the_backoff_but_not_a_retry_after() {
+    let source = Scripted::new(vec![
+        Err(ExchangeError::Rejected {
+            status: 401,
+            error: Some("invalid_client".into()),
+            description: None,
+        }),
+        Err(ExchangeError::RateLimited {
+            retry_after: Some(Duration::from_secs(45)),
+        }),
+        token(100),
+    ]);
+    let (handle, _task) = spawn(
+        source.clone(),
+        RefreshPolicy::default(),
+        Metrics::unregistered(),
+    );
+    wait_attempts(&handle, 1).await;
+    // Refused credentials wait 30 s; new ones are tried at once.
+    handle.renew_for_new_credentials();
+    wait_attempts(&handle, 2).await;
+    assert_eq!(source.gaps()[0], Duration::ZERO);
+    // After a 429, new credentials wait for its Retry-After.
+    handle.renew_for_new_credentials();
+    wait_attempts(&handle, 3).await;
+    let gap = source.gaps()[1];
+    assert!(between(gap, 45_000, 46_000), "retried after {gap:?}");
+}
+
+#[tokio::test(start_paused = true)]
 async fn refused_credentials_are_not_retried_quickly() {
     let source = Scripted::new(vec![
         Err(ExchangeError::Rejected {

@@ -272,3 +272,24 @@ async fn a_deleted_file_is_refused_and_its_return_is_noticed() {
     std::fs::write(&file, &rotated).unwrap();
     assert_switched_to_the_rotated_account(&running, 1).await;
 }
+
+#[tokio::test]
+async fn restoring_the_content_in_use_after_a_broken_file_reloads_nothing() {
+    let Rotation {
+        running,
+        dir: _dir,
+        file,
+        ..
+    } = Rotation::start().await;
+    let original = std::fs::read(&file).unwrap();
+
+    std::fs::write(&file, "{ not json").unwrap();
+    let mut reloads = running.sidecar.reloads.clone().unwrap();
+    wait_for(&mut reloads, NOTICED_WITHIN, |r| r.refused == 1).await;
+    std::fs::write(&file, &original).unwrap();
+    let after = wait_for(&mut reloads, NOTICED_WITHIN, |r| r.restored == 1).await;
+
+    assert_eq!(after.succeeded, 0);
+    assert_eq!(reload_metric(&running, "success"), 0);
+    assert_eq!(running.sidecar.tokens.state().borrow().generation, 1);
+}

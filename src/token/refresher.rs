@@ -341,15 +341,26 @@ async fn run<S: TokenSource>(
     let mut generation: u64 = 0;
     let mut last_forced: Option<Instant> = None;
     let mut last_decline_log: Option<Instant> = None;
+    // When the token endpoint's last Retry-After ends.
+    let mut retry_after_until: Option<Instant> = None;
     loop {
         let forced = tokio::select! {
             () = tokio::time::sleep_until(next) => false,
             () = shared.credentials_changed.notified() => {
-                // Backoff and the forced-renewal interval were about the old
-                // credentials; the new ones get a prompt first try. A file
-                // change is rare (the watcher waits for it to settle), so
-                // this cannot turn into a request storm.
+                // The backoff was about the old credentials; the new ones
+                // get a prompt first try. A file change is rare (the watcher
+                // waits for it to settle), so this cannot become a storm.
+                // A Retry-After is the endpoint's word, whatever the
+                // credentials, and still holds.
                 failures = 0;
+                if let Some(until) = retry_after_until.filter(|until| *until > Instant::now()) {
+                    next = until;
+                    tracing::info!(
+                        wait_ms = until.duration_since(Instant::now()).as_millis() as u64,
+                        "credentials changed: requesting a token with them once the token endpoint's Retry-After has passed"
+                    );
+                    continue;
+                }
                 tracing::info!("credentials changed: requesting a token with them");
                 false
             }
@@ -436,6 +447,7 @@ async fn run<S: TokenSource>(
                 }
                 let delay = policy.retry_delay(failures, &err);
                 next = Instant::now() + delay;
+                retry_after_until = err.retry_after().map(|_| next);
                 let held_s = shared.cell.valid().map(|t| t.remaining().as_secs());
                 tracing::warn!(
                     error = %err,
