@@ -30,10 +30,14 @@ fn main() -> ExitCode {
         tracing::warn!("{warning}");
     }
 
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // The health check runs every few seconds in the container: one thread
+    // is all a single request needs.
+    let mut builder = if command == Command::Healthcheck {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
             return fail(&Failure::Runtime(format!(
