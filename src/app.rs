@@ -25,6 +25,33 @@ use crate::token::refresher::{self, RefreshPolicy};
 /// Once the proxy has drained, the admin listener gets this long to answer
 /// a last scrape before the process exits.
 const ADMIN_GRACE: Duration = Duration::from_secs(1);
+/// Probes and scrapes need a handful; the admin listener is often reachable
+/// from the whole network, so a flood must not take file descriptors the
+/// proxy needs.
+const ADMIN_MAX_CONNECTIONS: usize = 64;
+
+/// Descriptors beyond the client connections: upstream and token
+/// connections, listeners, the credentials file, logs.
+const SPARE_FILE_DESCRIPTORS: u64 = 256;
+
+/// Raises the soft open-file limit toward the hard one, as far as the
+/// connection limit needs: each client connection may pair with an upstream
+/// connection, and many runtimes start processes at a soft limit of 1024.
+fn raise_open_file_limit(max_connections: usize) {
+    let wanted = (max_connections as u64)
+        .saturating_mul(2)
+        .saturating_add(SPARE_FILE_DESCRIPTORS);
+    match rlimit::increase_nofile_limit(wanted) {
+        Ok(limit) if limit < wanted => tracing::warn!(
+            open_file_limit = limit,
+            wanted,
+            max_connections,
+            "the open-file limit is below what LANYARD_MAX_CONNECTIONS needs; lower it or raise the hard limit (ulimit -Hn, LimitNOFILE=)"
+        ),
+        Ok(_) => {}
+        Err(err) => tracing::warn!(error = %err, "cannot read or raise the open-file limit"),
+    }
+}
 
 /// A running sidecar.
 pub struct Sidecar {
@@ -57,6 +84,7 @@ impl Sidecar {
         let admin_addr = local_addr(&admin_listener)?;
         let (metrics, registry) = Metrics::with_registry()
             .map_err(|err| Failure::Runtime(format!("cannot register metrics: {err}")))?;
+        raise_open_file_limit(config.max_connections);
 
         let (tokens, refresher) = refresher::spawn(
             wiring.exchanger.clone(),
@@ -90,6 +118,18 @@ impl Sidecar {
 
         let (stop, stopped) = watch::channel(false);
         let grace = config.shutdown_grace;
+        let proxy_limits = server::Limits {
+            header_timeout: config.header_timeout,
+            max_connections: config.max_connections,
+        };
+        let admin_limits = server::Limits {
+            header_timeout: config.header_timeout,
+            max_connections: ADMIN_MAX_CONNECTIONS,
+        };
+        let connection_metrics = server::ConnectionMetrics {
+            open: metrics.proxy_connections.clone(),
+            refused: metrics.proxy_connections_refused.clone(),
+        };
         let (proxy_done_tx, mut proxy_done) = watch::channel(false);
         // The admin listener outlives the proxy's drain, so probes see
         // "not ready" rather than a refused connection.
@@ -98,7 +138,15 @@ impl Sidecar {
                 let proxy_drained = async move {
                     let _ = proxy_done.wait_for(|done| *done).await;
                 };
-                server::serve(admin_listener, admin, proxy_drained, ADMIN_GRACE).await
+                server::serve(
+                    admin_listener,
+                    admin,
+                    proxy_drained,
+                    ADMIN_GRACE,
+                    admin_limits,
+                    None,
+                )
+                .await
             }
             .instrument(tracing::info_span!("admin", addr = %admin_addr)),
         );
@@ -113,7 +161,15 @@ impl Sidecar {
                         "shutting down: draining in-flight requests"
                     );
                 };
-                let drained = server::serve(proxy_listener, proxy, shutdown, grace).await;
+                let drained = server::serve(
+                    proxy_listener,
+                    proxy,
+                    shutdown,
+                    grace,
+                    proxy_limits,
+                    Some(connection_metrics),
+                )
+                .await;
                 match drained {
                     Drained::Completely => tracing::info!("every in-flight request finished"),
                     Drained::GraceExpired => {

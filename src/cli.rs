@@ -80,6 +80,9 @@ pub struct SettingFlags {
     /// Assertion lifetime, at most 1h [env: LANYARD_ASSERTION_TTL] [default: 3600]
     #[arg(long, global = true, value_name = "DURATION")]
     pub assertion_ttl: Option<String>,
+    /// Backdate the assertion's iat and exp for a token endpoint whose clock is behind, at most 5m [env: LANYARD_CLOCK_SKEW] [default: 0]
+    #[arg(long, global = true, value_name = "DURATION")]
+    pub clock_skew: Option<String>,
     /// Extra CA bundle (PEM) for upstream and token TLS [env: LANYARD_CA_FILE]
     #[arg(long, global = true, value_name = "PATH")]
     pub ca_file: Option<String>,
@@ -92,6 +95,12 @@ pub struct SettingFlags {
     /// Drain time on shutdown [env: LANYARD_SHUTDOWN_GRACE] [default: 20]
     #[arg(long, global = true, value_name = "DURATION")]
     pub shutdown_grace: Option<String>,
+    /// Time a client has to send a request's headers, also the idle keep-alive limit [env: LANYARD_HEADER_TIMEOUT] [default: 30]
+    #[arg(long, global = true, value_name = "DURATION")]
+    pub header_timeout: Option<String>,
+    /// Most client connections the proxy holds open at once [env: LANYARD_MAX_CONNECTIONS] [default: 1024]
+    #[arg(long, global = true, value_name = "N")]
+    pub max_connections: Option<String>,
     /// Send RFC 7523 grant_type and client_assertion_type [env: LANYARD_RFC7523_FIELDS] [default: true]
     #[arg(long, global = true, value_name = "BOOL")]
     pub rfc7523_fields: Option<String>,
@@ -120,10 +129,13 @@ impl SettingFlags {
         flags.set(&config::ALLOW_REMOTE, self.allow_remote.then_some("true"));
         flags.set(&config::ADMIN_LISTEN, self.admin_listen.clone());
         flags.set(&config::ASSERTION_TTL, self.assertion_ttl.clone());
+        flags.set(&config::CLOCK_SKEW, self.clock_skew.clone());
         flags.set(&config::CA_FILE, self.ca_file.clone());
         flags.set(&config::UPSTREAM_TIMEOUT, self.upstream_timeout.clone());
         flags.set(&config::TOKEN_TIMEOUT, self.token_timeout.clone());
         flags.set(&config::SHUTDOWN_GRACE, self.shutdown_grace.clone());
+        flags.set(&config::HEADER_TIMEOUT, self.header_timeout.clone());
+        flags.set(&config::MAX_CONNECTIONS, self.max_connections.clone());
         flags.set(&config::RFC7523_FIELDS, self.rfc7523_fields.clone());
         flags.set(&config::LOG_FORMAT, self.log_format.clone());
         flags

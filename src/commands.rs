@@ -78,6 +78,7 @@ pub fn wire_with(config: &Config, credentials: Credentials, tls: rustls::ClientC
     let connector = http_client::connector(tls);
     let options = ExchangeOptions {
         assertion_ttl: config.assertion_ttl,
+        clock_skew: config.clock_skew,
         rfc7523_fields: config.rfc7523_fields,
         timeout: config.token_timeout,
     };

@@ -56,10 +56,13 @@ settings! {
     ALLOW_REMOTE = ("allow_remote", "LANYARD_ALLOW_REMOTE", Some("--allow-remote"), false);
     ADMIN_LISTEN = ("admin_listen", "LANYARD_ADMIN_LISTEN", Some("--admin-listen"), false);
     ASSERTION_TTL = ("assertion_ttl", "LANYARD_ASSERTION_TTL", Some("--assertion-ttl"), false);
+    CLOCK_SKEW = ("clock_skew", "LANYARD_CLOCK_SKEW", Some("--clock-skew"), false);
     CA_FILE = ("ca_file", "LANYARD_CA_FILE", Some("--ca-file"), false);
     UPSTREAM_TIMEOUT = ("upstream_timeout", "LANYARD_UPSTREAM_TIMEOUT", Some("--upstream-timeout"), false);
     TOKEN_TIMEOUT = ("token_timeout", "LANYARD_TOKEN_TIMEOUT", Some("--token-timeout"), false);
     SHUTDOWN_GRACE = ("shutdown_grace", "LANYARD_SHUTDOWN_GRACE", Some("--shutdown-grace"), false);
+    HEADER_TIMEOUT = ("header_timeout", "LANYARD_HEADER_TIMEOUT", Some("--header-timeout"), false);
+    MAX_CONNECTIONS = ("max_connections", "LANYARD_MAX_CONNECTIONS", Some("--max-connections"), false);
     RFC7523_FIELDS = ("rfc7523_fields", "LANYARD_RFC7523_FIELDS", Some("--rfc7523-fields"), false);
     LOG_FORMAT = ("log_format", "LANYARD_LOG_FORMAT", Some("--log-format"), false);
     DEMO = ("demo", "DEMO_MOCK", None, false);
@@ -77,11 +80,21 @@ pub const DEFAULT_ADMIN_LISTEN: &str = "0.0.0.0:9090";
 pub const DEFAULT_ASSERTION_TTL: Duration = Duration::from_secs(3600);
 /// Upper bound of the assertion lifetime (seed §5.2, §8).
 pub const MAX_ASSERTION_TTL: Duration = Duration::from_secs(3600);
+/// Backdating `iat` beyond this would hide a broken clock rather than
+/// tolerate a drifting one.
+pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(300);
 /// Time to response headers; generous because some API calls do real work.
 pub const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(30);
 /// A token endpoint that has not answered in 10 s is better retried than
 /// waited on; the held token keeps serving meanwhile.
 pub const DEFAULT_TOKEN_TIMEOUT: Duration = Duration::from_secs(10);
+/// A client that has not sent a request's headers by now, on a new or an
+/// idle keep-alive connection, is disconnected, so slow or idle
+/// connections cannot pile up.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+/// One app's connection pool needs tens of connections; a thousand leaves
+/// room for bursts while keeping memory and file descriptors bounded.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 /// Below Kubernetes' default 30 s termination grace period, so lanyard
 /// finishes draining before the kubelet kills it.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
@@ -286,10 +299,14 @@ pub struct Config {
     pub listen: SocketAddr,
     pub admin_listen: SocketAddr,
     pub assertion_ttl: Duration,
+    /// How far `iat` (and with it `exp`) is backdated.
+    pub clock_skew: Duration,
     pub ca_file: Option<PathBuf>,
     pub upstream_timeout: Duration,
     pub token_timeout: Duration,
     pub shutdown_grace: Duration,
+    pub header_timeout: Duration,
+    pub max_connections: usize,
     pub rfc7523_fields: bool,
     pub log_format: LogFormat,
     pub demo: bool,
@@ -605,6 +622,21 @@ impl Config {
                 // Whole seconds: `iat` and `exp` are integers.
                 ttl.value.min(MAX_ASSERTION_TTL).max(Duration::from_secs(1))
             });
+        let clock_skew = l
+            .parse(&CLOCK_SKEW, |s| match parse_duration(s)? {
+                d if d > MAX_CLOCK_SKEW => Err(format!(
+                    "{} s is more than the {} s allowed; fix the clock instead (NTP)",
+                    d.as_secs(),
+                    MAX_CLOCK_SKEW.as_secs()
+                )),
+                d if d >= assertion_ttl => Err(format!(
+                    "{} s is not less than the assertion lifetime ({} s): the assertion would be expired when sent",
+                    d.as_secs(),
+                    assertion_ttl.as_secs()
+                )),
+                d => Ok(d),
+            })
+            .map_or(Duration::ZERO, |d| d.value);
         let upstream_timeout = l
             .parse(&UPSTREAM_TIMEOUT, positive)
             .map_or(DEFAULT_UPSTREAM_TIMEOUT, |d| d.value);
@@ -614,6 +646,16 @@ impl Config {
         let shutdown_grace = l
             .parse(&SHUTDOWN_GRACE, parse_duration)
             .map_or(DEFAULT_SHUTDOWN_GRACE, |d| d.value);
+        let header_timeout = l
+            .parse(&HEADER_TIMEOUT, positive)
+            .map_or(DEFAULT_HEADER_TIMEOUT, |d| d.value);
+        let max_connections = l
+            .parse(&MAX_CONNECTIONS, |s| match s.trim().parse::<usize>() {
+                Ok(0) => Err("must be at least 1".to_string()),
+                Ok(n) => Ok(n),
+                Err(_) => Err(format!("`{s}` is not a whole number of connections")),
+            })
+            .map_or(DEFAULT_MAX_CONNECTIONS, |n| n.value);
         let rfc7523_fields = l.parse(&RFC7523_FIELDS, parse_bool).is_none_or(|b| b.value);
         let log_format = l
             .parse(&LOG_FORMAT, |s| match s.to_ascii_lowercase().as_str() {
@@ -656,10 +698,13 @@ impl Config {
             listen,
             admin_listen,
             assertion_ttl,
+            clock_skew,
             ca_file,
             upstream_timeout,
             token_timeout,
             shutdown_grace,
+            header_timeout,
+            max_connections,
             rfc7523_fields,
             log_format,
             demo,
@@ -694,6 +739,65 @@ mod tests {
         assert!(config.rfc7523_fields);
         assert_eq!(config.log_format, LogFormat::Json);
         assert_eq!(config.service_api_url.unwrap().path_prefix(), "/v1");
+    }
+
+    #[test]
+    fn clock_skew_is_bounded_by_its_cap_and_the_assertion_lifetime() {
+        let base = ("SERVICE_API_URL", "https://api.example.com");
+        let config = load(&[base, ("LANYARD_CLOCK_SKEW", "1m")]).unwrap();
+        assert_eq!(config.clock_skew, Duration::from_secs(60));
+        assert_eq!(load(&[base]).unwrap().clock_skew, Duration::ZERO);
+
+        let err = load(&[base, ("LANYARD_CLOCK_SKEW", "10m")]).unwrap_err();
+        assert_eq!(
+            err.lines()[..1],
+            ["LANYARD_CLOCK_SKEW (environment variable LANYARD_CLOCK_SKEW): 600 s is more than the 300 s allowed; fix the clock instead (NTP)"]
+        );
+        let err = load(&[
+            base,
+            ("LANYARD_CLOCK_SKEW", "2m"),
+            ("LANYARD_ASSERTION_TTL", "120"),
+        ])
+        .unwrap_err();
+        assert_eq!(
+            err.lines()[..1],
+            ["LANYARD_CLOCK_SKEW (environment variable LANYARD_CLOCK_SKEW): 120 s is not less than the assertion lifetime (120 s): the assertion would be expired when sent"]
+        );
+    }
+
+    #[test]
+    fn connection_limit_and_header_timeout_are_checked() {
+        let base = ("SERVICE_API_URL", "https://api.example.com");
+        let config = load(&[base]).unwrap();
+        assert_eq!(config.max_connections, 1024);
+        assert_eq!(config.header_timeout, Duration::from_secs(30));
+        let config = load(&[
+            base,
+            ("LANYARD_MAX_CONNECTIONS", "50"),
+            ("LANYARD_HEADER_TIMEOUT", "5s"),
+        ])
+        .unwrap();
+        assert_eq!(config.max_connections, 50);
+        assert_eq!(config.header_timeout, Duration::from_secs(5));
+
+        let err = load(&[
+            base,
+            ("LANYARD_MAX_CONNECTIONS", "0"),
+            ("LANYARD_HEADER_TIMEOUT", "0"),
+        ])
+        .unwrap_err();
+        assert_eq!(
+            err.lines()[..2],
+            [
+                "LANYARD_HEADER_TIMEOUT (environment variable LANYARD_HEADER_TIMEOUT): must be greater than zero",
+                "LANYARD_MAX_CONNECTIONS (environment variable LANYARD_MAX_CONNECTIONS): must be at least 1",
+            ]
+        );
+        let err = load(&[base, ("LANYARD_MAX_CONNECTIONS", "lots")]).unwrap_err();
+        assert_eq!(
+            err.lines()[..1],
+            ["LANYARD_MAX_CONNECTIONS (environment variable LANYARD_MAX_CONNECTIONS): `lots` is not a whole number of connections"]
+        );
     }
 
     #[test]

@@ -23,6 +23,9 @@ pub enum ProxyError {
     /// The client's request body could not be read (the client went away
     /// or broke the framing). Not in CONTRACT §7, which is silent on it.
     BadRequest,
+    /// The listener holds `LANYARD_MAX_CONNECTIONS` connections already.
+    /// Not in CONTRACT §7, which has no connection limit.
+    TooManyConnections,
 }
 
 impl ProxyError {
@@ -36,12 +39,15 @@ impl ProxyError {
             ProxyError::ForbiddenTarget => "forbidden_target",
             ProxyError::MethodNotAllowed => "method_not_allowed",
             ProxyError::BadRequest => "bad_request",
+            ProxyError::TooManyConnections => "too_many_connections",
         }
     }
 
     pub fn status(self) -> StatusCode {
         match self {
-            ProxyError::TokenUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ProxyError::TokenUnavailable | ProxyError::TooManyConnections => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ProxyError::UpstreamUnreachable | ProxyError::UpstreamTls => StatusCode::BAD_GATEWAY,
             ProxyError::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
             ProxyError::ForbiddenTarget | ProxyError::BadRequest => StatusCode::BAD_REQUEST,
@@ -64,6 +70,9 @@ impl ProxyError {
             }
             ProxyError::MethodNotAllowed => "lanyard does not tunnel CONNECT requests",
             ProxyError::BadRequest => "the request body could not be read",
+            ProxyError::TooManyConnections => {
+                "lanyard holds as many connections as it allows (LANYARD_MAX_CONNECTIONS); reuse connections or retry"
+            }
         }
     }
 
@@ -87,6 +96,21 @@ impl ProxyError {
         }
         response
     }
+
+    /// The same answer as raw HTTP/1.1 bytes with `connection: close`, for
+    /// a connection refused before any HTTP machinery is spent on it.
+    pub fn http1_bytes(self) -> Vec<u8> {
+        let body = serde_json::json!({"error": self.code(), "message": self.message()}).to_string();
+        let status = self.status();
+        format!(
+            "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\nlanyard-error: {}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            status.as_u16(),
+            status.canonical_reason().unwrap_or(""),
+            self.code(),
+            body.len()
+        )
+        .into_bytes()
+    }
 }
 
 #[cfg(test)]
@@ -104,6 +128,7 @@ mod tests {
             (ProxyError::ForbiddenTarget, 400),
             (ProxyError::MethodNotAllowed, 405),
             (ProxyError::BadRequest, 400),
+            (ProxyError::TooManyConnections, 503),
         ];
         for (error, status) in all {
             let response = error.response();

@@ -22,6 +22,8 @@ pub struct Metrics {
     pub proxy_requests: IntCounterVec,
     pub proxy_request_duration: HistogramVec,
     pub proxy_in_flight: IntGauge,
+    pub proxy_connections: IntGauge,
+    pub proxy_connections_refused: IntCounter,
     pub upstream_errors: IntCounterVec,
     pub upstream_unauthorized_retries: IntCounter,
     pub upstream_forbidden: IntCounter,
@@ -70,6 +72,14 @@ impl Metrics {
                 "lanyard_proxy_in_flight_requests",
                 "Requests being proxied right now.",
             )?,
+            proxy_connections: IntGauge::new(
+                "lanyard_proxy_connections",
+                "Client connections the proxy holds open right now.",
+            )?,
+            proxy_connections_refused: IntCounter::new(
+                "lanyard_proxy_connections_refused_total",
+                "Client connections refused because LANYARD_MAX_CONNECTIONS were open.",
+            )?,
             upstream_errors: IntCounterVec::new(
                 Opts::new(
                     "lanyard_upstream_errors_total",
@@ -106,6 +116,8 @@ impl Metrics {
         registry.register(Box::new(metrics.proxy_requests.clone()))?;
         registry.register(Box::new(metrics.proxy_request_duration.clone()))?;
         registry.register(Box::new(metrics.proxy_in_flight.clone()))?;
+        registry.register(Box::new(metrics.proxy_connections.clone()))?;
+        registry.register(Box::new(metrics.proxy_connections_refused.clone()))?;
         registry.register(Box::new(metrics.upstream_errors.clone()))?;
         registry.register(Box::new(metrics.upstream_unauthorized_retries.clone()))?;
         registry.register(Box::new(metrics.upstream_forbidden.clone()))?;

@@ -51,6 +51,7 @@ fn signer(mock: &MockService, lifetime: Duration, key: &str) -> AssertionSigner 
         client_id: CLIENT_ID.into(),
         audience: mock.audience(),
         lifetime,
+        backdate: Duration::ZERO,
         key: Arc::new(parse_private_key(key).unwrap()),
     }
 }
@@ -130,6 +131,40 @@ async fn assertion_claims_and_form_fields_are_as_specified() {
     );
     assert_eq!(seen.form["client_id"], CLIENT_ID);
     assert_eq!(seen.form["organization_id"], ORGANIZATION_ID);
+}
+
+#[tokio::test]
+async fn clock_skew_backdates_iat_and_exp_together() {
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let now = || {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    };
+    let before = now();
+    exchanger(
+        &mock,
+        dir.path(),
+        &[("LANYARD_ASSERTION_TTL", "10m"), ("LANYARD_CLOCK_SKEW", "45s")],
+    )
+    .fetch()
+    .await
+    .expect("a backdated assertion is still accepted");
+    let after = now();
+
+    let claims = mock.last_accepted().unwrap().claims;
+    let iat = claims["iat"].as_u64().unwrap();
+    assert!(
+        (before - 45..=after - 45).contains(&iat),
+        "iat {iat} is not 45 s before [{before}, {after}]"
+    );
+    assert_eq!(
+        claims["exp"].as_u64().unwrap(),
+        iat + 600,
+        "exp keeps the lifetime after the backdated iat"
+    );
 }
 
 #[tokio::test]

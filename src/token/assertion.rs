@@ -45,6 +45,10 @@ pub struct AssertionSigner {
     pub client_id: String,
     pub audience: String,
     pub lifetime: Duration,
+    /// Subtracted from the clock for `iat`, so a token endpoint whose clock
+    /// is behind ours does not see an assertion issued in its future.
+    /// `exp` moves with it: the endpoint still sees at most `lifetime` ahead.
+    pub backdate: Duration,
     pub key: Arc<SigningKey>,
 }
 
@@ -72,8 +76,10 @@ impl AssertionSigner {
             .map_err(|_| SignError)
     }
 
-    /// Signs a fresh assertion: now, with a new UUID v4 `jti`.
+    /// Signs a fresh assertion: now (less the backdate), with a new UUID v4
+    /// `jti`.
     pub fn sign_fresh(&self, clock: &dyn Clock) -> Result<Secret, SignError> {
-        self.sign(clock.now(), Uuid::new_v4())
+        let issued = clock.now().checked_sub(self.backdate).ok_or(SignError)?;
+        self.sign(issued, Uuid::new_v4())
     }
 }

@@ -131,6 +131,7 @@ pub struct Exchanger {
     client: Client<Connector, Full<Bytes>>,
     account: ArcSwap<Account>,
     assertion_ttl: Duration,
+    clock_skew: Duration,
     rfc7523_fields: bool,
     timeout: Duration,
     clock: Arc<dyn Clock>,
@@ -140,6 +141,8 @@ pub struct Exchanger {
 #[derive(Debug, Clone)]
 pub struct ExchangeOptions {
     pub assertion_ttl: Duration,
+    /// How far `iat` is backdated (`LANYARD_CLOCK_SKEW`).
+    pub clock_skew: Duration,
     pub rfc7523_fields: bool,
     pub timeout: Duration,
 }
@@ -151,11 +154,16 @@ impl Exchanger {
         connector: Connector,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        let account = Account::new(Arc::new(credentials), options.assertion_ttl);
+        let account = Account::new(
+            Arc::new(credentials),
+            options.assertion_ttl,
+            options.clock_skew,
+        );
         Exchanger {
             client: http_client::client(connector),
             account: ArcSwap::from_pointee(account),
             assertion_ttl: options.assertion_ttl,
+            clock_skew: options.clock_skew,
             rfc7523_fields: options.rfc7523_fields,
             timeout: options.timeout,
             clock,
@@ -172,6 +180,7 @@ impl Exchanger {
         self.account.store(Arc::new(Account::new(
             Arc::new(credentials),
             self.assertion_ttl,
+            self.clock_skew,
         )));
     }
 
@@ -235,11 +244,12 @@ impl Exchanger {
 }
 
 impl Account {
-    fn new(credentials: Arc<Credentials>, lifetime: Duration) -> Self {
+    fn new(credentials: Arc<Credentials>, lifetime: Duration, backdate: Duration) -> Self {
         let signer = AssertionSigner {
             client_id: credentials.client_id.clone(),
             audience: credentials.iam_audience.clone(),
             lifetime,
+            backdate,
             key: credentials.key.clone(),
         };
         Account {

@@ -1,0 +1,270 @@
+//! Hostile or broken clients on the proxy listener: oversized and malformed
+//! requests, smuggling attempts, slow and silent clients, connection
+//! floods. Each is refused or bounded, nothing bad is forwarded, and other
+//! clients keep being served.
+
+mod support;
+
+use std::time::Duration;
+
+use support::sidecar::{self, get};
+use support::upstream::TestUpstream;
+use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Long enough for a loaded CI machine to notice a close; short enough that
+/// a hang fails the test rather than the suite.
+const CLOSE_WITHIN: Duration = Duration::from_secs(10);
+
+async fn sidecar_with(extra: &[(&str, &str)]) -> (TestUpstream, sidecar::Running) {
+    let upstream = TestUpstream::start(None).await;
+    let running = sidecar::start(mock().await, &upstream.url, extra).await;
+    running.ready().await;
+    (upstream, running)
+}
+
+async fn connect(running: &sidecar::Running) -> TcpStream {
+    TcpStream::connect(running.proxy.trim_start_matches("http://"))
+        .await
+        .unwrap()
+}
+
+/// Everything the server sends until it closes the connection.
+async fn read_to_close(stream: &mut TcpStream) -> String {
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(CLOSE_WITHIN, async {
+        let mut buf = [0u8; 8192];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => answer.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "the connection was not closed in time");
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// Sends `request` on a fresh connection and returns all that comes back.
+async fn exchange(running: &sidecar::Running, request: &[u8]) -> String {
+    let mut stream = connect(running).await;
+    // The server may answer and close before all of an oversized request is
+    // written; the answer is what matters.
+    let _ = stream.write_all(request).await;
+    read_to_close(&mut stream).await
+}
+
+/// One request on an open keep-alive connection; returns the status code.
+async fn request_on(stream: &mut TcpStream, path: &str) -> u16 {
+    let request = format!("GET {path} HTTP/1.1\r\nhost: lanyard\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    let mut body_left: Option<usize> = None;
+    loop {
+        let n = tokio::time::timeout(CLOSE_WITHIN, stream.read(&mut buf))
+            .await
+            .expect("an answer in time")
+            .unwrap();
+        assert!(n > 0, "the connection closed before the answer");
+        head.extend_from_slice(&buf[..n]);
+        if body_left.is_none()
+            && let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n")
+        {
+            let text = String::from_utf8_lossy(&head[..end]).to_ascii_lowercase();
+            let length = text
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .expect("a content-length");
+            body_left = Some(end + 4 + length);
+        }
+        if body_left.is_some_and(|total| head.len() >= total) {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&head[9..12]).parse().unwrap()
+}
+
+async fn metric(running: &sidecar::Running, name: &str) -> f64 {
+    let scrape = get(&format!("{}/metrics", running.admin)).await;
+    String::from_utf8_lossy(&scrape.body)
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("{name} in the scrape"))
+}
+
+#[tokio::test]
+async fn oversized_request_headers_get_431_and_are_not_forwarded() {
+    let (upstream, running) = sidecar_with(&[]).await;
+
+    let huge_value = "a".repeat(1024 * 1024);
+    let request = format!("GET /x HTTP/1.1\r\nhost: lanyard\r\nx-big: {huge_value}\r\n\r\n");
+    let answer = exchange(&running, request.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 431"), "got: {answer:.80}");
+
+    let many: String = (0..500).map(|i| format!("x-h{i}: v\r\n")).collect();
+    let request = format!("GET /x HTTP/1.1\r\nhost: lanyard\r\n{many}\r\n");
+    let answer = exchange(&running, request.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 431"), "got: {answer:.80}");
+
+    assert_eq!(upstream.requests(), 0, "nothing was forwarded");
+    assert_eq!(get(&format!("{}/ok", running.proxy)).await.status, 200);
+}
+
+#[tokio::test]
+async fn malformed_request_lines_get_400_and_are_not_forwarded() {
+    let (upstream, running) = sidecar_with(&[]).await;
+    let malformed: [&[u8]; 5] = [
+        b"GARBAGE\r\n\r\n",
+        b"GET /x HTTP/9.9\r\nhost: lanyard\r\n\r\n",
+        b"GET /x\x00y HTTP/1.1\r\nhost: lanyard\r\n\r\n",
+        b"GET /x HTTP/1.1\r\nbad header\r\n\r\n",
+        b"GET /x HTTP/1.1\r\nhost: lanyard\r\nx: a\rb\r\n\r\n",
+    ];
+    for request in malformed {
+        let answer = exchange(&running, request).await;
+        assert!(
+            answer.starts_with("HTTP/1.1 400") || answer.is_empty(),
+            "{:?} got: {answer:.80}",
+            String::from_utf8_lossy(request)
+        );
+    }
+    assert_eq!(upstream.requests(), 0, "nothing was forwarded");
+    assert_eq!(get(&format!("{}/ok", running.proxy)).await.status, 200);
+}
+
+#[tokio::test]
+async fn content_length_with_transfer_encoding_cannot_smuggle_a_request() {
+    let (upstream, running) = sidecar_with(&[]).await;
+
+    // The classic CL.TE attempt: a front end that trusted Content-Length
+    // would forward the trailing request as part of this one's body, and a
+    // back end that trusted Transfer-Encoding would then run it.
+    let smuggle = b"POST /upload HTTP/1.1\r\nhost: lanyard\r\ncontent-length: 40\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nhost: x\r\n\r\n";
+    let answer = exchange(&running, smuggle).await;
+    // RFC 9112 §6.3: Transfer-Encoding wins, Content-Length is dropped, and
+    // the connection is closed after the answer, so what trails the chunked
+    // body is never read as a request.
+    assert!(answer.starts_with("HTTP/1.1 200"), "got: {answer}");
+    assert!(answer.contains("connection: close"), "got: {answer}");
+    assert!(
+        answer.ends_with("\r\n\r\n0"),
+        "the upstream saw the chunked body, empty, not 40 bytes: {answer}"
+    );
+    assert_eq!(
+        answer.matches("HTTP/1.1").count(),
+        1,
+        "one answer: {answer}"
+    );
+    assert_eq!(upstream.requests(), 1, "the trailing request never ran");
+
+    // Two different lengths, and a transfer coding that does not end in
+    // chunked: the body's end is ambiguous, so the request is refused.
+    for request in [
+        &b"POST /upload HTTP/1.1\r\nhost: lanyard\r\ncontent-length: 5\r\ncontent-length: 6\r\n\r\nhello!"[..],
+        b"POST /upload HTTP/1.1\r\nhost: lanyard\r\ntransfer-encoding: chunked, identity\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+    ] {
+        let answer = exchange(&running, request).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "got: {answer:.80}");
+    }
+    assert_eq!(upstream.requests(), 1, "no ambiguous request was forwarded");
+
+    // A well-framed chunked body is forwarded as one request with its body.
+    let chunked = b"POST /upload HTTP/1.1\r\nhost: lanyard\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n";
+    let answer = exchange(&running, chunked).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "got: {answer:.80}");
+    assert!(
+        answer.ends_with("\r\n\r\n5"),
+        "the upstream saw 5 bytes: {answer}"
+    );
+    assert_eq!(upstream.requests(), 2);
+}
+
+#[tokio::test]
+async fn slow_headers_are_cut_off_at_the_header_timeout() {
+    let (upstream, running) = sidecar_with(&[("LANYARD_HEADER_TIMEOUT", "1s")]).await;
+
+    // Slowloris: a request head trickled a byte at a time never completes.
+    let mut slow = connect(&running).await;
+    slow.write_all(b"GET /x HTTP/1.1\r\nhost: lanyard\r\n")
+        .await
+        .unwrap();
+    let trickle = async {
+        let mut interval = tokio::time::interval(Duration::from_millis(100));
+        loop {
+            interval.tick().await;
+            if slow.write_all(b"x").await.is_err() {
+                break;
+            }
+        }
+    };
+    tokio::time::timeout(CLOSE_WITHIN, trickle)
+        .await
+        .expect("the trickling client was disconnected");
+
+    // A client that connects and says nothing at all.
+    let mut silent = connect(&running).await;
+    read_to_close(&mut silent).await;
+
+    // A keep-alive connection left idle after a request.
+    let mut idle = connect(&running).await;
+    assert_eq!(request_on(&mut idle, "/ok").await, 200);
+    read_to_close(&mut idle).await;
+
+    assert_eq!(
+        upstream.requests(),
+        1,
+        "only the complete request was forwarded"
+    );
+}
+
+#[tokio::test]
+async fn a_flood_of_idle_connections_is_bounded_and_other_clients_are_served() {
+    const LIMIT: usize = 1000;
+    const FLOOD: usize = 2500;
+    let (_upstream, running) = sidecar_with(&[
+        ("LANYARD_MAX_CONNECTIONS", &LIMIT.to_string()),
+        ("LANYARD_HEADER_TIMEOUT", "5s"),
+    ])
+    .await;
+
+    // A client with a connection already open, as an app's pool has.
+    let mut app = connect(&running).await;
+    assert_eq!(request_on(&mut app, "/before").await, 200);
+
+    let mut flood = Vec::with_capacity(FLOOD);
+    for _ in 0..FLOOD {
+        flood.push(connect(&running).await);
+    }
+
+    // The app's connection is still served while the flood holds the rest.
+    assert_eq!(request_on(&mut app, "/during").await, 200);
+
+    // Every connection beyond the limit is closed at once, with a 503 where
+    // the refusal could still be answered; the rest are cut off by the
+    // header timeout. None stays open.
+    let mut refused_with_503 = 0;
+    for mut stream in flood {
+        let answer = read_to_close(&mut stream).await;
+        if answer.starts_with("HTTP/1.1 503") {
+            assert!(answer.contains("lanyard-error: too_many_connections"));
+            assert!(answer.contains(r#""error":"too_many_connections""#));
+            refused_with_503 += 1;
+        }
+    }
+    assert!(refused_with_503 > 0, "some refusals were answered with 503");
+    let refused = metric(&running, "lanyard_proxy_connections_refused_total").await;
+    assert!(
+        refused >= (FLOOD + 1 - LIMIT) as f64,
+        "{refused} connections counted as refused"
+    );
+
+    // The app's connection outlived the flood's; its idle time restarted
+    // with each request. A new client is served once the flood is gone.
+    assert_eq!(get(&format!("{}/after", running.proxy)).await.status, 200);
+    let open = metric(&running, "lanyard_proxy_connections").await;
+    assert!(open <= 2.0, "{open} connections still open");
+}
