@@ -370,6 +370,48 @@ async fn forced_renewals_in_quick_succession_are_throttled() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn forced_renewals_back_off_exponentially_while_fresh_tokens_are_rejected() {
+    let source = Scripted::new((0..12).map(|_| token(86_400)).collect());
+    let policy = RefreshPolicy::default();
+    let (handle, _task) = spawn(source.clone(), policy.clone(), Metrics::unregistered());
+    wait_attempts(&handle, 1).await;
+
+    // An upstream that rejects every token, with a request arriving every
+    // second: each 401 asks for a renewal; only the backoff decides.
+    let mut held = handle.current().unwrap();
+    for _ in 0..5 {
+        loop {
+            match handle.renew_after_rejection(&held).await {
+                Ok(fresh) => {
+                    held = fresh;
+                    break;
+                }
+                Err(Unavailable::Throttled) => tokio::time::sleep(Duration::from_secs(1)).await,
+                Err(other) => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+    let gaps: Vec<u64> = source.gaps()[1..].iter().map(|g| g.as_secs()).collect();
+    assert_eq!(
+        gaps,
+        [5, 10, 20, 40],
+        "forced renewals double their spacing"
+    );
+
+    // A token that then serves for a long while was not rejected for being
+    // fresh: the next rejection is renewed at once, and the spacing starts
+    // over from the minimum.
+    tokio::time::sleep(policy.max_forced_interval * 2).await;
+    held = handle.renew_after_rejection(&held).await.unwrap();
+    assert_eq!(
+        handle.renew_after_rejection(&held).await.unwrap_err(),
+        Unavailable::Throttled
+    );
+    tokio::time::sleep(policy.min_forced_interval).await;
+    handle.renew_after_rejection(&held).await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
 async fn forced_renewal_is_declined_while_backing_off() {
     let source = Scripted::new(vec![token(100)]);
     let (handle, _task) = spawn(

@@ -59,8 +59,11 @@ pub struct RefreshPolicy {
     pub max_retry_after: Duration,
     /// Forced renewals (after an upstream 401) no more often than this: an
     /// upstream that rejects every token must not turn each request into a
-    /// token request.
+    /// token request. Doubles with each forced renewal in a row.
     pub min_forced_interval: Duration,
+    /// Longest wait between forced renewals while fresh tokens keep being
+    /// rejected.
+    pub max_forced_interval: Duration,
 }
 
 impl Default for RefreshPolicy {
@@ -75,6 +78,7 @@ impl Default for RefreshPolicy {
             rejected_delay: Duration::from_secs(30),
             max_retry_after: Duration::from_secs(3600),
             min_forced_interval: Duration::from_secs(5),
+            max_forced_interval: Duration::from_secs(300),
         }
     }
 }
@@ -86,6 +90,15 @@ impl RefreshPolicy {
         let fraction = low + (high - low) * fastrand::f64();
         let floor = self.min_renew_delay.min(lifetime / 2);
         lifetime.mul_f64(fraction).max(floor)
+    }
+
+    /// Shortest time after the `streak`-th forced renewal in a row before
+    /// the next may run.
+    pub fn forced_interval(&self, streak: u32) -> Duration {
+        let exponent = streak.saturating_sub(1).min(20);
+        self.min_forced_interval
+            .saturating_mul(1 << exponent)
+            .min(self.max_forced_interval)
     }
 
     /// Delay before retrying after the `failures`-th failure in a row.
@@ -340,6 +353,8 @@ async fn run<S: TokenSource>(
     let mut failures: u32 = 0;
     let mut generation: u64 = 0;
     let mut last_forced: Option<Instant> = None;
+    // Forced renewals in a row whose tokens were rejected soon after.
+    let mut forced_streak: u32 = 0;
     let mut last_decline_log: Option<Instant> = None;
     // When the token endpoint's last Retry-After ends.
     let mut retry_after_until: Option<Instant> = None;
@@ -371,11 +386,14 @@ async fn run<S: TokenSource>(
                 }
                 // While backing off, a 401 storm must not override the
                 // token endpoint's rate limit; and renewals forced in quick
-                // succession mean the upstream rejects fresh tokens too.
-                let too_soon = last_forced.is_some_and(|at| at.elapsed() < policy.min_forced_interval);
+                // succession mean the upstream rejects fresh tokens too, so
+                // each waits twice as long as the one before.
+                let interval = policy.forced_interval(forced_streak);
+                let since_last = last_forced.map(|at| at.elapsed());
+                let too_soon = since_last.is_some_and(|since| since < interval);
                 if failures > 0 || too_soon {
                     state_tx.send_modify(|s| s.forced_declined += 1);
-                    if last_decline_log.is_none_or(|at| at.elapsed() >= policy.min_forced_interval) {
+                    if last_decline_log.is_none_or(|at| at.elapsed() >= interval) {
                         last_decline_log = Some(Instant::now());
                         tracing::warn!(
                             failures,
@@ -384,9 +402,23 @@ async fn run<S: TokenSource>(
                     }
                     continue;
                 }
+                // A token that served well past the interval before its
+                // rejection was not rejected for being fresh: start over.
+                if since_last.is_none_or(|since| since >= interval.saturating_mul(2)) {
+                    forced_streak = 0;
+                }
+                forced_streak = forced_streak.saturating_add(1);
                 last_forced = Some(Instant::now());
                 shared.forced_for.store(generation, Ordering::Release);
-                let not_before = shared.millis_since_epoch() + policy.min_forced_interval.as_millis() as u64;
+                let next_interval = policy.forced_interval(forced_streak);
+                if forced_streak > 1 {
+                    tracing::warn!(
+                        forced_streak,
+                        next_allowed_in_s = next_interval.as_secs(),
+                        "the upstream rejected a fresh token again; spacing out forced renewals"
+                    );
+                }
+                let not_before = shared.millis_since_epoch() + next_interval.as_millis() as u64;
                 shared.forced_not_before_ms.store(not_before, Ordering::Release);
                 true
             }
