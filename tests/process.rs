@@ -5,9 +5,12 @@ mod support;
 
 use std::collections::HashMap;
 use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use http::StatusCode;
+use http_body_util::BodyExt;
 use support::sidecar::get;
 use support::upstream::TestUpstream;
 use support::*;
@@ -180,6 +183,71 @@ async fn sigterm_lets_a_slow_request_finish_then_exits_0() {
     let (code, log) = process.finish().await;
     assert_eq!(code, Some(0), "{log}");
     assert!(log.contains("every in-flight request finished"), "{log}");
+}
+
+#[tokio::test]
+async fn sigterm_under_load_loses_no_request_that_had_started() {
+    const CLIENTS: usize = 16;
+    let upstream = TestUpstream::start(None).await;
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut vars = settings(&mock, dir.path(), &[("LANYARD_SHUTDOWN_GRACE", "20s")]);
+    vars.insert("SERVICE_API_URL".into(), upstream.url.clone());
+    let mut process = Process::start(vars).await;
+    process.wait_for_log("token obtained").await;
+
+    // Clients on keep-alive connections, each sending request after request
+    // to an upstream that takes 100 ms, so at any moment most are in flight.
+    let signalled = Arc::new(AtomicBool::new(false));
+    let completed = Arc::new(AtomicU64::new(0));
+    let mut clients = tokio::task::JoinSet::new();
+    for _ in 0..CLIENTS {
+        let url: http::Uri = format!("{}/slow?ms=100", process.proxy).parse().unwrap();
+        let (signalled, completed) = (signalled.clone(), completed.clone());
+        clients.spawn(async move {
+            let client = support::sidecar::client();
+            let mut failures = Vec::new();
+            loop {
+                match client.get(url.clone()).await {
+                    Ok(response) => {
+                        let status = response.status();
+                        match response.into_body().collect().await.map(|b| b.to_bytes()) {
+                            Ok(body) if status == StatusCode::OK && body == "slow done" => {
+                                completed.fetch_add(1, Ordering::SeqCst);
+                            }
+                            Ok(_) => failures.push(format!("HTTP {status}")),
+                            Err(err) => failures.push(format!("body cut off: {err}")),
+                        }
+                    }
+                    // The listener is closed: this request never started.
+                    // Whether an earlier one was lost, the upstream's count
+                    // tells below.
+                    Err(_) if signalled.load(Ordering::SeqCst) => break,
+                    Err(err) => failures.push(format!("before the signal: {err}")),
+                }
+            }
+            failures
+        });
+    }
+    upstream.slow_requests_started(4 * CLIENTS as u64).await;
+    signalled.store(true, Ordering::SeqCst);
+    process.terminate();
+    let in_flight = upstream.requests() - completed.load(Ordering::SeqCst);
+
+    let (code, log) = process.finish().await;
+    let mut failures = Vec::new();
+    while let Some(client) = clients.join_next().await {
+        failures.extend(client.unwrap());
+    }
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("every in-flight request finished"), "{log}");
+    assert!(failures.is_empty(), "{failures:?}");
+    assert!(in_flight > 0, "requests were in flight when SIGTERM came");
+    assert_eq!(
+        completed.load(Ordering::SeqCst),
+        upstream.requests(),
+        "every request that reached the upstream was answered in full"
+    );
 }
 
 #[tokio::test]
