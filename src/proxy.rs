@@ -337,7 +337,26 @@ impl Proxy {
     }
 
     async fn send(&self, request: Request<UpstreamBody>) -> Result<Response<Incoming>, ProxyError> {
-        match tokio::time::timeout(self.timeout, self.client.request(request)).await {
+        // An upstream may close a pooled connection (its idle timeout) just
+        // as lanyard sends on it: the request fails with no answer, though
+        // nothing is wrong. hyper-util resends only requests it had not
+        // started writing; an idempotent one with a whole body may be sent
+        // once more (RFC 9110 §9.2.2), within the same timeout.
+        // tests/upstream_faults.rs proves the failure this prevents.
+        let replay = replay_of(&request);
+        let attempts = async {
+            match self.client.request(request).await {
+                Err(err) if http_client::closed_unanswered(&err) => match replay {
+                    Some(replay) => {
+                        tracing::debug!(error = %err, "the upstream closed the connection without answering; sending the request once more");
+                        self.client.request(replay).await
+                    }
+                    None => Err(err),
+                },
+                result => result,
+            }
+        };
+        match tokio::time::timeout(self.timeout, attempts).await {
             Ok(Ok(mut response)) => {
                 strip_hop_by_hop(response.headers_mut());
                 if response.status() == StatusCode::FORBIDDEN {
@@ -420,6 +439,23 @@ impl Handler for Proxy {
         }
         response
     }
+}
+
+/// A copy of `request` to send again: only for an idempotent method and a
+/// body held whole.
+fn replay_of(request: &Request<UpstreamBody>) -> Option<Request<UpstreamBody>> {
+    let Either::Left(body) = request.body() else {
+        return None;
+    };
+    if !request.method().is_idempotent() {
+        return None;
+    }
+    let mut copy = Request::new(Either::Left(body.clone()));
+    *copy.method_mut() = request.method().clone();
+    *copy.uri_mut() = request.uri().clone();
+    *copy.version_mut() = request.version();
+    *copy.headers_mut() = request.headers().clone();
+    Some(copy)
 }
 
 /// Keeps `lanyard_proxy_in_flight_requests` right even when a handler is

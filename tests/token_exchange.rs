@@ -147,7 +147,10 @@ async fn clock_skew_backdates_iat_and_exp_together() {
     exchanger(
         &mock,
         dir.path(),
-        &[("LANYARD_ASSERTION_TTL", "10m"), ("LANYARD_CLOCK_SKEW", "45s")],
+        &[
+            ("LANYARD_ASSERTION_TTL", "10m"),
+            ("LANYARD_CLOCK_SKEW", "45s"),
+        ],
     )
     .fetch()
     .await
