@@ -59,7 +59,7 @@ pub fn wire(config: &Config) -> Result<Wiring, ConfigError> {
         (c, t) => {
             let mut lines = c.err().map(|e| e.0).unwrap_or_default();
             lines.extend(t.err());
-            return Err(ConfigError(lines));
+            return Err(ConfigError::new(lines));
         }
     };
     let mut wiring = wire_with(config, credentials, tls);

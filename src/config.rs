@@ -185,6 +185,28 @@ impl Flags {
 pub struct ConfigError(pub Vec<String>);
 
 impl ConfigError {
+    /// Collects problem lines, escaping control characters: a line quotes
+    /// values as given, and a line break or terminal escape in one would
+    /// split the problem or forge another line on stderr.
+    pub fn new(lines: Vec<String>) -> Self {
+        ConfigError(
+            lines
+                .into_iter()
+                .map(|line| {
+                    let mut shown = String::with_capacity(line.len());
+                    for c in line.chars() {
+                        if c.is_control() {
+                            shown.extend(c.escape_default());
+                        } else {
+                            shown.push(c);
+                        }
+                    }
+                    shown
+                })
+                .collect(),
+        )
+    }
+
     pub fn lines(&self) -> &[String] {
         &self.0
     }
@@ -687,7 +709,7 @@ impl Config {
             {
                 errors.extend(more.0);
             }
-            return Err(ConfigError(errors));
+            return Err(ConfigError::new(errors));
         };
         Ok(Config {
             service_api_url,
@@ -751,7 +773,9 @@ mod tests {
         let err = load(&[base, ("LANYARD_CLOCK_SKEW", "10m")]).unwrap_err();
         assert_eq!(
             err.lines()[..1],
-            ["LANYARD_CLOCK_SKEW (environment variable LANYARD_CLOCK_SKEW): 600 s is more than the 300 s allowed; fix the clock instead (NTP)"]
+            [
+                "LANYARD_CLOCK_SKEW (environment variable LANYARD_CLOCK_SKEW): 600 s is more than the 300 s allowed; fix the clock instead (NTP)"
+            ]
         );
         let err = load(&[
             base,
@@ -761,7 +785,9 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             err.lines()[..1],
-            ["LANYARD_CLOCK_SKEW (environment variable LANYARD_CLOCK_SKEW): 120 s is not less than the assertion lifetime (120 s): the assertion would be expired when sent"]
+            [
+                "LANYARD_CLOCK_SKEW (environment variable LANYARD_CLOCK_SKEW): 120 s is not less than the assertion lifetime (120 s): the assertion would be expired when sent"
+            ]
         );
     }
 
@@ -796,7 +822,9 @@ mod tests {
         let err = load(&[base, ("LANYARD_MAX_CONNECTIONS", "lots")]).unwrap_err();
         assert_eq!(
             err.lines()[..1],
-            ["LANYARD_MAX_CONNECTIONS (environment variable LANYARD_MAX_CONNECTIONS): `lots` is not a whole number of connections"]
+            [
+                "LANYARD_MAX_CONNECTIONS (environment variable LANYARD_MAX_CONNECTIONS): `lots` is not a whole number of connections"
+            ]
         );
     }
 

@@ -3,7 +3,7 @@
 //! settings, and the RSA private key that signs assertions.
 
 use std::fmt;
-use std::io::BufReader;
+use std::io::{BufReader, Read};
 use std::path::Path;
 
 use base64::Engine as _;
@@ -170,23 +170,27 @@ fn file_prefix(path: &Path, source: &Source) -> String {
 
 /// Reads the credentials file, refusing one too large to be one.
 pub fn read_file(path: &Path, source: &Source) -> Result<Vec<u8>, String> {
-    std::fs::metadata(path)
-        .and_then(|meta| {
-            if meta.len() > MAX_FILE_BYTES {
-                Err(std::io::Error::other(
-                    "larger than 1 MiB; not a credentials file",
-                ))
-            } else {
-                std::fs::read(path)
-            }
-        })
-        .map_err(|err| {
-            format!(
-                "{}: cannot be read: {}",
-                file_prefix(path, source),
-                config::io_reason(&err)
-            )
-        })
+    // Bounded by reading, not by the size the metadata reports: a FIFO or
+    // a device (`/dev/stdin`, `/dev/zero`) reports 0 and never ends.
+    let read = || -> std::io::Result<Vec<u8>> {
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)?
+            .take(MAX_FILE_BYTES + 1)
+            .read_to_end(&mut bytes)?;
+        if bytes.len() as u64 > MAX_FILE_BYTES {
+            return Err(std::io::Error::other(
+                "larger than 1 MiB; not a credentials file",
+            ));
+        }
+        Ok(bytes)
+    };
+    read().map_err(|err| {
+        format!(
+            "{}: cannot be read: {}",
+            file_prefix(path, source),
+            config::io_reason(&err)
+        )
+    })
 }
 
 /// Parses a credentials file. Syntax errors name a position only: serde's
@@ -264,7 +268,9 @@ pub fn load_with_fingerprint(
     settings: &CredentialSettings,
 ) -> Result<(Credentials, Option<Fingerprint>), ConfigError> {
     let bytes = match &settings.file {
-        Some(file) => Some(read_file(&file.value, &file.source).map_err(|e| ConfigError(vec![e]))?),
+        Some(file) => {
+            Some(read_file(&file.value, &file.source).map_err(|e| ConfigError::new(vec![e]))?)
+        }
         None => None,
     };
     let fingerprint = bytes.as_deref().map(Fingerprint::of);
@@ -290,7 +296,7 @@ pub fn load_from(
     if settings.file.is_some() && file.is_none() {
         // The file's own problems are reported; missing-field errors that
         // follow from them would only be noise.
-        return Err(ConfigError(errors));
+        return Err(ConfigError::new(errors));
     }
     let nothing = settings.file.is_none()
         && settings.client_id.is_none()
@@ -408,7 +414,7 @@ pub fn load_from(
                 key: std::sync::Arc::new(key),
             })
         }
-        _ => Err(ConfigError(errors)),
+        _ => Err(ConfigError::new(errors)),
     }
 }
 
@@ -434,6 +440,19 @@ mod tests {
             "{errors:?}"
         );
         assert!(!errors[0].contains("MIIsecret"));
+    }
+
+    #[test]
+    fn endless_files_are_refused_after_a_mebibyte() {
+        let source = Source::Env(config::CREDENTIALS_FILE.env);
+        let err = read_file(Path::new("/dev/zero"), &source).unwrap_err();
+        assert!(
+            err.ends_with("cannot be read: larger than 1 MiB; not a credentials file"),
+            "{err}"
+        );
+        let dir = std::env::temp_dir();
+        let err = read_file(&dir, &source).unwrap_err();
+        assert!(err.ends_with("cannot be read: is a directory"), "{err}");
     }
 
     #[test]
