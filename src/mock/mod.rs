@@ -136,6 +136,8 @@ struct Inner {
     faults: VecDeque<Fault>,
     /// `None`: omit `expires_in` from token responses.
     expires_in: Option<i64>,
+    /// Tokens are issued but never become known to the API.
+    revoke_on_issue: bool,
     last_accepted: Option<TokenRequestLog>,
     refusals: Vec<String>,
     /// Verification rules by (project id, normalised rule id).
@@ -271,6 +273,14 @@ impl MockService {
     /// Makes every token issued so far unknown, as if revoked.
     pub fn revoke_all_tokens(&self) {
         self.state.lock().tokens.clear();
+    }
+
+    /// With `true`, every token issued from now on is revoked the moment
+    /// it is issued: the token endpoint grants it, the API answers 401 to
+    /// it. Together with [`revoke_all_tokens`](Self::revoke_all_tokens),
+    /// an API that rejects every token.
+    pub fn set_revoke_on_issue(&self, revoke: bool) {
+        self.state.lock().revoke_on_issue = revoke;
     }
 
     /// Makes every token issued so far expired, so the API answers 401

@@ -178,13 +178,15 @@ async fn grant(state: &State, req: Request<Incoming>) -> Result<Value, Refusal> 
     let mut inner = state.lock();
     let expires_in = inner.expires_in;
     let lifetime = Duration::from_secs(expires_in.unwrap_or(300).max(0) as u64);
-    inner.tokens.insert(
-        access_token.clone(),
-        IssuedToken {
-            client_id: account.client_id.clone(),
-            expires_at: SystemTime::now() + lifetime,
-        },
-    );
+    if !inner.revoke_on_issue {
+        inner.tokens.insert(
+            access_token.clone(),
+            IssuedToken {
+                client_id: account.client_id.clone(),
+                expires_at: SystemTime::now() + lifetime,
+            },
+        );
+    }
     inner.last_accepted = Some(TokenRequestLog {
         form: form.clone(),
         header,

@@ -110,11 +110,15 @@ impl RefreshPolicy {
             .min(self.backoff_max);
         // "Equal jitter": at least half the ceiling, so retries still back off.
         let mut delay = ceiling / 2 + (ceiling / 2).mul_f64(fastrand::f64());
+        // Jittered upwards only: a fleet refused or rate limited at the
+        // same moment must not come back in lockstep, and none may come
+        // back sooner than asked.
         if err.is_rejection() {
-            delay = delay.max(self.rejected_delay);
+            delay = delay.max(self.rejected_delay.mul_f64(1.0 + 0.5 * fastrand::f64()));
         }
         if let Some(after) = err.retry_after() {
-            delay = delay.max(after.min(self.max_retry_after));
+            let after = after.min(self.max_retry_after);
+            delay = delay.max(after + after.mul_f64(0.1 * fastrand::f64()));
         }
         delay
     }
@@ -342,6 +346,62 @@ pub fn spawn<S: TokenSource>(
     (handle, task)
 }
 
+/// Forced renewals so far, to space them out.
+#[derive(Debug, Default)]
+struct Forcing {
+    /// Forced renewals in a row whose tokens were rejected soon after.
+    streak: u32,
+    last: Option<Instant>,
+    /// When the throttle after the last forced renewal ends, to look again
+    /// at whether the held token was rejected meanwhile.
+    recheck: Option<Instant>,
+}
+
+impl Forcing {
+    fn allowed(&self, policy: &RefreshPolicy) -> bool {
+        let interval = policy.forced_interval(self.streak);
+        self.last.is_none_or(|at| at.elapsed() >= interval)
+    }
+
+    /// Records a forced renewal of the token of `generation` starting now.
+    fn begin(&mut self, policy: &RefreshPolicy, shared: &Shared, generation: u64) {
+        let interval = policy.forced_interval(self.streak);
+        // A token that served well past the interval before its rejection
+        // was not rejected for being fresh: start over.
+        if self
+            .last
+            .is_none_or(|at| at.elapsed() >= interval.saturating_mul(2))
+        {
+            self.streak = 0;
+        }
+        self.streak = self.streak.saturating_add(1);
+        let now = Instant::now();
+        self.last = Some(now);
+        let next_interval = policy.forced_interval(self.streak);
+        self.recheck = Some(now + next_interval);
+        if self.streak > 1 {
+            tracing::warn!(
+                forced_streak = self.streak,
+                next_allowed_in_s = next_interval.as_secs(),
+                "the upstream rejected a fresh token again; spacing out forced renewals"
+            );
+        }
+        shared.forced_for.store(generation, Ordering::Release);
+        let not_before = shared.millis_since_epoch() + next_interval.as_millis() as u64;
+        shared
+            .forced_not_before_ms
+            .store(not_before, Ordering::Release);
+    }
+}
+
+/// Completes at `at`, or never when there is nothing to wait for.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 async fn run<S: TokenSource>(
     source: S,
     shared: Arc<Shared>,
@@ -352,9 +412,7 @@ async fn run<S: TokenSource>(
     let mut next = Instant::now();
     let mut failures: u32 = 0;
     let mut generation: u64 = 0;
-    let mut last_forced: Option<Instant> = None;
-    // Forced renewals in a row whose tokens were rejected soon after.
-    let mut forced_streak: u32 = 0;
+    let mut forcing = Forcing::default();
     let mut last_decline_log: Option<Instant> = None;
     // When the token endpoint's last Retry-After ends.
     let mut retry_after_until: Option<Instant> = None;
@@ -379,6 +437,18 @@ async fn run<S: TokenSource>(
                 tracing::info!("credentials changed: requesting a token with them");
                 false
             }
+            () = sleep_until_some(forcing.recheck) => {
+                // The throttle after a forced renewal is over: a token the
+                // upstream rejected meanwhile is replaced now, not only when
+                // the next client request asks (a pod reported not ready
+                // may get none) or at the scheduled renewal.
+                forcing.recheck = None;
+                if failures > 0 || !shared.held_token_rejected() {
+                    continue;
+                }
+                forcing.begin(&policy, &shared, generation);
+                true
+            }
             () = shared.wake.notified() => {
                 if !shared.held_token_rejected() {
                     // Already replaced; the waiters see the new token.
@@ -388,11 +458,9 @@ async fn run<S: TokenSource>(
                 // token endpoint's rate limit; and renewals forced in quick
                 // succession mean the upstream rejects fresh tokens too, so
                 // each waits twice as long as the one before.
-                let interval = policy.forced_interval(forced_streak);
-                let since_last = last_forced.map(|at| at.elapsed());
-                let too_soon = since_last.is_some_and(|since| since < interval);
-                if failures > 0 || too_soon {
+                if failures > 0 || !forcing.allowed(&policy) {
                     state_tx.send_modify(|s| s.forced_declined += 1);
+                    let interval = policy.forced_interval(forcing.streak);
                     if last_decline_log.is_none_or(|at| at.elapsed() >= interval) {
                         last_decline_log = Some(Instant::now());
                         tracing::warn!(
@@ -402,24 +470,7 @@ async fn run<S: TokenSource>(
                     }
                     continue;
                 }
-                // A token that served well past the interval before its
-                // rejection was not rejected for being fresh: start over.
-                if since_last.is_none_or(|since| since >= interval.saturating_mul(2)) {
-                    forced_streak = 0;
-                }
-                forced_streak = forced_streak.saturating_add(1);
-                last_forced = Some(Instant::now());
-                shared.forced_for.store(generation, Ordering::Release);
-                let next_interval = policy.forced_interval(forced_streak);
-                if forced_streak > 1 {
-                    tracing::warn!(
-                        forced_streak,
-                        next_allowed_in_s = next_interval.as_secs(),
-                        "the upstream rejected a fresh token again; spacing out forced renewals"
-                    );
-                }
-                let not_before = shared.millis_since_epoch() + next_interval.as_millis() as u64;
-                shared.forced_not_before_ms.store(not_before, Ordering::Release);
+                forcing.begin(&policy, &shared, generation);
                 true
             }
         };
