@@ -281,7 +281,7 @@ impl Proxy {
             ClientBody::Replayable(bytes) => bytes,
             ClientBody::Streaming(body) => {
                 let response = self
-                    .send(Request::from_parts(parts, Either::Right(body)))
+                    .send(Request::from_parts(parts, Either::Right(body)), None)
                     .await?;
                 if response.status() == StatusCode::UNAUTHORIZED {
                     // This request cannot be retried, but the next ones
@@ -294,22 +294,24 @@ impl Proxy {
                 return Ok(response);
             }
         };
-        let retry = (
-            parts.method.clone(),
-            parts.uri.clone(),
-            parts.headers.clone(),
-        );
+        // The one copy a replayable request costs: kept for a retry after
+        // a 401 or a connection the upstream closed unanswered.
+        let replay = Replay {
+            method: parts.method.clone(),
+            uri: parts.uri.clone(),
+            headers: parts.headers.clone(),
+            body: bytes.clone(),
+        };
         let response = self
-            .send(Request::from_parts(
-                parts,
-                Either::Left(Full::new(bytes.clone())),
-            ))
+            .send(
+                Request::from_parts(parts, Either::Left(Full::new(bytes))),
+                Some(&replay),
+            )
             .await?;
         if response.status() != StatusCode::UNAUTHORIZED {
             return Ok(response);
         }
-        self.retry_unauthorized(response, &token, retry, bytes)
-            .await
+        self.retry_unauthorized(response, &token, replay).await
     }
 
     /// After a 401: one shared renewal, then one retry with the new token;
@@ -318,8 +320,7 @@ impl Proxy {
         &self,
         unauthorized: Response<Incoming>,
         rejected: &Arc<Token>,
-        (method, uri, mut headers): (Method, Uri, HeaderMap),
-        body: Bytes,
+        mut replay: Replay,
     ) -> Result<Response<Incoming>, ProxyError> {
         let renewed =
             tokio::time::timeout(self.timeout, self.tokens.renew_after_rejection(rejected)).await;
@@ -328,28 +329,30 @@ impl Proxy {
         };
         drop(unauthorized);
         self.metrics.upstream_unauthorized_retries.inc();
-        headers.insert(header::AUTHORIZATION, token.authorization().clone());
-        let mut request = Request::new(Either::Left(Full::new(body)));
-        *request.method_mut() = method;
-        *request.uri_mut() = uri;
-        *request.headers_mut() = headers;
-        self.send(request).await
+        replay
+            .headers
+            .insert(header::AUTHORIZATION, token.authorization().clone());
+        self.send(replay.request(), Some(&replay)).await
     }
 
-    async fn send(&self, request: Request<UpstreamBody>) -> Result<Response<Incoming>, ProxyError> {
+    async fn send(
+        &self,
+        request: Request<UpstreamBody>,
+        replay: Option<&Replay>,
+    ) -> Result<Response<Incoming>, ProxyError> {
         // An upstream may close a pooled connection (its idle timeout) just
         // as lanyard sends on it: the request fails with no answer, though
         // nothing is wrong. hyper-util resends only requests it had not
         // started writing; an idempotent one with a whole body may be sent
         // once more (RFC 9110 §9.2.2), within the same timeout.
         // tests/upstream_faults.rs proves the failure this prevents.
-        let replay = replay_of(&request);
+        let replay = replay.filter(|r| r.method.is_idempotent());
         let attempts = async {
             match self.client.request(request).await {
                 Err(err) if http_client::closed_unanswered(&err) => match replay {
                     Some(replay) => {
                         tracing::debug!(error = %err, "the upstream closed the connection without answering; sending the request once more");
-                        self.client.request(replay).await
+                        self.client.request(replay.request()).await
                     }
                     None => Err(err),
                 },
@@ -441,21 +444,23 @@ impl Handler for Proxy {
     }
 }
 
-/// A copy of `request` to send again: only for an idempotent method and a
-/// body held whole.
-fn replay_of(request: &Request<UpstreamBody>) -> Option<Request<UpstreamBody>> {
-    let Either::Left(body) = request.body() else {
-        return None;
-    };
-    if !request.method().is_idempotent() {
-        return None;
+/// What it takes to send a replayable request again.
+struct Replay {
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl Replay {
+    fn request(&self) -> Request<UpstreamBody> {
+        let mut request = Request::new(Either::Left(Full::new(self.body.clone())));
+        *request.method_mut() = self.method.clone();
+        *request.uri_mut() = self.uri.clone();
+        *request.version_mut() = Version::HTTP_11;
+        *request.headers_mut() = self.headers.clone();
+        request
     }
-    let mut copy = Request::new(Either::Left(body.clone()));
-    *copy.method_mut() = request.method().clone();
-    *copy.uri_mut() = request.uri().clone();
-    *copy.version_mut() = request.version();
-    *copy.headers_mut() = request.headers().clone();
-    Some(copy)
 }
 
 /// Keeps `lanyard_proxy_in_flight_requests` right even when a handler is
