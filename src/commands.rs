@@ -57,7 +57,7 @@ pub fn wire(config: &Config) -> Result<Wiring, ConfigError> {
     let ((credentials, loaded), tls) = match (credentials, tls) {
         (Ok(c), Ok(t)) => (c, t),
         (c, t) => {
-            let mut lines = c.err().map(|e| e.0).unwrap_or_default();
+            let mut lines = c.err().map(ConfigError::into_lines).unwrap_or_default();
             lines.extend(t.err());
             return Err(ConfigError::new(lines));
         }

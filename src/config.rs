@@ -95,6 +95,8 @@ pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 /// One app's connection pool needs tens of connections; a thousand leaves
 /// room for bursts while keeping memory and file descriptors bounded.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// Far beyond what one app needs, and what one process can hold open.
+pub const MAX_MAX_CONNECTIONS: usize = 1 << 20;
 /// Below Kubernetes' default 30 s termination grace period, so lanyard
 /// finishes draining before the kubelet kills it.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
@@ -182,12 +184,13 @@ impl Flags {
 /// Problems found in the settings; each line names the setting and source.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}", .0.join("\n"))]
-pub struct ConfigError(pub Vec<String>);
+pub struct ConfigError(Vec<String>);
 
 impl ConfigError {
-    /// Collects problem lines, escaping control characters: a line quotes
-    /// values as given, and a line break or terminal escape in one would
-    /// split the problem or forge another line on stderr.
+    /// Collects problem lines, escaping control characters and the
+    /// characters that reorder or break text: a line quotes values as
+    /// given, and a line break, terminal escape or bidirectional override
+    /// in one would split the problem or disguise it on stderr.
     pub fn new(lines: Vec<String>) -> Self {
         ConfigError(
             lines
@@ -195,7 +198,7 @@ impl ConfigError {
                 .map(|line| {
                     let mut shown = String::with_capacity(line.len());
                     for c in line.chars() {
-                        if c.is_control() {
+                        if c.is_control() || reorders_text(c) {
                             shown.extend(c.escape_default());
                         } else {
                             shown.push(c);
@@ -210,6 +213,16 @@ impl ConfigError {
     pub fn lines(&self) -> &[String] {
         &self.0
     }
+
+    pub fn into_lines(self) -> Vec<String> {
+        self.0
+    }
+}
+
+/// Bidirectional embeddings, overrides and isolates, and the Unicode line
+/// and paragraph separators.
+fn reorders_text(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}')
 }
 
 /// Log line encoding.
@@ -674,6 +687,9 @@ impl Config {
         let max_connections = l
             .parse(&MAX_CONNECTIONS, |s| match s.trim().parse::<usize>() {
                 Ok(0) => Err("must be at least 1".to_string()),
+                Ok(n) if n > MAX_MAX_CONNECTIONS => Err(format!(
+                    "{n} is more than the {MAX_MAX_CONNECTIONS} allowed"
+                )),
                 Ok(n) => Ok(n),
                 Err(_) => Err(format!("`{s}` is not a whole number of connections")),
             })
@@ -707,7 +723,7 @@ impl Config {
                 && !demo
                 && let Err(more) = crate::credentials::load(&credentials)
             {
-                errors.extend(more.0);
+                errors.extend(more.into_lines());
             }
             return Err(ConfigError::new(errors));
         };
@@ -792,6 +808,19 @@ mod tests {
     }
 
     #[test]
+    fn problem_lines_escape_what_would_split_or_disguise_them() {
+        let err = load(&[
+            ("SERVICE_API_URL", "https://api.example.com"),
+            ("LANYARD_LOG_FORMAT", "a\nLANYARD_FAKE: b\u{202E}c"),
+        ])
+        .unwrap_err();
+        assert_eq!(
+            err.lines()[0],
+            "LANYARD_LOG_FORMAT (environment variable LANYARD_LOG_FORMAT): `a\\nLANYARD_FAKE: b\\u{202e}c` is not a log format (use json or text)"
+        );
+    }
+
+    #[test]
     fn connection_limit_and_header_timeout_are_checked() {
         let base = ("SERVICE_API_URL", "https://api.example.com");
         let config = load(&[base]).unwrap();
@@ -817,6 +846,13 @@ mod tests {
             [
                 "LANYARD_HEADER_TIMEOUT (environment variable LANYARD_HEADER_TIMEOUT): must be greater than zero",
                 "LANYARD_MAX_CONNECTIONS (environment variable LANYARD_MAX_CONNECTIONS): must be at least 1",
+            ]
+        );
+        let err = load(&[base, ("LANYARD_MAX_CONNECTIONS", "3000000000000000000")]).unwrap_err();
+        assert_eq!(
+            err.lines()[..1],
+            [
+                "LANYARD_MAX_CONNECTIONS (environment variable LANYARD_MAX_CONNECTIONS): 3000000000000000000 is more than the 1048576 allowed"
             ]
         );
         let err = load(&[base, ("LANYARD_MAX_CONNECTIONS", "lots")]).unwrap_err();

@@ -170,9 +170,18 @@ fn file_prefix(path: &Path, source: &Source) -> String {
 
 /// Reads the credentials file, refusing one too large to be one.
 pub fn read_file(path: &Path, source: &Source) -> Result<Vec<u8>, String> {
-    // Bounded by reading, not by the size the metadata reports: a FIFO or
-    // a device (`/dev/stdin`, `/dev/zero`) reports 0 and never ends.
     let read = || -> std::io::Result<Vec<u8>> {
+        // Opening a FIFO blocks until a writer comes, and a device may never
+        // end: only regular files are read (a swap between this check and
+        // the open is not a threat this guards against).
+        let meta = std::fs::metadata(path)?;
+        if meta.is_dir() {
+            return Err(std::io::Error::from(std::io::ErrorKind::IsADirectory));
+        }
+        if !meta.is_file() {
+            return Err(std::io::Error::other("not a regular file"));
+        }
+        // Bounded by reading, not by the size reported: the file may grow.
         let mut bytes = Vec::new();
         std::fs::File::open(path)?
             .take(MAX_FILE_BYTES + 1)
@@ -303,7 +312,7 @@ pub fn load_from(
         && settings.private_key.is_none()
         && settings.token_uri.is_none();
     if nothing {
-        return Err(ConfigError(vec![format!(
+        return Err(ConfigError::new(vec![format!(
             "no credentials: set {} to the JSON file downloaded from the Portal, or set {}, {}, {} and {}",
             config::CREDENTIALS_FILE.env,
             CLIENT_ID.env,
@@ -443,15 +452,26 @@ mod tests {
     }
 
     #[test]
-    fn endless_files_are_refused_after_a_mebibyte() {
+    fn only_regular_files_of_at_most_a_mebibyte_are_read() {
         let source = Source::Env(config::CREDENTIALS_FILE.env);
         let err = read_file(Path::new("/dev/zero"), &source).unwrap_err();
+        assert!(err.ends_with("cannot be read: not a regular file"), "{err}");
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path();
+        let fifo = dir.join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if made.is_ok_and(|s| s.success()) {
+            let err = read_file(&fifo, &source).unwrap_err();
+            assert!(err.ends_with("cannot be read: not a regular file"), "{err}");
+        }
+        let big = dir.join("big.json");
+        std::fs::write(&big, vec![b' '; MAX_FILE_BYTES as usize + 1]).unwrap();
+        let err = read_file(&big, &source).unwrap_err();
         assert!(
             err.ends_with("cannot be read: larger than 1 MiB; not a credentials file"),
             "{err}"
         );
-        let dir = std::env::temp_dir();
-        let err = read_file(&dir, &source).unwrap_err();
+        let err = read_file(dir, &source).unwrap_err();
         assert!(err.ends_with("cannot be read: is a directory"), "{err}");
     }
 

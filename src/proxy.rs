@@ -4,7 +4,9 @@
 //! The request path loads the token lock-free and never waits for the token
 //! endpoint, except after the upstream answered 401: then the token is
 //! renewed once for every request that saw it, and each request whose body
-//! can be replayed is retried once.
+//! can be replayed is retried once. A replayable idempotent request is also
+//! sent again once when the upstream closed a pooled connection under it
+//! without answering.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -32,7 +34,8 @@ use crate::server::Handler;
 use crate::token::{Token, TokenHandle};
 
 /// A body up to this size is buffered so the request can be replayed after
-/// a 401 (CONTRACT §4); larger or unsized bodies stream and are not retried.
+/// a 401 (CONTRACT §4) or a connection closed unanswered; larger bodies
+/// stream and are not retried.
 pub const MAX_REPLAY_BODY: u64 = 64 * 1024;
 /// The 403 hint is logged at most this often: a misconfigured account
 /// would otherwise log on every request.

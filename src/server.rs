@@ -1,25 +1,39 @@
 //! The accept loop shared by the proxy and the admin listener: HTTP/1.1 and
 //! HTTP/2 on a listener the caller bound, until a shutdown future fires,
 //! then a bounded drain of the connections in flight.
+//!
+//! Every connection is bounded in time as well as in number: it must
+//! start a request within the header timeout, an HTTP/1.1 connection must
+//! send each request's headers within it (hyper's timer, which also ends
+//! idle keep-alive connections), and an HTTP/2 connection with no request
+//! in flight for that long is closed gracefully.
 
 use std::future::Future;
+use std::io;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use http::{Request, Response};
 use hyper::body::Incoming;
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use hyper_util::server::graceful::GracefulConnection;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Notify, Semaphore, watch};
+use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::error::ProxyError;
 
+/// What an HTTP/2 client sends first (RFC 9113 §3.4); anything else is
+/// HTTP/1.1.
+const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// A failing `accept` (usually out of file descriptors) is retried after
 /// this pause rather than in a busy loop.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
@@ -36,9 +50,8 @@ const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(60);
 /// What one client may hold.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// Time to send a request's headers, counted from the connection's
-    /// start or from the end of the previous response; also bounds idle
-    /// keep-alive connections.
+    /// Time to start a request on a new connection, to send a request's
+    /// headers (HTTP/1.1), and to stay idle (both protocols).
     pub header_timeout: Duration,
     /// Connections held at once; more are answered 503 and closed.
     pub max_connections: usize,
@@ -79,23 +92,15 @@ pub async fn serve<H: Handler>(
     limits: Limits,
     metrics: Option<ConnectionMetrics>,
 ) -> Drained {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout);
-    builder.http2().timer(TokioTimer::new());
-    let builder = Arc::new(builder);
-    let graceful = GracefulShutdown::new();
-    let mut shutdown = std::pin::pin!(shutdown);
+    let protocols = Arc::new(Protocols::new(limits));
+    let mut shutdown = pin!(shutdown);
     // Owned here so connections still open when the grace runs out are
     // aborted, not left running detached.
     let mut connections = tokio::task::JoinSet::new();
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let refusals = Arc::new(Semaphore::new(MAX_REFUSALS_IN_FLIGHT));
-    let mut last_refusal_log: Option<tokio::time::Instant> = None;
-    // Tells connections still waiting for their first byte to give up, so
-    // they do not hold the drain open.
+    let mut last_refusal_log: Option<Instant> = None;
+    // Asks every connection to finish what it is doing and close.
     let (stopping_tx, stopping) = watch::channel(false);
 
     loop {
@@ -116,7 +121,7 @@ pub async fn serve<H: Handler>(
                 metrics.refused.inc();
             }
             if last_refusal_log.is_none_or(|at| at.elapsed() >= REFUSAL_LOG_INTERVAL) {
-                last_refusal_log = Some(tokio::time::Instant::now());
+                last_refusal_log = Some(Instant::now());
                 tracing::warn!(
                     max_connections = limits.max_connections,
                     %peer,
@@ -134,34 +139,13 @@ pub async fn serve<H: Handler>(
         // Requests are small and latency-bound; Nagle only adds delay.
         let _ = stream.set_nodelay(true);
         let handler = handler.clone();
-        let builder = builder.clone();
-        let watcher = graceful.watcher();
-        let mut stopping = stopping.clone();
+        let protocols = protocols.clone();
+        let stopping = stopping.clone();
         let metrics = metrics.clone();
         connections.spawn(
             async move {
                 let _open = metrics.as_ref().map(OpenConnection::new);
-                // hyper's header timeout starts only once it knows the
-                // protocol, which takes a first byte: a client that sends
-                // nothing would hold its slot forever.
-                let mut first = [0u8; 1];
-                tokio::select! {
-                    spoke = tokio::time::timeout(limits.header_timeout, stream.peek(&mut first)) => {
-                        if !matches!(spoke, Ok(Ok(1..))) {
-                            tracing::debug!("client sent nothing in time; closing");
-                            return;
-                        }
-                    }
-                    _ = stopping.wait_for(|stop| *stop) => return,
-                }
-                let service = service_fn(move |req| {
-                    let handler = handler.clone();
-                    async move { Ok::<_, std::convert::Infallible>(handler.handle(req).await) }
-                });
-                let connection = builder.serve_connection(TokioIo::new(stream), service);
-                if let Err(err) = watcher.watch(connection).await {
-                    tracing::debug!(error = %err, "connection ended with an error");
-                }
+                serve_connection(stream, handler, &protocols, stopping).await;
                 drop(slot);
             }
             .instrument(tracing::debug_span!("connection", %peer)),
@@ -170,12 +154,261 @@ pub async fn serve<H: Handler>(
     drop(listener);
     let _ = stopping_tx.send(true);
 
-    match tokio::time::timeout(grace, graceful.shutdown()).await {
+    let drain = async { while connections.join_next().await.is_some() {} };
+    match tokio::time::timeout(grace, drain).await {
         Ok(()) => Drained::Completely,
         Err(_) => {
             connections.abort_all();
             Drained::GraceExpired
         }
+    }
+}
+
+/// The two protocol builders, configured once per listener.
+struct Protocols {
+    http1: http1::Builder,
+    http2: http2::Builder<TokioExecutor>,
+    header_timeout: Duration,
+}
+
+impl Protocols {
+    fn new(limits: Limits) -> Self {
+        let mut http1 = http1::Builder::new();
+        http1
+            .timer(TokioTimer::new())
+            .header_read_timeout(limits.header_timeout);
+        let mut http2 = http2::Builder::new(TokioExecutor::new());
+        // Pings find peers that vanished without closing; the idle timer in
+        // `drive` ends those that stay but send nothing.
+        http2
+            .timer(TokioTimer::new())
+            .keep_alive_interval(limits.header_timeout)
+            .keep_alive_timeout(limits.header_timeout);
+        Protocols {
+            http1,
+            http2,
+            header_timeout: limits.header_timeout,
+        }
+    }
+}
+
+/// Reads far enough to tell HTTP/2's preface from an HTTP/1.1 request,
+/// within the header timeout, then serves the connection until it ends.
+async fn serve_connection<H: Handler>(
+    mut stream: TcpStream,
+    handler: Arc<H>,
+    protocols: &Protocols,
+    mut stopping: watch::Receiver<bool>,
+) {
+    // hyper-util's auto-detection waits for these bytes with no timeout, so
+    // a client that sends nothing, or `P` and nothing, would hold its slot
+    // for ever; hence reading them here under a deadline.
+    let deadline = Instant::now() + protocols.header_timeout;
+    let mut start = Vec::with_capacity(H2_PREFACE.len());
+    let is_http2 = loop {
+        let mut buf = [0u8; H2_PREFACE.len()];
+        let wanted = H2_PREFACE.len() - start.len();
+        let read = tokio::select! {
+            // Bytes already here are served even as the drain begins.
+            biased;
+            read = tokio::time::timeout_at(deadline, stream.read(&mut buf[..wanted])) => read,
+            _ = stopping.wait_for(|stop| *stop) => return,
+        };
+        match read {
+            Ok(Ok(0)) | Ok(Err(_)) => return,
+            Err(_) => {
+                tracing::debug!("client did not start a request in time; closing");
+                return;
+            }
+            Ok(Ok(n)) => start.extend_from_slice(&buf[..n]),
+        }
+        if !H2_PREFACE.starts_with(&start) {
+            break false;
+        }
+        if start.len() == H2_PREFACE.len() {
+            break true;
+        }
+    };
+    let io = TokioIo::new(Rewind {
+        start: Bytes::from(start),
+        stream,
+    });
+    let activity = Arc::new(Activity::new());
+    let tracked = activity.clone();
+    let service = service_fn(move |req| {
+        let handler = handler.clone();
+        let guard = tracked.enter();
+        async move {
+            let response = handler.handle(req).await;
+            drop(guard);
+            Ok::<_, std::convert::Infallible>(response)
+        }
+    });
+    if is_http2 {
+        let connection = protocols.http2.serve_connection(io, service);
+        drive(
+            connection,
+            stopping,
+            Some((&activity, protocols.header_timeout)),
+        )
+        .await;
+    } else {
+        // hyper's header timer bounds HTTP/1.1, idle keep-alive included.
+        let connection = protocols.http1.serve_connection(io, service);
+        drive(connection, stopping, None).await;
+    }
+}
+
+/// Runs a connection to its end; on shutdown, or after `idle` with no
+/// request in flight, asks it to finish gracefully (HTTP/1.1: after the
+/// response in progress; HTTP/2: GOAWAY, open streams complete).
+async fn drive<C>(
+    connection: C,
+    mut stopping: watch::Receiver<bool>,
+    idle: Option<(&Activity, Duration)>,
+) where
+    C: GracefulConnection,
+    C::Error: std::fmt::Display,
+{
+    let mut connection = pin!(connection);
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            ended = connection.as_mut() => {
+                if let Err(err) = ended {
+                    tracing::debug!(error = %err, "connection ended with an error");
+                }
+                return;
+            }
+            _ = stopping.wait_for(|stop| *stop), if !closing => {
+                connection.as_mut().graceful_shutdown();
+                closing = true;
+            }
+            () = idle_for(idle), if !closing => {
+                tracing::debug!("connection idle; closing");
+                connection.as_mut().graceful_shutdown();
+                closing = true;
+            }
+        }
+    }
+}
+
+async fn idle_for(idle: Option<(&Activity, Duration)>) {
+    match idle {
+        Some((activity, limit)) => activity.idle_for(limit).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Requests in flight on one connection, and since when there are none.
+struct Activity {
+    epoch: Instant,
+    in_flight: AtomicUsize,
+    idle_since_ms: AtomicU64,
+    changed: Notify,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Activity {
+            epoch: Instant::now(),
+            in_flight: AtomicUsize::new(0),
+            idle_since_ms: AtomicU64::new(0),
+            changed: Notify::new(),
+        }
+    }
+
+    fn enter(self: &Arc<Self>) -> ActivityGuard {
+        if self.in_flight.fetch_add(1, Ordering::AcqRel) == 0 {
+            self.changed.notify_one();
+        }
+        ActivityGuard(self.clone())
+    }
+
+    /// Completes once no request has been in flight for `limit`.
+    async fn idle_for(&self, limit: Duration) {
+        loop {
+            if self.in_flight.load(Ordering::Acquire) > 0 {
+                self.changed.notified().await;
+                continue;
+            }
+            let since =
+                self.epoch + Duration::from_millis(self.idle_since_ms.load(Ordering::Acquire));
+            let until = since + limit;
+            if Instant::now() >= until {
+                return;
+            }
+            tokio::select! {
+                () = tokio::time::sleep_until(until) => {}
+                () = self.changed.notified() => {}
+            }
+        }
+    }
+}
+
+/// Marks one request in flight until dropped.
+struct ActivityGuard(Arc<Activity>);
+
+impl Drop for ActivityGuard {
+    fn drop(&mut self) {
+        let activity = &self.0;
+        let now = activity.epoch.elapsed().as_millis() as u64;
+        activity.idle_since_ms.store(now, Ordering::Release);
+        if activity.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            activity.changed.notify_one();
+        }
+    }
+}
+
+/// A stream whose first bytes were already read, served again first.
+struct Rewind {
+    start: Bytes,
+    stream: TcpStream,
+}
+
+impl AsyncRead for Rewind {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if self.start.has_remaining() {
+            let n = self.start.len().min(buf.remaining());
+            buf.put_slice(&self.start[..n]);
+            self.start.advance(n);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Rewind {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 }
 

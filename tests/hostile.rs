@@ -222,6 +222,41 @@ async fn slow_headers_are_cut_off_at_the_header_timeout() {
 }
 
 #[tokio::test]
+async fn partial_and_idle_http2_prefaces_are_cut_off_at_the_header_timeout() {
+    let (upstream, running) = sidecar_with(&[("LANYARD_HEADER_TIMEOUT", "1s")]).await;
+
+    // HTTP/2 with prior knowledge is served.
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .http2_only(true)
+        .build_http::<http_body_util::Empty<bytes::Bytes>>();
+    let response = client
+        .get(format!("{}/h2", running.proxy).parse().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.version(), http::Version::HTTP_2);
+
+    // `P` could start either protocol; nothing follows.
+    let mut partial = connect(&running).await;
+    partial.write_all(b"P").await.unwrap();
+    read_to_close(&mut partial).await;
+
+    // The whole preface and an empty SETTINGS frame, then silence: an
+    // HTTP/2 connection that never sends a request, nor answers a ping.
+    let mut idle = connect(&running).await;
+    idle.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .await
+        .unwrap();
+    read_to_close(&mut idle).await;
+
+    assert_eq!(
+        upstream.requests(),
+        1,
+        "only the HTTP/2 request was forwarded"
+    );
+}
+
+#[tokio::test]
 async fn a_flood_of_idle_connections_is_bounded_and_other_clients_are_served() {
     const LIMIT: usize = 1000;
     const FLOOD: usize = 2500;

@@ -363,15 +363,13 @@ impl Forcing {
         self.last.is_none_or(|at| at.elapsed() >= interval)
     }
 
-    /// Records a forced renewal of the token of `generation` starting now.
-    fn begin(&mut self, policy: &RefreshPolicy, shared: &Shared, generation: u64) {
+    /// Records a forced renewal, starting now, of the token of
+    /// `generation`, which was obtained `age` ago.
+    fn begin(&mut self, policy: &RefreshPolicy, shared: &Shared, generation: u64, age: Duration) {
         let interval = policy.forced_interval(self.streak);
         // A token that served well past the interval before its rejection
         // was not rejected for being fresh: start over.
-        if self
-            .last
-            .is_none_or(|at| at.elapsed() >= interval.saturating_mul(2))
-        {
+        if age >= interval.saturating_mul(2) {
             self.streak = 0;
         }
         self.streak = self.streak.saturating_add(1);
@@ -394,6 +392,12 @@ impl Forcing {
     }
 }
 
+/// The token endpoint's `Retry-After` has not passed yet: credentials
+/// changing clears the failure count, not the endpoint's request.
+fn waiting_out(retry_after_until: Option<Instant>) -> bool {
+    retry_after_until.is_some_and(|until| until > Instant::now())
+}
+
 /// Completes at `at`, or never when there is nothing to wait for.
 async fn sleep_until_some(at: Option<Instant>) {
     match at {
@@ -413,6 +417,8 @@ async fn run<S: TokenSource>(
     let mut failures: u32 = 0;
     let mut generation: u64 = 0;
     let mut forcing = Forcing::default();
+    // When the held token was obtained.
+    let mut obtained_at = Instant::now();
     let mut last_decline_log: Option<Instant> = None;
     // When the token endpoint's last Retry-After ends.
     let mut retry_after_until: Option<Instant> = None;
@@ -443,10 +449,10 @@ async fn run<S: TokenSource>(
                 // the next client request asks (a pod reported not ready
                 // may get none) or at the scheduled renewal.
                 forcing.recheck = None;
-                if failures > 0 || !shared.held_token_rejected() {
+                if failures > 0 || waiting_out(retry_after_until) || !shared.held_token_rejected() {
                     continue;
                 }
-                forcing.begin(&policy, &shared, generation);
+                forcing.begin(&policy, &shared, generation, obtained_at.elapsed());
                 true
             }
             () = shared.wake.notified() => {
@@ -458,7 +464,7 @@ async fn run<S: TokenSource>(
                 // token endpoint's rate limit; and renewals forced in quick
                 // succession mean the upstream rejects fresh tokens too, so
                 // each waits twice as long as the one before.
-                if failures > 0 || !forcing.allowed(&policy) {
+                if failures > 0 || waiting_out(retry_after_until) || !forcing.allowed(&policy) {
                     state_tx.send_modify(|s| s.forced_declined += 1);
                     let interval = policy.forced_interval(forcing.streak);
                     if last_decline_log.is_none_or(|at| at.elapsed() >= interval) {
@@ -470,7 +476,7 @@ async fn run<S: TokenSource>(
                     }
                     continue;
                 }
-                forcing.begin(&policy, &shared, generation);
+                forcing.begin(&policy, &shared, generation, obtained_at.elapsed());
                 true
             }
         };
@@ -498,6 +504,7 @@ async fn run<S: TokenSource>(
                     .unwrap_or_default();
                 metrics.token_expiry.set(expiry.as_secs_f64());
                 shared.cell.store(Arc::new(token));
+                obtained_at = Instant::now();
                 let delay = policy.renew_delay(issued.lifetime);
                 next = Instant::now() + delay;
                 if issued.lifetime_assumed {
