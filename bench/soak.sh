@@ -20,7 +20,7 @@
 #   --no-build          use the binaries already in target/release
 #   --keep              keep the work directory (kept anyway on failure)
 #
-# Everything listens on 127.0.0.1. The mock (examples/soak_mock.rs) writes
+# Everything listens on 127.0.0.1. The mock (examples/mock_service.rs) writes
 # credentials for accounts A and B; lanyard starts on A's file, and at
 # --rotate-at the file is replaced by B's with a rename over it, as a
 # deployment tool does. wrk (bench/soak.lua) alternates `GET /`, whose
@@ -123,10 +123,10 @@ fi
 
 target=${CARGO_TARGET_DIR:-target}
 lanyard_bin=$target/release/lanyard
-mock_bin=$target/release/examples/soak_mock
+mock_bin=$target/release/examples/mock_service
 if ((build)); then
-    echo "soak: cargo build --release --bin lanyard --example soak_mock"
-    cargo build --release --locked --bin lanyard --example soak_mock
+    echo "soak: cargo build --release --bin lanyard --example mock_service"
+    cargo build --release --locked --bin lanyard --example mock_service
 fi
 for bin in "$lanyard_bin" "$mock_bin"; do
     [[ -x $bin ]] || die_usage "$bin is missing (drop --no-build)"

@@ -1,9 +1,10 @@
-//! The service's stand-in for `bench/soak.sh`: the embedded mock on a
-//! loopback port with two service accounts, so a soak run can rotate the
-//! sidecar from one to the other.
+//! The service's stand-in for `bench/soak.sh` and `bench/run.sh`: the
+//! embedded mock on a loopback port with two service accounts, so a soak
+//! run can rotate the sidecar from one to the other and a benchmark has a
+//! real token endpoint.
 //!
 //! ```text
-//! cargo run --release --example soak_mock -- DIR [--expires-in SECONDS]
+//! cargo run --release --example mock_service -- DIR [--expires-in SECONDS]
 //! ```
 //!
 //! Writes `DIR/credentials-a.json` and `DIR/credentials-b.json` (mode 0600),
@@ -37,7 +38,7 @@ const ACCOUNTS: [(&str, &str); 2] = [("a", "sa-soak-a"), ("b", "sa-soak-b")];
 /// Short, so a ten-minute soak sees a dozen renewals.
 const DEFAULT_EXPIRES_IN: i64 = 60;
 
-const USAGE: &str = "usage: soak_mock DIR [--expires-in SECONDS]";
+const USAGE: &str = "usage: mock_service DIR [--expires-in SECONDS]";
 
 struct Args {
     dir: PathBuf,
@@ -75,14 +76,14 @@ async fn main() -> ExitCode {
     let args = match parse_args() {
         Ok(args) => args,
         Err(message) => {
-            eprintln!("soak_mock: {message}");
+            eprintln!("mock_service: {message}");
             return ExitCode::from(2);
         }
     };
     match run(args).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
-            eprintln!("soak_mock: {message}");
+            eprintln!("mock_service: {message}");
             ExitCode::FAILURE
         }
     }

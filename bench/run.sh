@@ -1,0 +1,687 @@
+#!/usr/bin/env bash
+# Benchmark: lanyard side by side with nginx as a token-injecting proxy and
+# with no proxy at all, on loopback, in one run, interleaved (issue 6). Run
+# on demand; not part of `cargo test` or .ci/run.
+#
+#   bench/run.sh [options]
+#
+#   --duration S            seconds per measurement (default 10)
+#   --warmup S              seconds of discarded load before each
+#                           measurement, 0 for none (default 2)
+#   --rounds N              repeat the interleaved measurements N times;
+#                           the tables show each cell's median (default 1)
+#   --connections "L"       concurrencies of the GET runs (default "1 32 256")
+#   --body-connections "L"  concurrencies of the 1 MiB POST runs
+#                           (default "1 16"; "" skips them)
+#   --startup-runs N        lanyard starts timed to /readyz (default 5)
+#   --idle-connections N    keep-alive connections held open for the RSS
+#                           measurement (default 1000)
+#   --workers N             nginx proxy worker processes (default: as many
+#                           as lanyard has runtime worker threads)
+#   --upstream-workers N    worker processes of the upstream nginx (default 1)
+#   --wrk-threads N         most wrk threads per run (default 2)
+#   --quick                 a smoke test: --duration 2 --warmup 1 --rounds 1
+#                           --startup-runs 3
+#   --no-build              use the binaries already in target/release
+#   --keep                  keep the work directory (kept anyway on failure)
+#
+# Everything listens on and talks to 127.0.0.1 only. The pieces:
+#   upstream  nginx answering `return 200 "ok"` (bench/nginx-upstream.conf.template)
+#   direct    wrk straight to the upstream: the floor
+#   nginx     nginx in front of it adding a static `Authorization: Bearer`
+#             with proxy_set_header, HTTP/1.1 and an upstream keep-alive
+#             pool (bench/nginx-proxy.conf.template)
+#   lanyard   the release `lanyard run`, SERVICE_API_URL = the upstream,
+#             with a real token from the embedded mock
+#             (examples/mock_service.rs, tokens of an hour)
+# For each concurrency and round, the three targets are measured one after
+# the other (the order rotates each round), so noise on this machine hits
+# all three alike. wrk's Lua script (bench/run.lua) reports p50/p99 and the
+# errors: socket errors and answers of 400 or above, which must be none.
+#
+# Also measured: lanyard's RSS idle (after start and one request) and with
+# --idle-connections keep-alive connections open, on a fresh process; its
+# start-up time to /readyz 200 less the token request's own duration (from
+# its /metrics), on fresh processes; and POSTs of 1 MiB bodies through all
+# three, to a path where the upstream answers only once it holds the whole
+# body; the nginx proxy streams bodies (proxy_request_buffering off), as
+# lanyard does.
+#
+# Prints the tables, the ratios lanyard/nginx and lanyard/direct, lanyard's
+# peak RSS (VmHWM), its token requests during the run, and which of the
+# issue's targets this run met.
+# Exit 1 on any failed request, a token request count other than 1, a
+# proxy that does not inject the header, or lanyard not exiting 0 on
+# SIGTERM; exit 2 on bad options or a missing tool. Missing targets do not
+# fail the run: they are measurements.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+duration=10
+warmup=2
+rounds=1
+connections="1 32 256"
+body_connections="1 16"
+startup_runs=5
+idle_connections=1000
+workers=
+upstream_workers=1
+wrk_threads=2
+build=1
+keep=0
+body_bytes=$((1024 * 1024))
+
+usage() {
+    sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
+}
+
+die_usage() {
+    echo "bench: $1" >&2
+    echo "usage: bench/run.sh [--duration S] [--rounds N] [--quick] ... (--help)" >&2
+    exit 2
+}
+
+number() {
+    [[ ${2-} =~ ^[0-9]+$ ]] || die_usage "$1 needs a whole number, got '${2-}'"
+}
+
+numbers() {
+    [[ ${2-} =~ ^[0-9\ ]*$ ]] || die_usage "$1 needs whole numbers separated by spaces, got '${2-}'"
+}
+
+while (($#)); do
+    case $1 in
+    --duration | --warmup | --rounds | --startup-runs | --idle-connections | --workers | --upstream-workers | --wrk-threads)
+        number "$1" "${2-}"
+        case $1 in
+        --duration) duration=$2 ;;
+        --warmup) warmup=$2 ;;
+        --rounds) rounds=$2 ;;
+        --startup-runs) startup_runs=$2 ;;
+        --idle-connections) idle_connections=$2 ;;
+        --workers) workers=$2 ;;
+        --upstream-workers) upstream_workers=$2 ;;
+        --wrk-threads) wrk_threads=$2 ;;
+        esac
+        shift 2
+        ;;
+    --connections | --body-connections)
+        numbers "$1" "${2-}"
+        case $1 in
+        --connections) connections=$2 ;;
+        --body-connections) body_connections=$2 ;;
+        esac
+        shift 2
+        ;;
+    --quick)
+        duration=2 warmup=1 rounds=1 startup_runs=3
+        shift
+        ;;
+    --no-build) build=0 && shift ;;
+    --keep) keep=1 && shift ;;
+    -h | --help) usage && exit 0 ;;
+    *) die_usage "unknown option $1" ;;
+    esac
+done
+((duration > 0 && rounds > 0 && startup_runs > 0 && idle_connections > 0 && wrk_threads > 0)) ||
+    die_usage "--duration, --rounds, --startup-runs, --idle-connections and --wrk-threads must be above 0"
+((upstream_workers > 0)) || die_usage "--upstream-workers must be above 0"
+[[ -z $workers ]] || ((workers > 0)) || die_usage "--workers must be above 0"
+read -ra conc_list <<<"$connections"
+read -ra body_conc_list <<<"$body_connections"
+((${#conc_list[@]})) || die_usage "--connections needs at least one concurrency"
+for c in "${conc_list[@]}" "${body_conc_list[@]}"; do
+    ((c > 0)) || die_usage "a concurrency of 0"
+done
+
+# Settings of the caller's own sidecar would change what is measured.
+unset SERVICE_API_URL DEMO_MOCK ORG_ID PROJECT_ID RULE_ID "${!SA_@}" "${!LANYARD_@}"
+
+# --- tools --------------------------------------------------------------
+# As .ci/run does: install what the machine lacks from Debian; through sudo
+# when not root.
+apt_install() {
+    local sudo=()
+    if ((EUID != 0)); then
+        if ! command -v sudo >/dev/null 2>&1; then
+            echo "bench: missing $*; install it (Debian: apt-get install $*)" >&2
+            exit 2
+        fi
+        sudo=(sudo DEBIAN_FRONTEND=noninteractive)
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    if [[ -z ${apt_updated:-} ]]; then
+        "${sudo[@]}" apt-get update -qq
+        apt_updated=1
+    fi
+    "${sudo[@]}" apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# nginx lives in /usr/sbin, which a normal user's PATH may lack.
+find_nginx() {
+    command -v nginx 2>/dev/null || { [[ -x /usr/sbin/nginx ]] && echo /usr/sbin/nginx; } || true
+}
+
+missing=()
+for tool in wrk:wrk curl:curl awk:gawk pgrep:procps python3:python3; do
+    command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
+done
+[[ -n $(find_nginx) ]] || missing+=(nginx)
+if ((${#missing[@]})); then
+    echo "bench: installing ${missing[*]}"
+    apt_install "${missing[@]}"
+fi
+nginx_bin=$(find_nginx)
+[[ -n $nginx_bin ]] || die_usage "nginx is still missing after the install"
+
+target=${CARGO_TARGET_DIR:-target}
+lanyard_bin=$target/release/lanyard
+token_bin=$target/release/examples/mock_service
+if ((build)); then
+    echo "bench: cargo build --release --bin lanyard --example mock_service"
+    cargo build --release --locked --quiet --bin lanyard --example mock_service
+fi
+for bin in "$lanyard_bin" "$token_bin"; do
+    [[ -x $bin ]] || die_usage "$bin is missing (drop --no-build)"
+done
+
+# The idle connections, plus wrk's, plus the descriptors of the processes
+# started from here.
+wanted_fds=$((idle_connections + 4096))
+if (($(ulimit -Sn) < wanted_fds)); then
+    hard=$(ulimit -Hn)
+    if [[ $hard != unlimited ]] && ((hard < wanted_fds)); then
+        wanted_fds=$hard
+    fi
+    ulimit -Sn "$wanted_fds"
+fi
+
+# --- processes and clean-up ----------------------------------------------
+work=$(mktemp -d "${TMPDIR:-/tmp}/lanyard-bench.XXXXXX")
+upstream_pid=
+proxy_pid=
+lanyard_pid=
+idle_lanyard_pid=
+probe_pid=
+mock_pid=
+failed=0
+
+stop_pid() {
+    if [[ -n ${1-} ]] && kill -0 "$1" 2>/dev/null; then
+        kill -TERM "$1" 2>/dev/null || true
+    fi
+}
+
+cleanup() {
+    local pid
+    for pid in "$probe_pid" "$idle_lanyard_pid" "$lanyard_pid" "$proxy_pid" "$upstream_pid" "$mock_pid"; do
+        stop_pid "$pid"
+    done
+    wait 2>/dev/null || true
+    if ((keep || failed)); then
+        echo "bench: work directory kept: $work"
+    else
+        rm -rf "$work"
+    fi
+}
+trap cleanup EXIT
+trap 'failed=1; exit 1' INT TERM
+
+fatal() {
+    echo "bench: FATAL: $1" >&2
+    failed=1
+    local log
+    for log in lanyard.log lanyard-idle.log token.err nginx-upstream.error.log nginx-proxy.error.log; do
+        if [[ -s $work/$log ]]; then
+            echo "--- last lines of $log" >&2
+            tail -n 5 "$work/$log" >&2
+        fi
+    done
+    exit 1
+}
+
+now_ms() {
+    local us=${EPOCHREALTIME/[.,]/}
+    echo $((us / 1000))
+}
+
+# Waits up to $2 seconds for the regular expression $1 in file $3.
+wait_for_line() {
+    local deadline=$(($(now_ms) + $2 * 1000))
+    until grep -qE "$1" "$3" 2>/dev/null; do
+        (($(now_ms) < deadline)) || return 1
+        sleep 0.05
+    done
+}
+
+# Waits up to 10 s for URL $1 to answer 200.
+wait_for_200() {
+    local deadline=$(($(now_ms) + 10000))
+    until curl -fsS -o /dev/null --max-time 1 "$1" 2>/dev/null; do
+        (($(now_ms) < deadline)) || return 1
+        sleep 0.05
+    done
+}
+
+# A field of /proc/PID/status in KiB (VmRSS, VmHWM).
+status_kib() {
+    awk -v f="$2:" '$1 == f { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0
+}
+
+mib() {
+    awk -v k="$1" 'BEGIN { printf "%.1f MiB", k / 1024 }'
+}
+
+# User plus system CPU time of processes $@, in clock ticks.
+cpu_ticks() {
+    local pid total=0 stat fields
+    for pid in "$@"; do
+        stat=$(cat "/proc/$pid/stat" 2>/dev/null) || continue
+        # Fields after the command name, which may hold spaces.
+        read -ra fields <<<"${stat##*) }"
+        total=$((total + fields[11] + fields[12]))
+    done
+    echo "$total"
+}
+
+# Sum of the samples of metric $1 in the scrape $2 whose labels match the
+# regular expression $3 (default: all).
+metric() {
+    awk -v name="$1" -v want="${3:-.}" '
+        $1 ~ "^" name "([{]|$)" && $1 ~ want { sum += $2 }
+        END { printf "%.6f\n", sum }
+    ' "$2"
+}
+
+# The median of the numbers on stdin.
+median() {
+    sort -g | awk '{ v[NR] = $1 } END {
+        if (NR == 0) print "nan"
+        else if (NR % 2) print v[(NR + 1) / 2]
+        else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+render() {
+    sed -e "s|@DIR@|$work|g" -e "s|@USER_LINE@|$user_line|" -e "s|@WORKERS@|$2|" \
+        -e "s|@PORT@|$3|" -e "s|@UPSTREAM_PORT@|${4-}|" -e "s|@TOKEN@|${5-}|" \
+        "bench/$1.conf.template" >"$work/$1.conf"
+    mkdir -p "$work/$1-tmp"
+    "$nginx_bin" -t -q -p "$work/" -c "$work/$1.conf" -e "$work/$1.error.log" ||
+        fatal "nginx refused $work/$1.conf"
+}
+
+# Starts lanyard run in the background with its log in $work/$1.log; sets
+# started_pid, started_proxy and started_admin.
+start_lanyard() {
+    env SERVICE_API_URL="$upstream_url" SA_CREDENTIALS_FILE="$credentials" \
+        LANYARD_LISTEN=127.0.0.1:0 LANYARD_ADMIN_LISTEN=127.0.0.1:0 \
+        "$lanyard_bin" run >"$work/$1.log" 2>&1 &
+    started_pid=$!
+    wait_for_line '"lanyard started"' 30 "$work/$1.log" || fatal "lanyard did not start ($1)"
+    local line
+    line=$(grep -m 1 '"lanyard started"' "$work/$1.log")
+    started_proxy=http://$(grep -o '"proxy":"[^"]*"' <<<"$line" | cut -d '"' -f 4)
+    started_admin=http://$(grep -o '"admin":"[^"]*"' <<<"$line" | cut -d '"' -f 4)
+    wait_for_200 "$started_admin/readyz" || fatal "lanyard was not ready within 10 s ($1)"
+}
+
+# Stops lanyard $1 with SIGTERM; sets stopped_exit to its exit code.
+stop_lanyard() {
+    stopped_exit=0
+    kill -TERM "$1"
+    wait "$1" || stopped_exit=$?
+}
+
+# --- upstream, token endpoint, the reference numbers ----------------------
+mapfile -t ports < <(python3 bench/run_probe.py free-ports 2)
+upstream_port=${ports[0]}
+proxy_port=${ports[1]}
+upstream_url=http://127.0.0.1:$upstream_port
+proxy_url=http://127.0.0.1:$proxy_port
+user_line=
+if ((EUID == 0)); then
+    # nginx started as root hands its workers to `nobody`, who cannot enter
+    # the private work directory; keep them as the caller.
+    user_line="user $(id -un) $(id -gn);"
+fi
+
+render nginx-upstream "$upstream_workers" "$upstream_port"
+"$nginx_bin" -p "$work/" -c "$work/nginx-upstream.conf" -e "$work/nginx-upstream.error.log" &
+upstream_pid=$!
+wait_for_200 "$upstream_url/" || fatal "the upstream nginx did not answer"
+
+credentials=$work/credentials-a.json
+"$token_bin" "$work" --expires-in 3600 >"$work/token.out" 2>"$work/token.err" &
+mock_pid=$!
+wait_for_line '^ready=1$' 60 "$work/token.out" || fatal "the mock token endpoint did not start"
+
+machine="$(nproc) CPUs ($(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)), $(awk '/^MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo) RAM, $(uname -sr)"
+echo "bench: $machine"
+echo "bench: upstream nginx $upstream_url ($upstream_workers worker), work directory $work"
+
+# Start-up to ready, on fresh processes.
+echo "bench: timing $startup_runs lanyard start-ups to /readyz 200"
+env SERVICE_API_URL="$upstream_url" SA_CREDENTIALS_FILE="$credentials" \
+    LANYARD_LISTEN=127.0.0.1:0 LOG_DIR="$work" \
+    python3 bench/run_probe.py ready "$lanyard_bin" "$startup_runs" >"$work/startup.txt" ||
+    fatal "timing the start-up failed"
+startup_net=$(awk '{ split($2, r, "="); split($3, t, "="); print r[2] - t[2] }' "$work/startup.txt" | median)
+startup_min=$(awk '{ split($2, r, "="); split($3, t, "="); print r[2] - t[2] }' "$work/startup.txt" | sort -g | head -n 1)
+startup_max=$(awk '{ split($2, r, "="); split($3, t, "="); print r[2] - t[2] }' "$work/startup.txt" | sort -g | tail -n 1)
+startup_total=$(awk '{ split($2, r, "="); print r[2] }' "$work/startup.txt" | median)
+startup_token=$(awk '{ split($3, t, "="); print t[2] }' "$work/startup.txt" | median)
+startup_bad=$(awk '$4 != "tokens=1" || $5 != "exit=0"' "$work/startup.txt")
+[[ -z $startup_bad ]] || fatal "a timed start-up went wrong: $startup_bad"
+
+# RSS idle and with many idle keep-alive connections, on a fresh process.
+echo "bench: lanyard RSS idle and with $idle_connections idle keep-alive connections"
+start_lanyard lanyard-idle
+idle_lanyard_pid=$started_pid
+curl -fsS -o /dev/null "$started_proxy/" || fatal "the first request through lanyard failed"
+sleep 0.5
+rss_idle=$(status_kib "$idle_lanyard_pid" VmRSS)
+python3 bench/run_probe.py idle "${started_proxy#http://}" "$idle_connections" "$work/idle.ready" \
+    2>"$work/idle.err" &
+probe_pid=$!
+deadline=$(($(now_ms) + 60000))
+until [[ -s $work/idle.ready ]]; do
+    kill -0 "$probe_pid" 2>/dev/null || fatal "opening the idle connections failed: $(cat "$work/idle.err")"
+    (($(now_ms) < deadline)) || fatal "opening the idle connections took over 60 s"
+    sleep 0.1
+done
+sleep 0.5
+rss_conns=$(status_kib "$idle_lanyard_pid" VmRSS)
+curl -fsS "$started_admin/metrics" >"$work/metrics-idle.txt"
+held_conns=$(metric lanyard_proxy_connections "$work/metrics-idle.txt")
+held_conns=${held_conns%.*}
+kill -TERM "$probe_pid"
+wait "$probe_pid" || true
+probe_pid=
+stop_lanyard "$idle_lanyard_pid"
+idle_exit=$stopped_exit
+idle_lanyard_pid=
+
+# --- the lanyard and nginx under test -------------------------------------
+start_lanyard lanyard
+lanyard_pid=$started_pid
+lanyard_url=$started_proxy
+lanyard_admin=$started_admin
+
+# tokio's multi-thread runtime has one worker per CPU unless
+# TOKIO_WORKER_THREADS says otherwise; a start-up line that names the count
+# is believed first.
+workers_from="--workers"
+if [[ -z $workers ]]; then
+    workers=$(grep -m 1 -o '"worker_threads":[0-9]*' "$work/lanyard.log" | cut -d : -f 2 || true)
+    workers_from="lanyard's start-up log"
+fi
+if [[ -z $workers ]]; then
+    if [[ -n ${TOKIO_WORKER_THREADS:-} ]]; then
+        workers=$TOKIO_WORKER_THREADS
+        workers_from="TOKIO_WORKER_THREADS"
+    else
+        workers=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
+        workers_from="tokio's default: one per CPU"
+    fi
+fi
+# tokio names its workers tokio-rt-worker (older versions
+# tokio-runtime-worker); blocking-pool threads carry the same name, so this is a
+# cross-check only.
+runtime_threads=$(awk '/^tokio-r/ { n++ } END { print n + 0 }' /proc/"$lanyard_pid"/task/*/comm)
+all_threads=$(find "/proc/$lanyard_pid/task" -mindepth 1 -maxdepth 1 | wc -l)
+
+token_value="mock-$(tr -d '-' </proc/sys/kernel/random/uuid)"
+render nginx-proxy "$workers" "$proxy_port" "$upstream_port" "$token_value"
+"$nginx_bin" -p "$work/" -c "$work/nginx-proxy.conf" -e "$work/nginx-proxy.error.log" &
+proxy_pid=$!
+wait_for_200 "$proxy_url/" || fatal "the nginx proxy did not answer"
+echo "bench: nginx proxy $proxy_url with $workers worker processes ($workers_from;" \
+    "lanyard has $runtime_threads tokio runtime threads of $all_threads)"
+echo "bench: lanyard $lanyard_url (pid $lanyard_pid)"
+
+# Both proxies must send a bearer token; lanyard's must be the mock's.
+nginx_auth=$(curl -fsS "$proxy_url/bench-authorization") || fatal "no answer through nginx"
+lanyard_auth=$(curl -fsS "$lanyard_url/bench-authorization") || fatal "no answer through lanyard"
+[[ $nginx_auth == "Bearer $token_value" ]] || fatal "nginx sent '$nginx_auth'"
+[[ $lanyard_auth == "Bearer mock-"* ]] || fatal "lanyard sent no mock token"
+rss_ready=$(status_kib "$lanyard_pid" VmRSS)
+
+declare -A url=([direct]=$upstream_url [nginx]=$proxy_url [lanyard]=$lanyard_url)
+targets=(direct nginx lanyard)
+
+# The body runs' path must take a whole 1 MiB body through every target.
+head -c "$body_bytes" /dev/zero >"$work/body.bin"
+for name in "${targets[@]}"; do
+    answer=$(curl -fsS --data-binary "@$work/body.bin" "${url[$name]}/body") ||
+        fatal "a 1 MiB POST through $name failed"
+    [[ $answer == ok ]] || fatal "a 1 MiB POST through $name was answered '$answer'"
+done
+rm "$work/body.bin"
+
+# The processes whose CPU time a target's proxy costs.
+proxy_pids() {
+    case $1 in
+    nginx) pgrep -P "$proxy_pid" || true ;;
+    lanyard) echo "$lanyard_pid" ;;
+    esac
+}
+
+results=$work/results.tsv
+printf 'kind\tconnections\tround\ttarget\trequests\tduration_us\tbytes\tp50_us\tp99_us\tmax_us\terrors\tproxy_cpu_ticks\n' >"$results"
+
+# Measures kind $1 (get|body) at $2 connections in round $3 against target
+# $4, after a warm-up, and appends a line to $results.
+measure() {
+    local kind=$1 conns=$2 round=$3 name=$4 body=0 path=/ threads=$wrk_threads out line cpu_before cpu_after
+    if [[ $kind == body ]]; then
+        body=$body_bytes
+        path=/body
+    fi
+    ((threads <= conns)) || threads=$conns
+    local wrk_cmd=(wrk --threads "$threads" --connections "$conns" --timeout 10s --script bench/run.lua)
+    if ((warmup > 0)); then
+        BENCH_BODY_BYTES=$body "${wrk_cmd[@]}" --duration "${warmup}s" "${url[$name]}$path" >/dev/null 2>&1 ||
+            fatal "wrk warm-up failed: $name, $conns connections"
+    fi
+    local pids
+    mapfile -t pids < <(proxy_pids "$name")
+    cpu_before=$(cpu_ticks "${pids[@]}")
+    out=$work/wrk-$kind-$conns-$round-$name.txt
+    BENCH_BODY_BYTES=$body "${wrk_cmd[@]}" --duration "${duration}s" "${url[$name]}$path" >"$out" 2>&1 ||
+        fatal "wrk failed: $name, $conns connections (see $out)"
+    cpu_after=$(cpu_ticks "${pids[@]}")
+    line=$(grep -m 1 '^BENCH ' "$out") || fatal "wrk printed no summary (see $out)"
+    awk -v kind="$kind" -v c="$conns" -v r="$round" -v t="$name" -v cpu=$((cpu_after - cpu_before)) '{
+        for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+        errors = v["connect"] + v["read"] + v["write"] + v["timeout"] + v["status"]
+        printf "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", kind, c, r, t, v["requests"],
+            v["duration_us"], v["bytes"], v["p50_us"], v["p99_us"], v["max_us"], errors, cpu
+    }' <<<"$line" >>"$results"
+    awk -F'\t' 'END { printf "bench:   %-5s %4s conns round %s %-8s %9.0f req/s  p50 %.3f ms  p99 %.3f ms  errors %d\n",
+        $1, $2, $3, $4, $5 / ($6 / 1e6), $8 / 1000, $9 / 1000, $11 }' "$results"
+}
+
+# Each concurrency, each round, the three targets back to back; the order
+# rotates from round to round so no target always runs first or last.
+run_matrix() {
+    local kind=$1 conns round i
+    shift
+    for conns in "$@"; do
+        for ((round = 1; round <= rounds; round++)); do
+            for ((i = 0; i < ${#targets[@]}; i++)); do
+                measure "$kind" "$conns" "$round" "${targets[(i + round - 1) % ${#targets[@]}]}"
+            done
+        done
+    done
+}
+
+cells=$((${#conc_list[@]} * 3 * rounds))
+echo "bench: GET, ${duration} s per run after ${warmup} s of warm-up: $cells runs," \
+    "about $((cells * (duration + warmup))) s"
+run_matrix get "${conc_list[@]}"
+hwm_get=$(status_kib "$lanyard_pid" VmHWM)
+
+if ((${#body_conc_list[@]})); then
+    cells=$((${#body_conc_list[@]} * 3 * rounds))
+    echo "bench: POST with 1 MiB bodies: $cells runs, about $((cells * (duration + warmup))) s"
+    run_matrix body "${body_conc_list[@]}"
+fi
+hwm_all=$(status_kib "$lanyard_pid" VmHWM)
+rss_end=$(status_kib "$lanyard_pid" VmRSS)
+
+sleep 0.5 # let the last answers be counted
+curl -fsS "$lanyard_admin/metrics" >"$work/metrics.txt" || fatal "cannot scrape lanyard's /metrics"
+stop_lanyard "$lanyard_pid"
+lanyard_exit=$stopped_exit
+lanyard_pid=
+m=$work/metrics.txt
+token_success=$(metric lanyard_token_requests_total "$m" 'outcome="success"')
+token_success=${token_success%.*}
+token_total=$(metric lanyard_token_requests_total "$m")
+token_total=${token_total%.*}
+lanyard_answers=$(metric lanyard_proxy_requests_total "$m")
+lanyard_non_2xx=$(metric lanyard_proxy_requests_total "$m" 'code="[^2]')
+upstream_errors=$(metric lanyard_upstream_errors_total "$m")
+# On SIGTERM the mock prints its counters and exits.
+kill -TERM "$mock_pid" 2>/dev/null || true
+wait "$mock_pid" 2>/dev/null || true
+mock_pid=
+mock_issued=$(sed -n 's/^stats_tokens_issued=//p' "$work/token.out")
+
+# --- report ----------------------------------------------------------------
+hz=$(getconf CLK_TCK)
+cell() { # kind connections target column -> the median over rounds
+    awk -F'\t' -v k="$1" -v c="$2" -v t="$3" -v col="$4" -v hz="$hz" -v body="$body_bytes" '
+        $1 == k && $2 == c && $4 == t {
+            if (col == "rps") print $5 / ($6 / 1e6)
+            else if (col == "mibs") print $5 * body / 1048576 / ($6 / 1e6)
+            else if (col == "p50") print $8 / 1000
+            else if (col == "p99") print $9 / 1000
+            else if (col == "cpu") print ($5 ? $12 / hz * 1e6 / $5 : 0)
+        }' "$results" | median
+}
+errors_of() {
+    awk -F'\t' -v k="$1" -v c="$2" -v t="$3" '$1 == k && $2 == c && $4 == t { n += $11 } END { print n + 0 }' "$results"
+}
+ratio() {
+    awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'
+}
+rule() { printf '%.0s-' {1..78} && echo; }
+
+total_errors=0
+print_table() {
+    local kind=$1 conns name cpu errors
+    shift
+    if [[ $kind == get ]]; then
+        printf '%-11s  %-8s %10s %10s %10s %14s %7s\n' connections target req/s "p50 ms" "p99 ms" "CPU us/req" errors
+    else
+        printf '%-11s  %-8s %10s %10s %10s %10s %7s\n' connections target req/s MiB/s "p50 ms" "p99 ms" errors
+    fi
+    for conns in "$@"; do
+        for name in "${targets[@]}"; do
+            errors=$(errors_of "$kind" "$conns" "$name")
+            total_errors=$((total_errors + errors))
+            if [[ $kind == get ]]; then
+                cpu=-
+                [[ $name == direct ]] || cpu=$(printf '%.1f' "$(cell get "$conns" "$name" cpu)")
+                printf '%-11s  %-8s %10.0f %10.3f %10.3f %14s %7d\n' "$conns" "$name" \
+                    "$(cell get "$conns" "$name" rps)" "$(cell get "$conns" "$name" p50)" \
+                    "$(cell get "$conns" "$name" p99)" "$cpu" "$errors"
+            else
+                printf '%-11s  %-8s %10.0f %10.0f %10.3f %10.3f %7d\n' "$conns" "$name" \
+                    "$(cell body "$conns" "$name" rps)" "$(cell body "$conns" "$name" mibs)" \
+                    "$(cell body "$conns" "$name" p50)" "$(cell body "$conns" "$name" p99)" "$errors"
+            fi
+        done
+    done
+}
+print_ratios() {
+    local kind=$1 conns
+    shift
+    printf '%-11s  %16s %16s %17s %17s\n' connections "req/s vs nginx" "p99 vs nginx" "req/s vs direct" "p99 vs direct"
+    for conns in "$@"; do
+        printf '%-11s  %16s %16s %17s %17s\n' "$conns" \
+            "$(ratio "$(cell "$kind" "$conns" lanyard rps)" "$(cell "$kind" "$conns" nginx rps)")" \
+            "$(ratio "$(cell "$kind" "$conns" lanyard p99)" "$(cell "$kind" "$conns" nginx p99)")" \
+            "$(ratio "$(cell "$kind" "$conns" lanyard rps)" "$(cell "$kind" "$conns" direct rps)")" \
+            "$(ratio "$(cell "$kind" "$conns" lanyard p99)" "$(cell "$kind" "$conns" direct p99)")"
+    done
+}
+
+rounds_note="one round"
+((rounds == 1)) || rounds_note="median of $rounds rounds"
+echo
+versions="lanyard $("$lanyard_bin" --version | awk '{ print $NF }'), nginx $("$nginx_bin" -v 2>&1 | sed 's|.*/||')"
+versions+=", wrk $(wrk --version 2>&1 | awk 'NR == 1 { print $2 }' || true)"
+echo "lanyard benchmark, $(date -u '+%Y-%m-%d %H:%M UTC'), $versions"
+echo "machine: $machine"
+echo "nginx proxy: $workers worker processes; lanyard: $workers runtime workers ($workers_from);" \
+    "upstream nginx: $upstream_workers worker; wrk: up to $wrk_threads threads"
+rule
+echo "GET / (upstream answers 200 \"ok\"), ${duration} s per run, $rounds_note"
+print_table get "${conc_list[@]}"
+echo "(CPU us/req: user + system CPU time of the proxy per request; for nginx, its workers')"
+echo
+echo "lanyard / nginx and lanyard / direct (req/s above 1 is faster; p99 below 1 is better)"
+print_ratios get "${conc_list[@]}"
+if ((${#body_conc_list[@]})); then
+    rule
+    echo "POST /body with a 1 MiB body (the upstream answers once it has it all), ${duration} s per run, $rounds_note"
+    print_table body "${body_conc_list[@]}"
+    echo
+    print_ratios body "${body_conc_list[@]}"
+fi
+rule
+row() { printf '%-46s %s\n' "$1" "$2"; }
+row "lanyard RSS idle (after start, one request)" "$(mib "$rss_idle")"
+row "lanyard RSS, $idle_connections idle keep-alive connections" "$(mib "$rss_conns") (lanyard counted $held_conns open)"
+row "lanyard RSS before the load" "$(mib "$rss_ready")"
+row "lanyard peak RSS (VmHWM), GET runs" "$(mib "$hwm_get")"
+row "lanyard peak RSS (VmHWM), whole run" "$(mib "$hwm_all") (RSS at the end $(mib "$rss_end"))"
+row "start-up to /readyz 200, less token request" "$(printf '%.1f ms median (min %.1f, max %.1f) of %d' \
+    "$startup_net" "$startup_min" "$startup_max" "$startup_runs")"
+row "  total / the token request" "$(printf '%.1f ms / %.1f ms (medians; the token request as lanyard times it, signing included)' "$startup_total" "$startup_token")"
+row "lanyard token requests during the run" "$token_total ($token_success success)"
+row "  tokens the mock issued in all" "$mock_issued (the run's, plus one per timed start-up and the RSS process)"
+row "lanyard answers / non-2xx / upstream errors" "${lanyard_answers%.*} / ${lanyard_non_2xx%.*} / ${upstream_errors%.*}"
+row "failed requests seen by wrk (all targets)" "$total_errors"
+row "lanyard exit on SIGTERM (run / RSS process)" "$lanyard_exit / $idle_exit"
+rule
+
+# The issue's targets, as measurements: a miss is reported, not fatal.
+target_line() {
+    local verdict="not met"
+    (($2)) && verdict=met
+    printf '  %-58s %s\n' "$1" "$verdict"
+}
+echo "issue 6 targets in this run:"
+for conns in 32 256; do
+    [[ " ${conc_list[*]} " == *" $conns "* ]] || continue
+    rps_ratio=$(ratio "$(cell get "$conns" lanyard rps)" "$(cell get "$conns" nginx rps)")
+    p99_ratio=$(ratio "$(cell get "$conns" lanyard p99)" "$(cell get "$conns" nginx p99)")
+    target_line "req/s at least nginx's at $conns connections ($rps_ratio x)" \
+        "$(awk -v r="$rps_ratio" 'BEGIN { print (r != "n/a" && r + 0 >= 1) }')"
+    target_line "p99 no worse than nginx's at $conns connections ($p99_ratio x)" \
+        "$(awk -v r="$p99_ratio" 'BEGIN { print (r != "n/a" && r + 0 <= 1) }')"
+done
+target_line "idle RSS under 10 MiB ($(mib "$rss_idle"))" "rss_idle < 10240"
+if ((idle_connections == 1000)); then
+    target_line "RSS under 40 MiB at 1,000 connections ($(mib "$rss_conns"))" "rss_conns < 40960"
+fi
+target_line "start-up under 100 ms plus the token round trip ($(printf '%.1f' "$startup_net") ms)" \
+    "$(awk -v s="$startup_net" 'BEGIN { print (s < 100) }')"
+
+# --- verdict ---------------------------------------------------------------
+problems=()
+((total_errors == 0)) || problems+=("$total_errors failed requests")
+((token_total == 1 && token_success == 1)) || problems+=("lanyard made $token_total token requests ($token_success success), not 1")
+((lanyard_exit == 0)) || problems+=("lanyard exited $lanyard_exit on SIGTERM")
+((idle_exit == 0)) || problems+=("the RSS lanyard exited $idle_exit on SIGTERM")
+((held_conns >= idle_connections)) || problems+=("lanyard held $held_conns of $idle_connections idle connections")
+if ((${#problems[@]})); then
+    failed=1
+    printf 'bench: FAILED: %s\n' "${problems[@]}"
+    exit 1
+fi
+((keep)) && echo "bench: raw results in $results"
+echo "bench: passed"
