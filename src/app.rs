@@ -193,6 +193,7 @@ impl Sidecar {
             admin = %admin_addr,
             upstream = %base,
             version = env!("CARGO_PKG_VERSION"),
+            worker_threads = config.worker_threads,
             "lanyard started"
         );
         Ok(Sidecar {

@@ -101,6 +101,9 @@ pub struct SettingFlags {
     /// Most client connections the proxy holds open at once [env: LANYARD_MAX_CONNECTIONS] [default: 1024]
     #[arg(long, global = true, value_name = "N")]
     pub max_connections: Option<String>,
+    /// Runtime worker threads [env: LANYARD_WORKER_THREADS] [default: CPUs available, at most 4]
+    #[arg(long, global = true, value_name = "N")]
+    pub worker_threads: Option<String>,
     /// Send RFC 7523 grant_type and client_assertion_type [env: LANYARD_RFC7523_FIELDS] [default: true]
     #[arg(long, global = true, value_name = "BOOL")]
     pub rfc7523_fields: Option<String>,
@@ -136,6 +139,7 @@ impl SettingFlags {
         flags.set(&config::SHUTDOWN_GRACE, self.shutdown_grace.clone());
         flags.set(&config::HEADER_TIMEOUT, self.header_timeout.clone());
         flags.set(&config::MAX_CONNECTIONS, self.max_connections.clone());
+        flags.set(&config::WORKER_THREADS, self.worker_threads.clone());
         flags.set(&config::RFC7523_FIELDS, self.rfc7523_fields.clone());
         flags.set(&config::LOG_FORMAT, self.log_format.clone());
         flags

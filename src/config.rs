@@ -63,6 +63,7 @@ settings! {
     SHUTDOWN_GRACE = ("shutdown_grace", "LANYARD_SHUTDOWN_GRACE", Some("--shutdown-grace"), false);
     HEADER_TIMEOUT = ("header_timeout", "LANYARD_HEADER_TIMEOUT", Some("--header-timeout"), false);
     MAX_CONNECTIONS = ("max_connections", "LANYARD_MAX_CONNECTIONS", Some("--max-connections"), false);
+    WORKER_THREADS = ("worker_threads", "LANYARD_WORKER_THREADS", Some("--worker-threads"), false);
     RFC7523_FIELDS = ("rfc7523_fields", "LANYARD_RFC7523_FIELDS", Some("--rfc7523-fields"), false);
     LOG_FORMAT = ("log_format", "LANYARD_LOG_FORMAT", Some("--log-format"), false);
     DEMO = ("demo", "DEMO_MOCK", None, false);
@@ -97,6 +98,12 @@ pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 /// Far beyond what one app needs, and what one process can hold open.
 pub const MAX_MAX_CONNECTIONS: usize = 1 << 20;
+/// A sidecar shares its pod's CPUs with the app: by default one runtime
+/// thread per CPU the process may use (cgroup quotas included), at most
+/// this many, as Istio caps Envoy at two.
+pub const DEFAULT_MAX_WORKER_THREADS: usize = 4;
+/// More threads than this is a typo, not a tuning.
+pub const MAX_WORKER_THREADS: usize = 256;
 /// Below Kubernetes' default 30 s termination grace period, so lanyard
 /// finishes draining before the kubelet kills it.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
@@ -342,6 +349,8 @@ pub struct Config {
     pub shutdown_grace: Duration,
     pub header_timeout: Duration,
     pub max_connections: usize,
+    /// Runtime worker threads for `run` and `demo`.
+    pub worker_threads: usize,
     pub rfc7523_fields: bool,
     pub log_format: LogFormat,
     pub demo: bool,
@@ -457,6 +466,13 @@ impl Layers<'_> {
     fn string(&mut self, setting: &'static Setting) -> Option<Sourced<String>> {
         self.parse(setting, |s| Ok(s.to_string()))
     }
+}
+
+/// One per CPU this process may use, up to [`DEFAULT_MAX_WORKER_THREADS`].
+fn default_worker_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(DEFAULT_MAX_WORKER_THREADS)
 }
 
 /// Parses `30`, `90s`, `5m`, `1h` (and `250ms`, for tests and tuning).
@@ -694,6 +710,16 @@ impl Config {
                 Err(_) => Err(format!("`{s}` is not a whole number of connections")),
             })
             .map_or(DEFAULT_MAX_CONNECTIONS, |n| n.value);
+        let worker_threads = l
+            .parse(&WORKER_THREADS, |s| match s.trim().parse::<usize>() {
+                Ok(0) => Err("must be at least 1".to_string()),
+                Ok(n) if n > MAX_WORKER_THREADS => {
+                    Err(format!("{n} is more than the {MAX_WORKER_THREADS} allowed"))
+                }
+                Ok(n) => Ok(n),
+                Err(_) => Err(format!("`{s}` is not a whole number of threads")),
+            })
+            .map_or_else(default_worker_threads, |n| n.value);
         let rfc7523_fields = l.parse(&RFC7523_FIELDS, parse_bool).is_none_or(|b| b.value);
         let log_format = l
             .parse(&LOG_FORMAT, |s| match s.to_ascii_lowercase().as_str() {
@@ -743,6 +769,7 @@ impl Config {
             shutdown_grace,
             header_timeout,
             max_connections,
+            worker_threads,
             rfc7523_fields,
             log_format,
             demo,
@@ -818,6 +845,28 @@ mod tests {
             err.lines()[0],
             "LANYARD_LOG_FORMAT (environment variable LANYARD_LOG_FORMAT): `a\\nLANYARD_FAKE: b\\u{202e}c` is not a log format (use json or text)"
         );
+    }
+
+    #[test]
+    fn worker_threads_default_to_the_cpus_up_to_four_and_are_checked() {
+        let base = ("SERVICE_API_URL", "https://api.example.com");
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        assert_eq!(load(&[base]).unwrap().worker_threads, cpus.min(4));
+        let config = load(&[base, ("LANYARD_WORKER_THREADS", "8")]).unwrap();
+        assert_eq!(config.worker_threads, 8);
+        for (value, why) in [
+            ("0", "must be at least 1"),
+            ("1000", "1000 is more than the 256 allowed"),
+            ("two", "`two` is not a whole number of threads"),
+        ] {
+            let err = load(&[base, ("LANYARD_WORKER_THREADS", value)]).unwrap_err();
+            assert_eq!(
+                err.lines()[0],
+                format!(
+                    "LANYARD_WORKER_THREADS (environment variable LANYARD_WORKER_THREADS): {why}"
+                )
+            );
+        }
     }
 
     #[test]

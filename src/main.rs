@@ -35,7 +35,9 @@ fn main() -> ExitCode {
     let mut builder = if command == Command::Healthcheck {
         tokio::runtime::Builder::new_current_thread()
     } else {
-        tokio::runtime::Builder::new_multi_thread()
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder.worker_threads(config.worker_threads);
+        builder
     };
     let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
