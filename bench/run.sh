@@ -55,6 +55,9 @@
 # SIGTERM; exit 2 on bad options or a missing tool. Missing targets do not
 # fail the run: they are measurements.
 set -euo pipefail
+prog=bench
+# shellcheck source=bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.."
 
 duration=10
@@ -79,10 +82,6 @@ die_usage() {
     echo "bench: $1" >&2
     echo "usage: bench/run.sh [--duration S] [--rounds N] [--quick] ... (--help)" >&2
     exit 2
-}
-
-number() {
-    [[ ${2-} =~ ^[0-9]+$ ]] || die_usage "$1 needs a whole number, got '${2-}'"
 }
 
 numbers() {
@@ -136,26 +135,6 @@ done
 
 # Settings of the caller's own sidecar would change what is measured.
 unset SERVICE_API_URL DEMO_MOCK ORG_ID PROJECT_ID RULE_ID "${!SA_@}" "${!LANYARD_@}"
-
-# --- tools --------------------------------------------------------------
-# As .ci/run does: install what the machine lacks from Debian; through sudo
-# when not root.
-apt_install() {
-    local sudo=()
-    if ((EUID != 0)); then
-        if ! command -v sudo >/dev/null 2>&1; then
-            echo "bench: missing $*; install it (Debian: apt-get install $*)" >&2
-            exit 2
-        fi
-        sudo=(sudo DEBIAN_FRONTEND=noninteractive)
-    fi
-    export DEBIAN_FRONTEND=noninteractive
-    if [[ -z ${apt_updated:-} ]]; then
-        "${sudo[@]}" apt-get update -qq
-        apt_updated=1
-    fi
-    "${sudo[@]}" apt-get install -y -qq --no-install-recommends "$@" >/dev/null
-}
 
 # nginx lives in /usr/sbin, which a normal user's PATH may lack.
 find_nginx() {
@@ -238,20 +217,6 @@ fatal() {
         fi
     done
     exit 1
-}
-
-now_ms() {
-    local us=${EPOCHREALTIME/[.,]/}
-    echo $((us / 1000))
-}
-
-# Waits up to $2 seconds for the regular expression $1 in file $3.
-wait_for_line() {
-    local deadline=$(($(now_ms) + $2 * 1000))
-    until grep -qE "$1" "$3" 2>/dev/null; do
-        (($(now_ms) < deadline)) || return 1
-        sleep 0.05
-    done
 }
 
 # Waits up to 10 s for URL $1 to answer 200.

@@ -39,6 +39,9 @@
 #   - lanyard exits 0 on SIGTERM.
 # Exit 2 on bad options or a missing tool.
 set -euo pipefail
+prog=soak
+# shellcheck source=bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.."
 
 duration=600
@@ -62,10 +65,6 @@ die_usage() {
     echo "soak: $1" >&2
     echo "usage: bench/soak.sh [--duration S] [--rotate-at S] [--warmup S] [--rate N] ... (--help)" >&2
     exit 2
-}
-
-number() {
-    [[ ${2-} =~ ^[0-9]+$ ]] || die_usage "$1 needs a whole number, got '${2-}'"
 }
 
 while (($#)); do
@@ -97,20 +96,6 @@ rotate_at=${rotate_at:-$((duration / 2))}
 # After the rotation: the pickup window, then some load on the new account.
 ((rotate_at + pickup_limit_s + 5 <= duration)) ||
     die_usage "--duration must leave at least $((pickup_limit_s + 5)) s after --rotate-at"
-
-# As .ci/run does: install what the machine lacks from Debian.
-apt_install() {
-    if ((EUID != 0)); then
-        echo "soak: missing $*; install it (Debian: apt-get install $*)" >&2
-        exit 2
-    fi
-    export DEBIAN_FRONTEND=noninteractive
-    if [[ -z ${apt_updated:-} ]]; then
-        apt-get update -qq
-        apt_updated=1
-    fi
-    apt-get install -y -qq --no-install-recommends "$@" >/dev/null
-}
 
 missing=()
 for tool in wrk:wrk curl:curl awk:gawk; do
@@ -169,21 +154,6 @@ fatal() {
         fi
     done
     exit 1
-}
-
-# Milliseconds since the epoch, from bash's own clock.
-now_ms() {
-    local us=${EPOCHREALTIME/[.,]/}
-    echo $((us / 1000))
-}
-
-# Waits up to $2 seconds for the regular expression $1 in file $3.
-wait_for_line() {
-    local deadline=$(($(now_ms) + $2 * 1000))
-    until grep -qE "$1" "$3" 2>/dev/null; do
-        (($(now_ms) < deadline)) || return 1
-        sleep 0.1
-    done
 }
 
 # VmRSS of a process in KiB.
