@@ -233,11 +233,13 @@ async fn serve_connection<H: Handler>(
         start: Bytes::from(start),
         stream,
     });
-    let activity = Arc::new(Activity::new());
+    // Only HTTP/2 needs its requests counted: hyper's header timer already
+    // ends an idle HTTP/1.1 connection.
+    let activity = is_http2.then(|| Arc::new(Activity::new()));
     let tracked = activity.clone();
     let service = service_fn(move |req| {
         let handler = handler.clone();
-        let guard = tracked.enter();
+        let guard = tracked.as_ref().map(Activity::enter);
         async move {
             let response = handler.handle(req).await;
             drop(guard);
@@ -246,14 +248,9 @@ async fn serve_connection<H: Handler>(
     });
     if is_http2 {
         let connection = protocols.http2.serve_connection(io, service);
-        drive(
-            connection,
-            stopping,
-            Some((&activity, protocols.header_timeout)),
-        )
-        .await;
+        let idle = activity.as_deref().map(|a| (a, protocols.header_timeout));
+        drive(connection, stopping, idle).await;
     } else {
-        // hyper's header timer bounds HTTP/1.1, idle keep-alive included.
         let connection = protocols.http1.serve_connection(io, service);
         drive(connection, stopping, None).await;
     }
