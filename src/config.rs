@@ -468,6 +468,16 @@ impl Layers<'_> {
     }
 }
 
+/// A whole number of `what`, from 1 to `max`.
+fn parse_count(raw: &str, max: usize, what: &str) -> Result<usize, String> {
+    match raw.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".to_string()),
+        Ok(n) if n > max => Err(format!("{n} is more than the {max} allowed")),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("`{raw}` is not a whole number of {what}")),
+    }
+}
+
 /// One per CPU this process may use, up to [`DEFAULT_MAX_WORKER_THREADS`].
 fn default_worker_threads() -> usize {
     std::thread::available_parallelism()
@@ -701,23 +711,13 @@ impl Config {
             .parse(&HEADER_TIMEOUT, positive)
             .map_or(DEFAULT_HEADER_TIMEOUT, |d| d.value);
         let max_connections = l
-            .parse(&MAX_CONNECTIONS, |s| match s.trim().parse::<usize>() {
-                Ok(0) => Err("must be at least 1".to_string()),
-                Ok(n) if n > MAX_MAX_CONNECTIONS => Err(format!(
-                    "{n} is more than the {MAX_MAX_CONNECTIONS} allowed"
-                )),
-                Ok(n) => Ok(n),
-                Err(_) => Err(format!("`{s}` is not a whole number of connections")),
+            .parse(&MAX_CONNECTIONS, |s| {
+                parse_count(s, MAX_MAX_CONNECTIONS, "connections")
             })
             .map_or(DEFAULT_MAX_CONNECTIONS, |n| n.value);
         let worker_threads = l
-            .parse(&WORKER_THREADS, |s| match s.trim().parse::<usize>() {
-                Ok(0) => Err("must be at least 1".to_string()),
-                Ok(n) if n > MAX_WORKER_THREADS => {
-                    Err(format!("{n} is more than the {MAX_WORKER_THREADS} allowed"))
-                }
-                Ok(n) => Ok(n),
-                Err(_) => Err(format!("`{s}` is not a whole number of threads")),
+            .parse(&WORKER_THREADS, |s| {
+                parse_count(s, MAX_WORKER_THREADS, "threads")
             })
             .map_or_else(default_worker_threads, |n| n.value);
         let rfc7523_fields = l.parse(&RFC7523_FIELDS, parse_bool).is_none_or(|b| b.value);

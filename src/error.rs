@@ -79,8 +79,7 @@ impl ProxyError {
     /// The response: status, `content-type: application/json`,
     /// `lanyard-error: <code>`, body `{"error":"<code>","message":"..."}`.
     pub fn response(self) -> Response<Full<Bytes>> {
-        let body = serde_json::json!({"error": self.code(), "message": self.message()}).to_string();
-        let mut response = Response::new(Full::new(Bytes::from(body)));
+        let mut response = Response::new(Full::new(Bytes::from(self.body())));
         *response.status_mut() = self.status();
         let headers = response.headers_mut();
         headers.insert(
@@ -97,10 +96,14 @@ impl ProxyError {
         response
     }
 
+    fn body(self) -> String {
+        serde_json::json!({"error": self.code(), "message": self.message()}).to_string()
+    }
+
     /// The same answer as raw HTTP/1.1 bytes with `connection: close`, for
     /// a connection refused before any HTTP machinery is spent on it.
     pub fn http1_bytes(self) -> Vec<u8> {
-        let body = serde_json::json!({"error": self.code(), "message": self.message()}).to_string();
+        let body = self.body();
         let status = self.status();
         format!(
             "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\nlanyard-error: {}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",

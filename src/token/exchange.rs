@@ -130,10 +130,7 @@ struct Account {
 pub struct Exchanger {
     client: Client<Connector, Full<Bytes>>,
     account: ArcSwap<Account>,
-    assertion_ttl: Duration,
-    clock_skew: Duration,
-    rfc7523_fields: bool,
-    timeout: Duration,
+    options: ExchangeOptions,
     clock: Arc<dyn Clock>,
 }
 
@@ -154,18 +151,11 @@ impl Exchanger {
         connector: Connector,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        let account = Account::new(
-            Arc::new(credentials),
-            options.assertion_ttl,
-            options.clock_skew,
-        );
+        let account = Account::new(Arc::new(credentials), &options);
         Exchanger {
             client: http_client::client(connector),
             account: ArcSwap::from_pointee(account),
-            assertion_ttl: options.assertion_ttl,
-            clock_skew: options.clock_skew,
-            rfc7523_fields: options.rfc7523_fields,
-            timeout: options.timeout,
+            options,
             clock,
         }
     }
@@ -177,11 +167,8 @@ impl Exchanger {
 
     /// Uses new credentials from the next request on.
     pub fn replace_credentials(&self, credentials: Credentials) {
-        self.account.store(Arc::new(Account::new(
-            Arc::new(credentials),
-            self.assertion_ttl,
-            self.clock_skew,
-        )));
+        self.account
+            .store(Arc::new(Account::new(Arc::new(credentials), &self.options)));
     }
 
     /// Requests one token.
@@ -193,7 +180,7 @@ impl Exchanger {
         // across the awaits below.
         let body = {
             let mut form = form_urlencoded::Serializer::new(String::new());
-            if self.rfc7523_fields {
+            if self.options.rfc7523_fields {
                 form.append_pair("grant_type", "client_credentials");
                 form.append_pair("client_assertion_type", CLIENT_ASSERTION_TYPE);
             }
@@ -236,20 +223,21 @@ impl Exchanger {
                 .to_bytes();
             Ok::<_, ExchangeError>((parts, bytes))
         };
-        let (parts, bytes) = tokio::time::timeout(self.timeout, exchange)
+        let timeout = self.options.timeout;
+        let (parts, bytes) = tokio::time::timeout(timeout, exchange)
             .await
-            .map_err(|_| ExchangeError::Timeout(self.timeout))??;
+            .map_err(|_| ExchangeError::Timeout(timeout))??;
         interpret(parts.status, &parts.headers, &bytes, self.clock.now())
     }
 }
 
 impl Account {
-    fn new(credentials: Arc<Credentials>, lifetime: Duration, backdate: Duration) -> Self {
+    fn new(credentials: Arc<Credentials>, options: &ExchangeOptions) -> Self {
         let signer = AssertionSigner {
             client_id: credentials.client_id.clone(),
             audience: credentials.iam_audience.clone(),
-            lifetime,
-            backdate,
+            lifetime: options.assertion_ttl,
+            backdate: options.clock_skew,
             key: credentials.key.clone(),
         };
         Account {
