@@ -76,10 +76,7 @@ async fn token_command_exits_1_when_the_token_endpoint_refuses() {
 async fn token_command_exits_1_when_the_token_endpoint_is_down() {
     let mock = mock().await;
     let dir = tempfile::tempdir().unwrap();
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let closed = closed_port();
     let vars = settings(
         &mock,
         dir.path(),
@@ -431,10 +428,7 @@ async fn healthcheck_exits_1_and_says_why_when_no_token_is_held() {
 
 #[tokio::test]
 async fn healthcheck_exits_1_when_nothing_listens() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let closed = closed_port();
     let out = lanyard(&["healthcheck"], &admin_only(&closed.to_string())).await;
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(

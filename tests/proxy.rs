@@ -188,10 +188,7 @@ async fn no_token_is_token_unavailable_and_nothing_is_forwarded() {
 
 #[tokio::test]
 async fn unreachable_upstream_is_502_with_a_fixed_message() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let closed = closed_port();
     let running = sidecar::start(mock().await, &format!("http://{closed}"), &[]).await;
     running.ready().await;
     let answer = get(&format!("{}/x", running.proxy)).await;

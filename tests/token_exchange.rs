@@ -373,10 +373,7 @@ async fn refused_connection_is_a_connect_failure() {
     let mock = mock().await;
     let dir = tempfile::tempdir().unwrap();
     // A port that was just free: nothing listens there now.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let closed = closed_port();
     let exchanger = exchanger(
         &mock,
         dir.path(),

@@ -272,14 +272,6 @@ fn assert_token_unavailable(answer: &Answer) {
     assert_eq!(body.as_object().unwrap().len(), 2, "{body}");
 }
 
-/// A loopback address nothing listens on.
-fn closed_port() -> std::net::SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
 fn unix_now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

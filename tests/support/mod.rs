@@ -17,6 +17,14 @@ pub mod upstream;
 pub const CLIENT_ID: &str = "sa-test-client";
 pub const ORGANIZATION_ID: &str = "org-test";
 
+/// A loopback address nothing listens on: the port was free a moment ago.
+pub fn closed_port() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
 /// Path of a file under `tests/fixtures`.
 pub fn fixture_path(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
