@@ -322,6 +322,196 @@ async fn mock_refuses_assertions_that_break_the_seeds_rules() {
     assert_eq!(mock.counters().tokens_issued, 0);
 }
 
+/// A compact JWS of `header` and `claims`, signed by `sign`: for the
+/// assertions lanyard itself never makes.
+fn jws(header: &Value, claims: &Value, sign: impl Fn(&[u8]) -> Vec<u8>) -> String {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let input = format!(
+        "{}.{}",
+        b64.encode(header.to_string()),
+        b64.encode(claims.to_string())
+    );
+    let signature = sign(input.as_bytes());
+    format!("{input}.{}", b64.encode(signature))
+}
+
+/// An RS256 signature with the fixture key, the account's own.
+fn rs256_with_fixture_key(message: &[u8]) -> Vec<u8> {
+    use base64::Engine as _;
+    let body: String = fixture("rsa2048.pkcs8.pem")
+        .lines()
+        .filter(|l| !l.starts_with("-----"))
+        .collect();
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(body)
+        .unwrap();
+    let pair = aws_lc_rs::signature::RsaKeyPair::from_pkcs8(&der).unwrap();
+    let mut signature = vec![0; pair.public_modulus_len()];
+    pair.sign(
+        &aws_lc_rs::signature::RSA_PKCS1_SHA256,
+        &aws_lc_rs::rand::SystemRandom::new(),
+        message,
+        &mut signature,
+    )
+    .unwrap();
+    signature
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// Claims that break none of the mock's rules, before a case changes one.
+fn good_claims(mock: &MockService) -> Value {
+    let now = unix_now();
+    serde_json::json!({
+        "iss": CLIENT_ID,
+        "sub": CLIENT_ID,
+        "aud": mock.audience(),
+        "iat": now,
+        "exp": now + 300,
+        "jti": Uuid::new_v4().to_string(),
+    })
+}
+
+#[tokio::test]
+async fn mock_refuses_forged_or_malformed_token_requests_and_issues_no_token() {
+    let mock = mock().await;
+    let key = fixture("rsa2048.pkcs8.pem");
+    let now = SystemTime::now();
+    let rs256 = serde_json::json!({"alg": "RS256", "typ": "JWT"});
+
+    let mut claims = good_claims(&mock);
+    claims["sub"] = "someone-else".into();
+    let sub_not_iss = jws(&rs256, &claims, rs256_with_fixture_key);
+
+    let mut unknown = signer(&mock, Duration::from_secs(300), &key);
+    unknown.client_id = "sa-unknown-client".into();
+    let unknown = unknown.sign(now, Uuid::new_v4()).unwrap();
+
+    let hs256 = jws(
+        &serde_json::json!({"alg": "HS256", "typ": "JWT"}),
+        &good_claims(&mock),
+        |message| {
+            let key = aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, b"shared-secret");
+            aws_lc_rs::hmac::sign(&key, message).as_ref().to_vec()
+        },
+    );
+    let wrong_typ = jws(
+        &serde_json::json!({"alg": "RS256", "typ": "at+jwt"}),
+        &good_claims(&mock),
+        rs256_with_fixture_key,
+    );
+    let no_typ = jws(
+        &serde_json::json!({"alg": "RS256"}),
+        &good_claims(&mock),
+        rs256_with_fixture_key,
+    );
+    // Well beyond any leeway for clocks a little apart.
+    let future_iat = signer(&mock, Duration::from_secs(300), &key)
+        .sign(now + Duration::from_secs(600), Uuid::new_v4())
+        .unwrap();
+    // Just over the hour: refused whether or not the mock allows leeway.
+    let exp_past_an_hour = signer(&mock, Duration::from_secs(3700), &key)
+        .sign(now, Uuid::new_v4())
+        .unwrap();
+    let fine = signer(&mock, Duration::from_secs(300), &key)
+        .sign(now, Uuid::new_v4())
+        .unwrap();
+
+    let invalid_client = (StatusCode::UNAUTHORIZED, "invalid_client");
+    let invalid_request = (StatusCode::BAD_REQUEST, "invalid_request");
+    // (form, expected status and `error`, expected `error_description`)
+    type Form<'a> = Vec<(&'a str, &'a str)>;
+    let cases: Vec<(Form, (StatusCode, &str), &str)> = vec![
+        (
+            fields(&sub_not_iss),
+            invalid_client,
+            "claims `iss` and `sub` must both be the client id",
+        ),
+        (
+            vec![
+                ("client_id", "sa-unknown-client"),
+                ("organization_id", ORGANIZATION_ID),
+                ("client_assertion", unknown.expose()),
+            ],
+            invalid_client,
+            "unknown client",
+        ),
+        (
+            fields(&hs256),
+            invalid_client,
+            "the assertion's alg must be RS256",
+        ),
+        (
+            fields(&wrong_typ),
+            invalid_client,
+            "the assertion's typ must be JWT",
+        ),
+        (
+            fields(&no_typ),
+            invalid_client,
+            "the assertion's typ must be JWT",
+        ),
+        (
+            fields(future_iat.expose()),
+            invalid_client,
+            "claim `iat` is in the future",
+        ),
+        (
+            fields(exp_past_an_hour.expose()),
+            invalid_client,
+            "claim `exp` is more than an hour ahead",
+        ),
+        (
+            vec![
+                ("grant_type", "client_credentials"),
+                (
+                    "client_assertion_type",
+                    "urn:ietf:params:oauth:client-assertion-type:saml2-bearer",
+                ),
+                ("client_id", CLIENT_ID),
+                ("organization_id", ORGANIZATION_ID),
+                ("client_assertion", fine.expose()),
+            ],
+            invalid_request,
+            "client_assertion_type must be the RFC 7523 jwt-bearer type",
+        ),
+        (
+            vec![
+                ("client_id", CLIENT_ID),
+                ("organization_id", ORGANIZATION_ID),
+                ("client_id", CLIENT_ID),
+                ("client_assertion", fine.expose()),
+            ],
+            invalid_request,
+            "parameter `client_id` is repeated",
+        ),
+    ];
+    for (form, (status, error), why) in cases {
+        let (got, body) = post_form(&mock.token_url(), &form).await;
+        assert_eq!(got, status, "{why}: {body}");
+        assert_eq!(body["error"], error, "{why}");
+        assert_eq!(body["error_description"], why);
+        assert!(body.get("access_token").is_none(), "{why}: {body}");
+    }
+    assert_eq!(mock.counters().tokens_issued, 0);
+    assert!(mock.last_accepted().is_none());
+
+    // None of those burnt `fine`'s jti: the same assertion, sent properly,
+    // is granted.
+    let (status, body) = post_form(&mock.token_url(), &fields(fine.expose())).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(
+        mock.token_owner(body["access_token"].as_str().unwrap())
+            .is_some()
+    );
+}
+
 #[tokio::test]
 async fn failures_are_classified_for_retry_decisions() {
     let mock = mock().await;
