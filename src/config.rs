@@ -386,6 +386,9 @@ struct Layers<'a> {
     file: Option<(PathBuf, toml::Table)>,
     errors: Vec<String>,
     warnings: Vec<String>,
+    /// Settings whose variable was set but unreadable: reported once, and
+    /// not again as unset.
+    unreadable: Vec<&'static str>,
 }
 
 impl Layers<'_> {
@@ -411,6 +414,7 @@ impl Layers<'_> {
                     "{} (environment variable {}): is not valid UTF-8",
                     setting.env, setting.env
                 ));
+                self.unreadable.push(setting.env);
                 return None;
             }
         }
@@ -485,7 +489,11 @@ fn default_worker_threads() -> usize {
         .min(DEFAULT_MAX_WORKER_THREADS)
 }
 
-/// Parses `30`, `90s`, `5m`, `1h` (and `250ms`, for tests and tuning).
+/// The longest any duration setting may be.
+const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+
+/// Parses `30`, `90s`, `5m`, `1h` (and `250ms`, for tests and tuning), up
+/// to a day.
 pub fn parse_duration(raw: &str) -> Result<Duration, String> {
     let raw = raw.trim();
     let split = raw.find(|c: char| !c.is_ascii_digit()).unwrap_or(raw.len());
@@ -500,6 +508,13 @@ pub fn parse_duration(raw: &str) -> Result<Duration, String> {
         "h" => Duration::from_secs(n.saturating_mul(3600)),
         _ => return Err(expected()),
     };
+    // Nothing lanyard waits for takes longer, and deadlines computed from
+    // an unbounded value would overflow.
+    if duration > MAX_DURATION {
+        return Err(format!(
+            "`{raw}` is longer than a day, the most any duration may be"
+        ));
+    }
     Ok(duration)
 }
 
@@ -583,7 +598,9 @@ impl Config {
                 Some((PathBuf::from(path), "environment variable LANYARD_CONFIG"))
             }
             (None, Err(NotUnicode)) => {
-                errors.push(format!("{CONFIG_ENV}: is not valid UTF-8"));
+                errors.push(format!(
+                    "{CONFIG_ENV} (environment variable {CONFIG_ENV}): is not valid UTF-8"
+                ));
                 None
             }
             _ => None,
@@ -598,6 +615,7 @@ impl Config {
             file,
             errors,
             warnings: Vec::new(),
+            unreadable: Vec::new(),
         };
         let l = &mut layers;
 
@@ -732,7 +750,9 @@ impl Config {
             .parse(&CA_FILE, |s| {
                 let path = PathBuf::from(s);
                 match std::fs::metadata(&path) {
-                    Ok(meta) if meta.is_file() => Ok(path),
+                    Ok(meta) if meta.is_file() => crate::http_client::ca_certificates(&path)
+                        .map(|_| path)
+                        .map_err(|why| format!("{s}: {why}")),
                     Ok(_) => Err(format!("{s} is not a file")),
                     Err(err) => Err(format!("{s}: {}", io_reason(&err))),
                 }
@@ -749,7 +769,13 @@ impl Config {
                 && !demo
                 && let Err(more) = crate::credentials::load(&credentials)
             {
-                errors.extend(more.into_lines());
+                let reported = |line: &String| {
+                    layers.unreadable.iter().any(|env| {
+                        line.strip_prefix(env)
+                            .is_some_and(|rest| rest.starts_with(':') || rest.starts_with(" ("))
+                    })
+                };
+                errors.extend(more.into_lines().into_iter().filter(|l| !reported(l)));
             }
             return Err(ConfigError::new(errors));
         };
@@ -1086,9 +1112,23 @@ mod tests {
         assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
         assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        for bad in ["", "s", "-1", "1.5s", "1d", "ten"] {
+        assert_eq!(parse_duration("24h").unwrap(), Duration::from_secs(86400));
+        for bad in ["", "s", "-1", "1.5s", "1d", "ten", "86401", "25h"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_huge_duration_is_refused_rather_than_overflowing_a_deadline() {
+        let err = load(&[
+            ("SERVICE_API_URL", "https://api.example.com"),
+            ("LANYARD_HEADER_TIMEOUT", "18446744073709551615"),
+        ])
+        .unwrap_err();
+        assert_eq!(
+            err.lines()[0],
+            "LANYARD_HEADER_TIMEOUT (environment variable LANYARD_HEADER_TIMEOUT): `18446744073709551615` is longer than a day, the most any duration may be"
+        );
     }
 
     #[test]

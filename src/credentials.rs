@@ -6,7 +6,6 @@ use std::fmt;
 use std::io::{BufReader, Read};
 use std::path::Path;
 
-use base64::Engine as _;
 use rustls_pki_types::pem::SectionKind;
 
 use crate::Secret;
@@ -34,13 +33,23 @@ pub struct Credentials {
 
 /// The account's RSA private key, parsed and checked once at start-up.
 pub struct SigningKey {
-    encoding: jsonwebtoken::EncodingKey,
+    pair: aws_lc_rs::rsa::KeyPair,
     bits: usize,
 }
 
 impl SigningKey {
-    pub(crate) fn encoding_key(&self) -> &jsonwebtoken::EncodingKey {
-        &self.encoding
+    /// An RSASSA-PKCS1-v1_5 SHA-256 signature (JWS `RS256`) of `message`.
+    pub(crate) fn sign_rs256(&self, message: &[u8]) -> Option<Vec<u8>> {
+        let mut signature = vec![0; self.pair.public_modulus_len()];
+        self.pair
+            .sign(
+                &aws_lc_rs::signature::RSA_PKCS1_SHA256,
+                &aws_lc_rs::rand::SystemRandom::new(),
+                message,
+                &mut signature,
+            )
+            .ok()?;
+        Some(signature)
     }
 
     /// Modulus size in bits.
@@ -140,18 +149,7 @@ pub fn parse_private_key(pem: &str) -> Result<SigningKey, KeyError> {
         return Err(KeyError::TooShort);
     }
 
-    // jsonwebtoken takes the key as PEM and unwraps PKCS#8 itself; hand it
-    // the one block we validated, re-armoured, not the caller's whole text.
-    let label = if kind == SectionKind::RsaPrivateKey {
-        "RSA PRIVATE KEY"
-    } else {
-        "PRIVATE KEY"
-    };
-    let body = base64::engine::general_purpose::STANDARD.encode(&der);
-    let armoured = format!("-----BEGIN {label}-----\n{body}\n-----END {label}-----\n");
-    let encoding = jsonwebtoken::EncodingKey::from_rsa_pem(armoured.as_bytes())
-        .map_err(|_| KeyError::InvalidRsa)?;
-    Ok(SigningKey { encoding, bits })
+    Ok(SigningKey { pair, bits })
 }
 
 /// The fields of a credentials file, as strings, before merging.
@@ -276,14 +274,19 @@ pub fn load(settings: &CredentialSettings) -> Result<Credentials, ConfigError> {
 pub fn load_with_fingerprint(
     settings: &CredentialSettings,
 ) -> Result<(Credentials, Option<Fingerprint>), ConfigError> {
-    let bytes = match &settings.file {
-        Some(file) => {
-            Some(read_file(&file.value, &file.source).map_err(|e| ConfigError::new(vec![e]))?)
-        }
-        None => None,
-    };
-    let fingerprint = bytes.as_deref().map(Fingerprint::of);
-    load_from(settings, bytes.as_deref()).map(|credentials| (credentials, fingerprint))
+    let bytes = settings
+        .file
+        .as_ref()
+        .map(|file| read_file(&file.value, &file.source));
+    let fingerprint = bytes
+        .as_ref()
+        .and_then(|b| b.as_deref().ok())
+        .map(Fingerprint::of);
+    merge(
+        settings,
+        bytes.as_ref().map(|b| b.as_deref().map_err(String::clone)),
+    )
+    .map(|credentials| (credentials, fingerprint))
 }
 
 /// Loads the credentials with the file's content already read: `file` is
@@ -292,21 +295,40 @@ pub fn load_from(
     settings: &CredentialSettings,
     file: Option<&[u8]>,
 ) -> Result<Credentials, ConfigError> {
+    merge(settings, file.map(Ok))
+}
+
+/// Merges the file's fields (or why it could not be read) with the `SA_*`
+/// settings. A broken file does not hide problems with the settings.
+fn merge(
+    settings: &CredentialSettings,
+    file: Option<Result<&[u8], String>>,
+) -> Result<Credentials, ConfigError> {
     let mut errors = Vec::new();
-    let file = settings.file.as_ref().zip(file).and_then(|(file, bytes)| {
+    let parsed = settings.file.as_ref().zip(file).map(|(file, bytes)| {
+        // A read error names the file already.
+        let bytes = bytes.map_err(|why| vec![why])?;
+        let prefix = file_prefix(&file.value, &file.source);
         parse_file(bytes)
-            .map_err(|why| {
-                let prefix = file_prefix(&file.value, &file.source);
-                errors.extend(why.into_iter().map(|w| format!("{prefix}: {w}")));
-            })
-            .ok()
             .map(|fields| (file.value.as_path(), fields))
+            .map_err(|why| {
+                why.into_iter()
+                    .map(|w| format!("{prefix}: {w}"))
+                    .collect::<Vec<_>>()
+            })
     });
-    if settings.file.is_some() && file.is_none() {
-        // The file's own problems are reported; missing-field errors that
-        // follow from them would only be noise.
-        return Err(ConfigError::new(errors));
-    }
+    let file = match parsed {
+        Some(Ok(file)) => Some(file),
+        Some(Err(why)) => {
+            errors.extend(why);
+            None
+        }
+        None => None,
+    };
+    // The file's own problems are reported; missing-field errors that
+    // follow from them would only be noise. Problems with the `SA_*`
+    // settings are still reported, so one run shows them all.
+    let file_broken = settings.file.is_some() && file.is_none();
     let nothing = settings.file.is_none()
         && settings.client_id.is_none()
         && settings.private_key.is_none()
@@ -339,10 +361,12 @@ pub fn load_from(
     };
     let fields = file.as_ref().map(|(_, f)| f);
     let missing = |setting: &Setting, field: &str| {
-        format!(
-            "{}: not set (give `{field}` in the credentials file or set {})",
-            setting.env, setting.env
-        )
+        (!file_broken).then(|| {
+            format!(
+                "{}: not set (give `{field}` in the credentials file or set {})",
+                setting.env, setting.env
+            )
+        })
     };
 
     let client_id = pick(
@@ -379,17 +403,19 @@ pub fn load_from(
     });
 
     let client_id = client_id
-        .map_err(|s| errors.push(missing(s, "client_id")))
+        .map_err(|s| errors.extend(missing(s, "client_id")))
         .ok();
     let audience = audience
-        .map_err(|s| errors.push(missing(s, "iam_audience")))
+        .map_err(|s| errors.extend(missing(s, "iam_audience")))
         .ok();
     let organization_id = organization_id
         .map_err(|s| {
-            errors.push(format!(
-                "{}: not set (give `organization_id` in the credentials file, or set {} or {})",
-                s.env, s.env, ORG_ID.env
-            ))
+            if !file_broken {
+                errors.push(format!(
+                    "{}: not set (give `organization_id` in the credentials file, or set {} or {})",
+                    s.env, s.env, ORG_ID.env
+                ));
+            }
         })
         .ok();
     let token_uri = match token_uri {
@@ -397,7 +423,7 @@ pub fn load_from(
             .map_err(|why| errors.push(format!("{} ({}): {why}", TOKEN_URI.env, raw.source)))
             .ok(),
         Err(s) => {
-            errors.push(missing(s, "token_uri"));
+            errors.extend(missing(s, "token_uri"));
             None
         }
     };
@@ -406,7 +432,7 @@ pub fn load_from(
             .map_err(|why| errors.push(format!("{} ({}): {why}", PRIVATE_KEY.env, pem.source)))
             .ok(),
         None => {
-            errors.push(missing(&PRIVATE_KEY, "private_key"));
+            errors.extend(missing(&PRIVATE_KEY, "private_key"));
             None
         }
     };
@@ -473,6 +499,33 @@ mod tests {
         );
         let err = read_file(dir, &source).unwrap_err();
         assert!(err.ends_with("cannot be read: is a directory"), "{err}");
+    }
+
+    #[test]
+    fn a_broken_file_does_not_hide_problems_with_the_sa_settings() {
+        let env = |name: &'static str, value: &str| Sourced {
+            value: value.to_string(),
+            source: Source::Env(name),
+        };
+        let temp = tempfile::tempdir().unwrap();
+        let settings = CredentialSettings {
+            file: Some(Sourced {
+                value: temp.path().join("missing.json"),
+                source: Source::Env(config::CREDENTIALS_FILE.env),
+            }),
+            token_uri: Some(env(TOKEN_URI.env, "http://iam.example.com/token")),
+            ..CredentialSettings::default()
+        };
+        let err = load(&settings).unwrap_err();
+        let lines = err.lines();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].starts_with("credentials file "), "{lines:?}");
+        assert!(
+            lines[1].starts_with("SA_TOKEN_URI (environment variable SA_TOKEN_URI): "),
+            "{lines:?}"
+        );
+        // What the file would have given is not reported as unset.
+        assert!(!lines.iter().any(|l| l.contains("not set")), "{lines:?}");
     }
 
     #[test]

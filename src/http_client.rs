@@ -33,17 +33,8 @@ pub fn tls_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, String
 
     if let Some(path) = ca_file {
         let name = path.display();
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-            .map_err(|err| format!("LANYARD_CA_FILE ({name}): cannot be read: {err}"))?
-            .collect::<Result<_, _>>()
-            .map_err(|_| {
-                format!("LANYARD_CA_FILE ({name}): is not a valid PEM certificate bundle")
-            })?;
-        if certs.is_empty() {
-            return Err(format!(
-                "LANYARD_CA_FILE ({name}): holds no PEM certificate"
-            ));
-        }
+        let certs =
+            ca_certificates(path).map_err(|why| format!("LANYARD_CA_FILE ({name}): {why}"))?;
         for cert in certs {
             roots.add(cert).map_err(|err| {
                 format!("LANYARD_CA_FILE ({name}): a certificate is not usable: {err}")
@@ -65,6 +56,20 @@ pub fn tls_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, String
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(config)
+}
+
+/// The certificates of a PEM bundle, or why there are none. Settings
+/// validation reads the bundle too, so a bad one is reported with every
+/// other problem before anything starts.
+pub fn ca_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+        .map_err(|err| format!("cannot be read: {err}"))?
+        .collect::<Result<_, _>>()
+        .map_err(|_| "is not a valid PEM certificate bundle".to_string())?;
+    if certs.is_empty() {
+        return Err("holds no PEM certificate".to_string());
+    }
+    Ok(certs)
 }
 
 /// An HTTP/1.1 and HTTP/2 (by ALPN) connector over the given TLS config;

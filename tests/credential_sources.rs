@@ -384,7 +384,6 @@ async fn a_non_utf8_variable_is_refused_by_name_without_echoing_its_value() {
 }
 
 #[tokio::test]
-#[ignore = "bug: a non-UTF-8 SA_* variable with no credentials file is also reported as `not set` (config.rs Layers::raw returns None on NotUnicode, credentials.rs then adds the missing-field line)"]
 async fn a_non_utf8_variable_without_a_file_is_reported_once() {
     let mock = mock().await;
     let mut vars: Vec<(OsString, OsString)> = env(&[

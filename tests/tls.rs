@@ -4,6 +4,7 @@
 mod support;
 
 use lanyard::commands;
+use lanyard::config::{Config, Flags, Requirement};
 use lanyard::mock::MockService;
 use support::tls::TestCa;
 use support::*;
@@ -53,22 +54,39 @@ async fn unknown_ca_is_a_tls_failure() {
 }
 
 #[tokio::test]
-async fn ca_file_without_certificates_is_a_configuration_error() {
+async fn a_bad_ca_file_is_reported_with_every_other_problem_before_anything_starts() {
     let mock = support::mock().await;
     let dir = tempfile::tempdir().unwrap();
-    let ca_file = write(dir.path(), "ca.pem", "not a certificate\n");
-    let map = settings(
-        &mock,
+    let not_pem = write(dir.path(), "ca.pem", "not a certificate\n");
+    let broken = write(
         dir.path(),
-        &[("LANYARD_CA_FILE", ca_file.to_str().unwrap())],
+        "broken.pem",
+        "-----BEGIN CERTIFICATE-----\n!!!\n-----END CERTIFICATE-----\n",
     );
-    let Err(err) = commands::wire(&config(&map)) else {
-        panic!("a CA file without certificates was accepted")
-    };
-    assert_eq!(err.lines().len(), 1);
-    assert!(err.lines()[0].starts_with("LANYARD_CA_FILE ("), "{err}");
-    assert!(
-        err.lines()[0].ends_with("holds no PEM certificate"),
-        "{err}"
-    );
+    for (file, why) in [
+        (&not_pem, "holds no PEM certificate"),
+        (&broken, "is not a valid PEM certificate bundle"),
+    ] {
+        let map = settings(
+            &mock,
+            dir.path(),
+            &[
+                ("LANYARD_CA_FILE", file.to_str().unwrap()),
+                ("LANYARD_LISTEN", "nowhere"),
+            ],
+        );
+        let err = Config::load(&Flags::default(), &map, Requirement::Upstream)
+            .expect_err("a CA file without certificates was accepted");
+        let want = format!(
+            "LANYARD_CA_FILE (environment variable LANYARD_CA_FILE): {}: {why}",
+            file.display()
+        );
+        assert!(err.lines().contains(&want), "{err}");
+        assert!(
+            err.lines()
+                .iter()
+                .any(|l| l.starts_with("LANYARD_LISTEN (")),
+            "{err}"
+        );
+    }
 }

@@ -3,6 +3,8 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -23,6 +25,9 @@ impl Clock for SystemClock {
         SystemTime::now()
     }
 }
+
+/// `{"alg":"RS256","typ":"JWT"}` (seed §5.2), base64url-encoded.
+const HEADER: &str = "eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9";
 
 #[derive(Serialize)]
 struct Claims<'a> {
@@ -69,11 +74,17 @@ impl AssertionSigner {
             exp: iat + self.lifetime.as_secs(),
             jti: jti.hyphenated().to_string(),
         };
-        // `Header::new` sets `typ: "JWT"`, as seed §5.2 requires.
-        let header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
-        jsonwebtoken::encode(&header, &claims, self.key.encoding_key())
-            .map(Secret::new)
-            .map_err(|_| SignError)
+        let claims = serde_json::to_vec(&claims).map_err(|_| SignError)?;
+        // Signed with the key parsed at start-up: jsonwebtoken's `encode`
+        // would parse it again from DER for every signature.
+        let mut jwt = String::with_capacity(1024);
+        jwt.push_str(HEADER);
+        jwt.push('.');
+        URL_SAFE_NO_PAD.encode_string(&claims, &mut jwt);
+        let signature = self.key.sign_rs256(jwt.as_bytes()).ok_or(SignError)?;
+        jwt.push('.');
+        URL_SAFE_NO_PAD.encode_string(&signature, &mut jwt);
+        Ok(Secret::new(jwt))
     }
 
     /// Signs a fresh assertion: now (less the backdate), with a new UUID v4
@@ -81,5 +92,16 @@ impl AssertionSigner {
     pub fn sign_fresh(&self, clock: &dyn Clock) -> Result<Secret, SignError> {
         let issued = clock.now().checked_sub(self.backdate).ok_or(SignError)?;
         self.sign(issued, Uuid::new_v4())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_header_is_rs256_and_jwt() {
+        let json = URL_SAFE_NO_PAD.decode(HEADER).unwrap();
+        assert_eq!(json, br#"{"alg":"RS256","typ":"JWT"}"#);
     }
 }
