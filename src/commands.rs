@@ -102,7 +102,15 @@ pub async fn token(config: &Config) -> Result<Secret, Failure> {
         .exchanger
         .fetch()
         .await
-        .map(|issued| issued.access_token)
+        .map(|issued| {
+            if issued.lifetime_assumed {
+                tracing::warn!(
+                    assumed_s = issued.lifetime.as_secs(),
+                    "the token response has no expires_in; assuming the default lifetime"
+                );
+            }
+            issued.access_token
+        })
         .map_err(|err| Failure::Runtime(err.to_string()))
 }
 
@@ -191,10 +199,15 @@ pub async fn check(config: &Config) -> Result<CheckReport, Failure> {
                 CheckStatus::Ok,
                 "token",
                 format!(
-                    "obtained from {} in {} ms, valid for {} s",
+                    "obtained from {} in {} ms, valid for {} s{}",
                     creds.token_uri,
                     started.elapsed().as_millis(),
-                    issued.lifetime.as_secs()
+                    issued.lifetime.as_secs(),
+                    if issued.lifetime_assumed {
+                        " (assumed: the response has no expires_in)"
+                    } else {
+                        ""
+                    }
                 ),
             );
             issued.access_token

@@ -124,6 +124,35 @@ async fn check_reports_each_step_and_exits_0() {
 }
 
 #[tokio::test]
+async fn token_and_check_say_when_the_lifetime_is_assumed() {
+    let mock = mock().await;
+    mock.set_expires_in(None);
+    let dir = tempfile::tempdir().unwrap();
+    let vars = settings(&mock, dir.path(), &[("LANYARD_LOG_FORMAT", "text")]);
+
+    let out = lanyard(&["check"], &vars).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let token_line = stdout
+        .lines()
+        .find(|l| l.starts_with("  ok    token"))
+        .unwrap();
+    assert!(
+        token_line.ends_with("valid for 300 s (assumed: the response has no expires_in)"),
+        "{stdout}"
+    );
+
+    let out = lanyard(&["token"], &vars).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("the token response has no expires_in; assuming the default lifetime"),
+        "{stderr}"
+    );
+    assert_no_secret(&stderr);
+}
+
+#[tokio::test]
 async fn check_exits_1_and_says_why_when_the_token_request_fails() {
     let mock = mock().await;
     mock.push_fault(Fault::server_error(503));

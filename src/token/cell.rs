@@ -29,11 +29,15 @@ pub struct Token {
 pub struct InvalidToken;
 
 impl Token {
-    /// A token issued now with the given lifetime.
+    /// A token with the given lifetime, counted from `requested`: the
+    /// moment its request was sent, which is no later than the endpoint
+    /// started the clock, so lanyard never holds a token longer than the
+    /// service honours it.
     pub fn new(
         access_token: &Secret,
         lifetime: Duration,
         generation: u64,
+        requested: Instant,
     ) -> Result<Self, InvalidToken> {
         let mut authorization = HeaderValue::try_from(format!("Bearer {}", access_token.expose()))
             .map_err(|_| InvalidToken)?;
@@ -41,8 +45,8 @@ impl Token {
         authorization.set_sensitive(true);
         Ok(Token {
             authorization,
-            expires_at: Instant::now() + lifetime,
-            expires_at_wall: SystemTime::now() + lifetime,
+            expires_at: requested + lifetime,
+            expires_at_wall: SystemTime::now() + lifetime.saturating_sub(requested.elapsed()),
             generation,
             rejected: AtomicBool::new(false),
         })
@@ -137,7 +141,13 @@ mod tests {
     async fn expired_token_is_never_handed_out() {
         let cell = TokenCell::default();
         cell.store(Arc::new(
-            Token::new(&Secret::new("t"), Duration::from_secs(10), 1).unwrap(),
+            Token::new(
+                &Secret::new("t"),
+                Duration::from_secs(10),
+                1,
+                Instant::now(),
+            )
+            .unwrap(),
         ));
         assert!(cell.valid().is_some());
         tokio::time::advance(Duration::from_secs(10)).await;
@@ -147,7 +157,13 @@ mod tests {
 
     #[test]
     fn debug_does_not_show_the_token() {
-        let token = Token::new(&Secret::new("s3cr3t"), Duration::from_secs(10), 1).unwrap();
+        let token = Token::new(
+            &Secret::new("s3cr3t"),
+            Duration::from_secs(10),
+            1,
+            Instant::now(),
+        )
+        .unwrap();
         let shown = format!("{token:?}");
         assert!(!shown.contains("s3cr3t"), "{shown}");
         assert!(format!("{:?}", token.authorization()).contains("Sensitive"));

@@ -265,7 +265,8 @@ impl TokenHandle {
             // failed and dropped the token.
             let held = self.shared.cell.load().map(|t| t.generation());
             if held != Some(generation) {
-                return Err(Unavailable::NoToken);
+                // Replaced since the check above, or dropped.
+                return self.newer_than(generation).ok_or(Unavailable::NoToken);
             }
         } else if self.shared.declines_forced() {
             return Err(Unavailable::Throttled);
@@ -490,8 +491,13 @@ async fn run<S: TokenSource>(
         let mut state = state_tx.borrow().clone();
         state.attempts += 1;
         match result.and_then(|issued| {
-            let token = Token::new(&issued.access_token, issued.lifetime, generation + 1)
-                .map_err(|err| ExchangeError::Malformed(err.to_string()))?;
+            let token = Token::new(
+                &issued.access_token,
+                issued.lifetime,
+                generation + 1,
+                started,
+            )
+            .map_err(|err| ExchangeError::Malformed(err.to_string()))?;
             Ok((issued, token))
         }) {
             Ok((issued, token)) => {
@@ -505,8 +511,9 @@ async fn run<S: TokenSource>(
                 metrics.token_expiry.set(expiry.as_secs_f64());
                 shared.cell.store(Arc::new(token));
                 obtained_at = Instant::now();
+                // Lifetime and renewal both count from the request.
                 let delay = policy.renew_delay(issued.lifetime);
-                next = Instant::now() + delay;
+                next = started + delay;
                 if issued.lifetime_assumed {
                     tracing::warn!(
                         assumed_s = issued.lifetime.as_secs(),
