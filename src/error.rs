@@ -18,8 +18,12 @@ pub enum ProxyError {
     UpstreamTimeout,
     /// The request named another authority: the token never goes there.
     ForbiddenTarget,
-    /// `CONNECT`: lanyard is not a tunnel.
+    /// `CONNECT`: lanyard is not a tunnel; `TRACE`: the upstream would
+    /// echo the token back.
     MethodNotAllowed,
+    /// The target, joined to the base URL's path, is longer than a URI
+    /// may be. Not in CONTRACT §7, which is silent on it.
+    UriTooLong,
     /// The client's request body could not be read (the client went away
     /// or broke the framing). Not in CONTRACT §7, which is silent on it.
     BadRequest,
@@ -38,6 +42,7 @@ impl ProxyError {
             ProxyError::UpstreamTimeout => "upstream_timeout",
             ProxyError::ForbiddenTarget => "forbidden_target",
             ProxyError::MethodNotAllowed => "method_not_allowed",
+            ProxyError::UriTooLong => "uri_too_long",
             ProxyError::BadRequest => "bad_request",
             ProxyError::TooManyConnections => "too_many_connections",
         }
@@ -52,6 +57,7 @@ impl ProxyError {
             ProxyError::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
             ProxyError::ForbiddenTarget | ProxyError::BadRequest => StatusCode::BAD_REQUEST,
             ProxyError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ProxyError::UriTooLong => StatusCode::URI_TOO_LONG,
         }
     }
 
@@ -68,7 +74,12 @@ impl ProxyError {
             ProxyError::ForbiddenTarget => {
                 "lanyard forwards only to the service it is configured for; send requests in origin form (GET /path)"
             }
-            ProxyError::MethodNotAllowed => "lanyard does not tunnel CONNECT requests",
+            ProxyError::MethodNotAllowed => {
+                "lanyard does not forward CONNECT (a tunnel) or TRACE (it would echo the token)"
+            }
+            ProxyError::UriTooLong => {
+                "the request target is too long to forward once joined to the service's base path"
+            }
             ProxyError::BadRequest => "the request body could not be read",
             ProxyError::TooManyConnections => {
                 "lanyard holds as many connections as it allows (LANYARD_MAX_CONNECTIONS); reuse connections or retry"
@@ -130,6 +141,7 @@ mod tests {
             (ProxyError::UpstreamTimeout, 504),
             (ProxyError::ForbiddenTarget, 400),
             (ProxyError::MethodNotAllowed, 405),
+            (ProxyError::UriTooLong, 414),
             (ProxyError::BadRequest, 400),
             (ProxyError::TooManyConnections, 503),
         ];

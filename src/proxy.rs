@@ -9,7 +9,6 @@
 //! without answering.
 
 use std::borrow::Cow;
-use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,11 +18,14 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http::uri::{Authority, PathAndQuery, Scheme};
-use http::{HeaderMap, HeaderName, Method, Request, Response, StatusCode, Uri, Version, header};
+use http::{
+    HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, Uri, Version, header,
+};
 use http_body_util::{BodyExt, Either, Full};
 use hyper::body::{Body as _, Frame, Incoming, SizeHint};
 use hyper_util::client::legacy::Client;
 use prometheus::{Histogram, IntCounter};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::config::{TargetUrl, is_loopback_host};
@@ -33,10 +35,14 @@ use crate::metrics::Metrics;
 use crate::server::Handler;
 use crate::token::{Token, TokenHandle};
 
-/// A body up to this size is buffered so the request can be replayed after
-/// a 401 (CONTRACT §4) or a connection closed unanswered; larger bodies
-/// stream and are not retried.
+/// A body up to this size can be replayed after a 401 (CONTRACT §4) or a
+/// connection closed unanswered; larger bodies are not retried.
 pub const MAX_REPLAY_BODY: u64 = 64 * 1024;
+/// After a 401 to a body of unknown length, how long its end may take to
+/// arrive for the request to be replayed.
+const COPY_WAIT: Duration = Duration::from_secs(1);
+/// Bytes all requests together may hold for replays.
+const REPLAY_BUDGET: u64 = 32 * 1024 * 1024;
 /// The 403 hint is logged at most this often: a misconfigured account
 /// would otherwise log on every request.
 const FORBIDDEN_LOG_INTERVAL: Duration = Duration::from_secs(60);
@@ -46,7 +52,7 @@ const FORBIDDEN_LOG_INTERVAL: Duration = Duration::from_secs(60);
 pub type ProxyBody = Either<Incoming, Full<Bytes>>;
 /// What the proxy sends upstream: a buffered, replayable body, or the
 /// client's body streamed through.
-pub type UpstreamBody = Either<Full<Bytes>, PrefixedBody>;
+pub type UpstreamBody = Either<Full<Bytes>, StreamedBody>;
 
 /// Headers that describe one connection, not the message (RFC 9110 §7.6.1),
 /// plus `Proxy-Authorization`, which is for lanyard if for anyone.
@@ -120,14 +126,72 @@ impl Upstream {
     }
 }
 
-/// A client body whose first frames were read ahead, to learn whether it
-/// fits the replay limit, followed by the rest, still streaming.
-pub struct PrefixedBody {
-    prefix: VecDeque<Bytes>,
-    rest: Incoming,
+/// A client body forwarded as it arrives. When its length is unknown, the
+/// first [`MAX_REPLAY_BODY`] bytes are also kept, so that a request whose
+/// body turns out to fit can still be replayed after a 401 without the
+/// upload waiting for 64 KiB first (a streaming or interactive client
+/// would stall).
+pub struct StreamedBody {
+    inner: Incoming,
+    copy: Option<BodyCopy>,
 }
 
-impl hyper::body::Body for PrefixedBody {
+/// The kept copy, handed over once the body has ended within the limit.
+struct BodyCopy {
+    chunks: Vec<Bytes>,
+    len: u64,
+    reservation: Reservation,
+    done: oneshot::Sender<(Bytes, Reservation)>,
+}
+
+impl StreamedBody {
+    fn streaming(inner: Incoming) -> Self {
+        StreamedBody { inner, copy: None }
+    }
+
+    /// A body whose copy arrives on the returned channel if it ends within
+    /// the limit and the replay budget; the channel closes otherwise.
+    fn copied(
+        inner: Incoming,
+        budget: &ReplayBudget,
+    ) -> (Self, oneshot::Receiver<(Bytes, Reservation)>) {
+        let (done, copied) = oneshot::channel();
+        let copy = BodyCopy {
+            chunks: Vec::new(),
+            len: 0,
+            reservation: budget.empty(),
+            done,
+        };
+        (
+            StreamedBody {
+                inner,
+                copy: Some(copy),
+            },
+            copied,
+        )
+    }
+
+    fn keep(&mut self, data: &Bytes) {
+        let Some(copy) = &mut self.copy else { return };
+        let len = copy.len + data.len() as u64;
+        if len > MAX_REPLAY_BODY || !copy.reservation.grow(data.len() as u64) {
+            self.copy = None;
+            return;
+        }
+        copy.len = len;
+        copy.chunks.push(data.clone());
+    }
+
+    fn finish(&mut self) {
+        if let Some(copy) = self.copy.take() {
+            let _ = copy
+                .done
+                .send((concat(copy.chunks, copy.len), copy.reservation));
+        }
+    }
+}
+
+impl hyper::body::Body for StreamedBody {
     type Data = Bytes;
     type Error = hyper::Error;
 
@@ -135,79 +199,133 @@ impl hyper::body::Body for PrefixedBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        if let Some(chunk) = self.prefix.pop_front() {
-            return Poll::Ready(Some(Ok(Frame::data(chunk))));
+        let frame = std::task::ready!(Pin::new(&mut self.inner).poll_frame(cx));
+        match &frame {
+            Some(Ok(frame)) => match frame.data_ref() {
+                Some(data) => {
+                    self.keep(data);
+                    // hyper stops polling a body that says it has ended.
+                    if self.inner.is_end_stream() {
+                        self.finish();
+                    }
+                }
+                // Trailers cannot be replayed faithfully.
+                None => self.copy = None,
+            },
+            Some(Err(_)) => self.copy = None,
+            None => self.finish(),
         }
-        Pin::new(&mut self.rest).poll_frame(cx)
+        Poll::Ready(frame)
     }
 
     fn is_end_stream(&self) -> bool {
-        self.prefix.is_empty() && self.rest.is_end_stream()
+        self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
-        let buffered: u64 = self.prefix.iter().map(|b| b.len() as u64).sum();
-        let rest = self.rest.size_hint();
-        let mut hint = SizeHint::new();
-        hint.set_lower(rest.lower() + buffered);
-        if let Some(upper) = rest.upper() {
-            hint.set_upper(upper + buffered);
-        }
-        hint
+        self.inner.size_hint()
     }
 }
 
-/// A request body, sorted by whether it can be sent twice.
-enum ClientBody {
-    /// Whole, at most [`MAX_REPLAY_BODY`] bytes.
-    Replayable(Bytes),
-    /// Larger, streamed.
-    Streaming(PrefixedBody),
-}
-
-/// Reads a body of unknown or small size far enough to know whether it
-/// fits the replay limit; a body with a known larger length streams at
-/// once.
-async fn classify_body(mut body: Incoming) -> Result<ClientBody, ProxyError> {
-    let streaming = |prefix, rest| ClientBody::Streaming(PrefixedBody { prefix, rest });
-    if body
-        .size_hint()
-        .exact()
-        .is_some_and(|n| n > MAX_REPLAY_BODY)
-    {
-        return Ok(streaming(VecDeque::new(), body));
-    }
-    let mut prefix = VecDeque::new();
-    let mut total = 0u64;
-    while total <= MAX_REPLAY_BODY {
-        match body.frame().await {
-            None => break,
-            Some(Err(_)) => return Err(ProxyError::BadRequest),
-            // Request trailers are rare and have no place in a replayable
-            // body; they are dropped.
-            Some(Ok(frame)) => {
-                if let Ok(data) = frame.into_data() {
-                    total += data.len() as u64;
-                    prefix.push_back(data);
-                }
-            }
-        }
-    }
-    if total > MAX_REPLAY_BODY {
-        return Ok(streaming(prefix, body));
-    }
-    let bytes = match prefix.len() {
+fn concat(mut chunks: Vec<Bytes>, len: u64) -> Bytes {
+    match chunks.len() {
         0 => Bytes::new(),
-        1 => prefix.pop_front().unwrap_or_default(),
+        1 => chunks.pop().unwrap_or_default(),
         _ => {
-            let mut whole = BytesMut::with_capacity(total as usize);
-            prefix
+            let mut whole = BytesMut::with_capacity(len as usize);
+            chunks
                 .iter()
                 .for_each(|chunk| whole.extend_from_slice(chunk));
             whole.freeze()
         }
+    }
+}
+
+/// Bytes held for replays across all requests. Each replayable body is
+/// small, but thousands of connections (and HTTP/2 streams) at once could
+/// hold a lot; past the budget, bodies stream without a replay copy.
+#[derive(Clone)]
+struct ReplayBudget(Arc<AtomicU64>);
+
+impl ReplayBudget {
+    fn new() -> Self {
+        ReplayBudget(Arc::new(AtomicU64::new(0)))
+    }
+
+    fn empty(&self) -> Reservation {
+        Reservation {
+            budget: self.clone(),
+            bytes: 0,
+        }
+    }
+
+    /// Reserves `bytes`, or `None` when the budget has no room.
+    fn reserve(&self, bytes: u64) -> Option<Reservation> {
+        let mut reservation = self.empty();
+        reservation.grow(bytes).then_some(reservation)
+    }
+}
+
+/// Bytes of the replay budget held until dropped.
+struct Reservation {
+    budget: ReplayBudget,
+    bytes: u64,
+}
+
+impl Reservation {
+    fn grow(&mut self, bytes: u64) -> bool {
+        let held = self.budget.0.fetch_add(bytes, Ordering::Relaxed);
+        if held + bytes > REPLAY_BUDGET {
+            self.budget.0.fetch_sub(bytes, Ordering::Relaxed);
+            return false;
+        }
+        self.bytes += bytes;
+        true
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if self.bytes > 0 {
+            self.budget.0.fetch_sub(self.bytes, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A request body, sorted by whether and when it can be sent twice.
+enum ClientBody {
+    /// Whole, at most [`MAX_REPLAY_BODY`] bytes, read before sending.
+    Whole(Bytes, Option<Reservation>),
+    /// Of unknown length: streamed, with a copy that arrives if it fits.
+    Copied(StreamedBody, oneshot::Receiver<(Bytes, Reservation)>),
+    /// Known to be larger than the limit, or past the replay budget:
+    /// streamed, never replayed.
+    Streaming(StreamedBody),
+}
+
+/// Reads a body of known small length whole; streams any other body at
+/// once, keeping a replay copy of one of unknown length.
+async fn classify_body(body: Incoming, budget: &ReplayBudget) -> Result<ClientBody, ProxyError> {
+    let Some(len) = body.size_hint().exact() else {
+        let (body, copied) = StreamedBody::copied(body, budget);
+        return Ok(ClientBody::Copied(body, copied));
     };
-    Ok(ClientBody::Replayable(bytes))
+    if len == 0 && body.is_end_stream() {
+        return Ok(ClientBody::Whole(Bytes::new(), None));
+    }
+    let reservation = (len <= MAX_REPLAY_BODY)
+        .then(|| budget.reserve(len))
+        .flatten();
+    let Some(reservation) = reservation else {
+        return Ok(ClientBody::Streaming(StreamedBody::streaming(body)));
+    };
+    // hyper holds the client to its Content-Length, so this is bounded.
+    let whole = body
+        .collect()
+        .await
+        .map_err(|_| ProxyError::BadRequest)?
+        .to_bytes();
+    Ok(ClientBody::Whole(whole, Some(reservation)))
 }
 
 /// The forwarding service.
@@ -219,6 +337,7 @@ pub struct Proxy {
     metrics: Metrics,
     request_metrics: RequestMetrics,
     timeout: Duration,
+    replay_budget: ReplayBudget,
     started: Instant,
     /// Seconds since `started` (plus one) of the last 403 hint; 0: never.
     forbidden_logged_at: AtomicU64,
@@ -243,13 +362,16 @@ impl Proxy {
             request_metrics: RequestMetrics::new(metrics.clone()),
             metrics,
             timeout,
+            replay_budget: ReplayBudget::new(),
             started: Instant::now(),
             forbidden_logged_at: AtomicU64::new(0),
         }
     }
 
     async fn forward(&self, req: Request<Incoming>) -> Result<Response<Incoming>, ProxyError> {
-        if req.method() == Method::CONNECT {
+        // CONNECT would make lanyard a tunnel; an upstream honouring TRACE
+        // would echo the injected token back to the client.
+        if req.method() == Method::CONNECT || req.method() == Method::TRACE {
             return Err(ProxyError::MethodNotAllowed);
         }
         // Absolute form is an HTTP/1 notion; an HTTP/2 request always
@@ -267,34 +389,63 @@ impl Proxy {
             .map_err(|_| ProxyError::TokenUnavailable)?;
 
         let (mut parts, body) = req.into_parts();
+        // The only way joining fails is a target too long once prefixed.
         parts.uri = self
             .upstream
             .uri_for(&parts.uri)
-            .map_err(|_| ProxyError::ForbiddenTarget)?;
+            .map_err(|_| ProxyError::UriTooLong)?;
         // The client picks HTTP/1.1 or HTTP/2 for the upstream by ALPN.
         parts.version = Version::HTTP_11;
+        // `TE: trailers` is hop-by-hop but says the client takes trailers,
+        // which gRPC servers require; HTTP/2 allows just that value.
+        let trailers = parts
+            .headers
+            .get(header::TE)
+            .is_some_and(|te| te.as_bytes().eq_ignore_ascii_case(b"trailers"));
         strip_hop_by_hop(&mut parts.headers);
+        if trailers {
+            parts
+                .headers
+                .insert(header::TE, HeaderValue::from_static("trailers"));
+        }
         // Host is the upstream's: the client sets it from the URI.
         parts.headers.remove(header::HOST);
         parts
             .headers
             .insert(header::AUTHORIZATION, token.authorization().clone());
 
-        let bytes = match classify_body(body).await? {
-            ClientBody::Replayable(bytes) => bytes,
+        let (bytes, _reservation) = match classify_body(body, &self.replay_budget).await? {
+            ClientBody::Whole(bytes, reservation) => (bytes, reservation),
             ClientBody::Streaming(body) => {
-                let response = self
-                    .send(Request::from_parts(parts, Either::Right(body)), None)
-                    .await?;
-                if response.status() == StatusCode::UNAUTHORIZED {
-                    // This request cannot be retried, but the next ones
-                    // should not carry a token the upstream refuses.
-                    let tokens = self.tokens.clone();
-                    tokio::spawn(async move {
-                        let _ = tokens.renew_after_rejection(&token).await;
-                    });
+                let request = Request::from_parts(parts, Either::Right(body));
+                let response = self.send(request, None).await?;
+                return Ok(self.unauthorized_passes(response, token));
+            }
+            ClientBody::Copied(body, copied) => {
+                // Kept for a replay, should the whole body arrive.
+                let (method, uri, headers) = (
+                    parts.method.clone(),
+                    parts.uri.clone(),
+                    parts.headers.clone(),
+                );
+                let request = Request::from_parts(parts, Either::Right(body));
+                let response = self.send(request, None).await?;
+                if response.status() != StatusCode::UNAUTHORIZED {
+                    return Ok(response);
                 }
-                return Ok(response);
+                // The upstream may answer before it has read the whole body;
+                // the rest is on its way unless the client is still writing.
+                let copy = tokio::time::timeout(COPY_WAIT, copied).await;
+                let Ok(Ok((body, _reservation))) = copy else {
+                    return Ok(self.unauthorized_passes(response, token));
+                };
+                let replay = Replay {
+                    method,
+                    uri,
+                    headers,
+                    body,
+                };
+                return self.retry_unauthorized(response, &token, replay).await;
             }
         };
         // The one copy a replayable request costs: kept for a retry after
@@ -315,6 +466,22 @@ impl Proxy {
             return Ok(response);
         }
         self.retry_unauthorized(response, &token, replay).await
+    }
+
+    /// A 401 to a request that cannot be retried goes back to the client,
+    /// but the next requests should not carry a token the upstream refuses.
+    fn unauthorized_passes(
+        &self,
+        response: Response<Incoming>,
+        token: Arc<Token>,
+    ) -> Response<Incoming> {
+        if response.status() == StatusCode::UNAUTHORIZED {
+            let tokens = self.tokens.clone();
+            tokio::spawn(async move {
+                let _ = tokens.renew_after_rejection(&token).await;
+            });
+        }
+        response
     }
 
     /// After a 401: one shared renewal, then one retry with the new token;
@@ -643,6 +810,19 @@ mod tests {
                 "{target}"
             );
         }
+    }
+
+    #[test]
+    fn the_replay_budget_is_shared_and_given_back() {
+        let budget = ReplayBudget::new();
+        let big = budget.reserve(REPLAY_BUDGET - 10).unwrap();
+        assert!(budget.reserve(11).is_none());
+        let mut small = budget.reserve(10).unwrap();
+        assert!(!small.grow(1));
+        drop(big);
+        assert!(small.grow(1));
+        drop(small);
+        assert_eq!(budget.0.load(Ordering::Relaxed), 0);
     }
 
     #[test]
