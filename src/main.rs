@@ -3,6 +3,7 @@
 
 #![forbid(unsafe_code)]
 
+use std::io::IsTerminal;
 use std::io::Write as _;
 use std::process::ExitCode;
 
@@ -94,12 +95,22 @@ fn fail(failure: &Failure) -> ExitCode {
 
 /// Logs go to stderr, so `lanyard token`'s stdout holds only the token.
 fn init_tracing(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let (filter, bad_filter) = match EnvFilter::try_from_default_env() {
+        Ok(filter) => (filter, None),
+        Err(err) => (
+            EnvFilter::new("info"),
+            std::env::var_os("RUST_LOG").map(|_| err),
+        ),
+    };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Json => builder.json().with_current_span(true).init(),
-        LogFormat::Text => builder.init(),
+        // Colour codes only where a person reads them, not in a log file.
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+    }
+    if let Some(err) = bad_filter {
+        tracing::warn!(error = %err, "RUST_LOG is not a valid filter; logging at info");
     }
 }

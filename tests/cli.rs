@@ -153,6 +153,25 @@ async fn token_and_check_say_when_the_lifetime_is_assumed() {
 }
 
 #[tokio::test]
+async fn a_bad_rust_log_is_reported_and_text_logs_carry_no_colour_codes_off_a_terminal() {
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let vars = settings(
+        &mock,
+        dir.path(),
+        &[("LANYARD_LOG_FORMAT", "text"), ("RUST_LOG", "lanyard=[")],
+    );
+    let out = lanyard(&["token"], &vars).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("RUST_LOG is not a valid filter; logging at info"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+}
+
+#[tokio::test]
 async fn check_exits_1_and_says_why_when_the_token_request_fails() {
     let mock = mock().await;
     mock.push_fault(Fault::server_error(503));

@@ -526,7 +526,7 @@ async fn rate_limit_without_retry_after_backs_off_like_any_transient_failure() {
 }
 
 #[tokio::test]
-async fn invalid_client_401_is_a_rejection_not_retried_for_30_s() {
+async fn invalid_client_401_is_a_rejection_not_retried_at_once() {
     let rig = survives_and_reports(&Case {
         trouble: Trouble::Fault(Fault::invalid_client()),
         kind: "rejected",
@@ -538,7 +538,7 @@ async fn invalid_client_401_is_a_rejection_not_retried_for_30_s() {
 }
 
 #[tokio::test]
-async fn bad_request_400_is_a_rejection_not_retried_for_30_s() {
+async fn bad_request_400_is_a_rejection_not_retried_at_once() {
     let rig = survives_and_reports(&Case {
         trouble: Trouble::Fault(Fault::Respond {
             status: 400,

@@ -23,7 +23,9 @@ pub(super) const MAX_BODY: usize = 1024 * 1024;
 
 /// What the mock saw of the most recent API request, for tests to inspect
 /// what a proxy forwarded.
-#[derive(Debug, Clone)]
+/// Its `Debug` leaves out `authorization`, so a failing test does not
+/// print a token.
+#[derive(Clone)]
 pub struct ApiRequestLog {
     pub method: Method,
     /// Path and query as they arrived, `/api` prefix included.
@@ -31,6 +33,25 @@ pub struct ApiRequestLog {
     /// HTTP/1.1 or HTTP/2, as negotiated on the mock's side.
     pub version: Version,
     pub headers: HeaderMap,
+}
+
+impl std::fmt::Debug for ApiRequestLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let headers: Vec<(&str, &str)> = self
+            .headers
+            .iter()
+            .map(|(name, value)| match *name {
+                http::header::AUTHORIZATION => (name.as_str(), "[redacted]"),
+                _ => (name.as_str(), value.to_str().unwrap_or("[not text]")),
+            })
+            .collect();
+        f.debug_struct("ApiRequestLog")
+            .field("method", &self.method)
+            .field("path_and_query", &self.path_and_query)
+            .field("version", &self.version)
+            .field("headers", &headers)
+            .finish()
+    }
 }
 
 pub(super) type Reply = Response<Full<Bytes>>;

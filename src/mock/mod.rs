@@ -128,7 +128,7 @@ pub(crate) struct IssuedToken {
     pub expires_at: SystemTime,
 }
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Inner {
     accounts: HashMap<String, MockAccount>,
     seen_jti: HashMap<String, u64>,
@@ -373,7 +373,9 @@ async fn accept_loop(
         let (stream, _) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(err) => {
+                // Usually out of file descriptors: pause rather than spin.
                 tracing::warn!(error = %err, "mock accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                 continue;
             }
         };
