@@ -9,76 +9,113 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use http::StatusCode;
+use bytes::Bytes;
+use http::{Method, StatusCode};
 use http_body_util::BodyExt;
-use support::sidecar::get;
+use support::sidecar::{get, send};
 use support::upstream::TestUpstream;
 use support::*;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, ChildStderr, Command};
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
-/// A running `lanyard run` whose stderr (JSON logs) is collected.
+/// A running `lanyard` whose stderr (its logs) and, when asked for, stdout
+/// are collected line by line.
 struct Process {
     child: Child,
     proxy: String,
     admin: String,
     lines: mpsc::UnboundedReceiver<String>,
+    stdout: Option<mpsc::UnboundedReceiver<String>>,
     log: Vec<String>,
 }
 
 impl Process {
+    /// `lanyard run` with JSON logs, once it says where it listens.
     async fn start(vars: HashMap<String, String>) -> Process {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lanyard"))
-            .arg("run")
-            .env_clear()
-            .envs(vars)
-            .env("LANYARD_LISTEN", "127.0.0.1:0")
-            .env("LANYARD_ADMIN_LISTEN", "127.0.0.1:0")
-            .env("LANYARD_LOG_FORMAT", "json")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("lanyard starts");
-        let lines = forward_lines(child.stderr.take().unwrap());
-        let mut process = Process {
-            child,
-            proxy: String::new(),
-            admin: String::new(),
-            lines,
-            log: Vec::new(),
-        };
+        let mut process = Process::launch(&["run"], vars, "json", false);
         let started = process.wait_for_log("lanyard started").await;
         process.proxy = format!("http://{}", started["fields"]["proxy"].as_str().unwrap());
         process.admin = format!("http://{}", started["fields"]["admin"].as_str().unwrap());
         process
     }
 
-    /// Waits for a log line whose message is `message`, keeping every line.
+    /// `lanyard <args>` on free loopback ports with `vars` only, logging in
+    /// `format`; stdout is kept when `stdout` is set.
+    fn launch(args: &[&str], vars: HashMap<String, String>, format: &str, stdout: bool) -> Process {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lanyard"))
+            .args(args)
+            .env_clear()
+            .envs(vars)
+            .env("LANYARD_LISTEN", "127.0.0.1:0")
+            .env("LANYARD_ADMIN_LISTEN", "127.0.0.1:0")
+            .env("LANYARD_LOG_FORMAT", format)
+            .stdout(if stdout {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("lanyard starts");
+        let lines = forward_lines(child.stderr.take().unwrap());
+        let stdout = child.stdout.take().map(forward_lines);
+        Process {
+            child,
+            proxy: String::new(),
+            admin: String::new(),
+            lines,
+            stdout,
+            log: Vec::new(),
+        }
+    }
+
+    /// Waits for a JSON log line whose message is `message`, keeping every
+    /// line.
     async fn wait_for_log(&mut self, message: &str) -> serde_json::Value {
+        let line = self
+            .wait_for_line(message, |line| {
+                serde_json::from_str::<serde_json::Value>(line)
+                    .is_ok_and(|json| json["fields"]["message"] == message)
+            })
+            .await;
+        serde_json::from_str(&line).unwrap()
+    }
+
+    /// Waits for a log line `matches` accepts, keeping every line.
+    async fn wait_for_line(&mut self, what: &str, matches: impl Fn(&str) -> bool) -> String {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         loop {
             let line = tokio::time::timeout_at(deadline, self.lines.recv())
                 .await
                 .unwrap_or_else(|_| {
-                    panic!(
-                        "no `{message}` log line; log so far:\n{}",
-                        self.log.join("\n")
-                    )
+                    panic!("no `{what}` log line; log so far:\n{}", self.log.join("\n"))
                 })
                 .unwrap_or_else(|| {
-                    panic!(
-                        "lanyard exited before `{message}`:\n{}",
-                        self.log.join("\n")
-                    )
+                    panic!("lanyard exited before `{what}`:\n{}", self.log.join("\n"))
                 });
             self.log.push(line.clone());
-            let Ok(json) = serde_json::from_str::<serde_json::Value>(&line) else {
-                continue;
-            };
-            if json["fields"]["message"] == message {
-                return json;
+            if matches(&line) {
+                return line;
+            }
+        }
+    }
+
+    /// Stdout up to and including the first line that starts, indentation
+    /// aside, with `last`.
+    async fn stdout_through(&mut self, last: &str) -> String {
+        let stdout = self.stdout.as_mut().expect("stdout was kept");
+        let mut text = String::new();
+        loop {
+            let line = tokio::time::timeout(Duration::from_secs(20), stdout.recv())
+                .await
+                .unwrap_or_else(|_| panic!("no `{last}` on stdout; so far:\n{text}"))
+                .unwrap_or_else(|| panic!("stdout closed before `{last}`:\n{text}"));
+            text.push_str(&line);
+            text.push('\n');
+            if line.trim_start().starts_with(last) {
+                return text;
             }
         }
     }
@@ -109,10 +146,12 @@ impl Process {
     }
 }
 
-fn forward_lines(stderr: ChildStderr) -> mpsc::UnboundedReceiver<String> {
+fn forward_lines(
+    output: impl AsyncRead + Unpin + Send + 'static,
+) -> mpsc::UnboundedReceiver<String> {
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
-        let mut lines = BufReader::new(stderr).lines();
+        let mut lines = BufReader::new(output).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             if tx.send(line).is_err() {
                 break;
@@ -268,22 +307,29 @@ async fn second_signal_ends_the_drain_at_once() {
     held.abort();
 }
 
-#[tokio::test]
-async fn logs_hold_no_key_assertion_or_token_even_at_trace_level() {
-    let mock = mock().await;
-    mock.add_rule("proj-demo", "2b0c1a7e-5d4f-4e3a-8b2c-1d0e9f8a7b6c");
-    let dir = tempfile::tempdir().unwrap();
-    let mut vars = settings(&mock, dir.path(), &[]);
-    vars.insert("RUST_LOG".into(), "trace".into());
-    let mut process = Process::start(vars).await;
-    process.wait_for_log("token obtained").await;
+const RULE: &str = "2b0c1a7e-5d4f-4e3a-8b2c-1d0e9f8a7b6c";
 
+/// A mock with the fixture account and a rule, and `lanyard run` settings
+/// for it at trace level.
+async fn traced_settings(
+    dir: &std::path::Path,
+) -> (lanyard::mock::MockService, HashMap<String, String>) {
+    let mock = mock().await;
+    mock.add_rule("proj-demo", RULE);
+    let mut vars = settings(&mock, dir, &[]);
+    vars.insert("RUST_LOG".into(), "trace".into());
+    (mock, vars)
+}
+
+/// Walks every path that handles a secret: a proxied request, a 401 with a
+/// forced renewal and a retry, and a 403; then stops the process and
+/// returns its whole log.
+async fn exercise_and_stop(process: Process, mock: &lanyard::mock::MockService) -> String {
     let rule = format!(
-        "{}/organizations/{ORGANIZATION_ID}/projects/proj-demo/verifications/2b0c1a7e-5d4f-4e3a-8b2c-1d0e9f8a7b6c",
+        "{}/organizations/{ORGANIZATION_ID}/projects/proj-demo/verifications/{RULE}",
         process.proxy
     );
     assert_eq!(get(&rule).await.status, StatusCode::OK);
-    // A 401 and a forced renewal, so those paths log too.
     mock.revoke_all_tokens();
     assert_eq!(get(&rule).await.status, StatusCode::OK);
     let other = rule.replace("proj-demo", "proj-other");
@@ -292,16 +338,13 @@ async fn logs_hold_no_key_assertion_or_token_even_at_trace_level() {
 
     process.terminate();
     let (code, log) = process.finish().await;
-    assert_eq!(code, Some(0));
-    assert!(
-        log.contains("\"level\":\"TRACE\""),
-        "trace logging is off:\n{log}"
-    );
-    assert!(
-        log.contains("\"message\":\"proxied\""),
-        "no per-request log line:\n{log}"
-    );
+    assert_eq!(code, Some(0), "{log}");
+    log
+}
 
+/// No line of the key, no assertion and no access token in `log`, though
+/// the paths that handle them did log (the 403 hint among them).
+fn assert_no_secret_in(log: &str) {
     let key = fixture("rsa2048.pkcs8.pem");
     for line in key.lines().filter(|l| !l.starts_with("-----")) {
         assert!(!log.contains(line), "a key line is in the log");
@@ -312,6 +355,81 @@ async fn logs_hold_no_key_assertion_or_token_even_at_trace_level() {
         log.contains("the service answered 403"),
         "the 403 hint is missing"
     );
+}
+
+#[tokio::test]
+async fn logs_hold_no_key_assertion_or_token_even_at_trace_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mock, vars) = traced_settings(dir.path()).await;
+    let mut process = Process::start(vars).await;
+    process.wait_for_log("token obtained").await;
+
+    let log = exercise_and_stop(process, &mock).await;
+    assert!(
+        log.contains("\"level\":\"TRACE\""),
+        "trace logging is off:\n{log}"
+    );
+    assert!(
+        log.contains("\"message\":\"proxied\""),
+        "no per-request log line:\n{log}"
+    );
+    assert_no_secret_in(&log);
+}
+
+#[tokio::test]
+async fn text_logs_hold_no_key_assertion_or_token_even_at_trace_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mock, vars) = traced_settings(dir.path()).await;
+    let mut process = Process::launch(&["run"], vars, "text", false);
+    let started = process
+        .wait_for_line("lanyard started", |l| l.contains("lanyard started"))
+        .await;
+    let started = without_colour(&started);
+    let field = |name: &str| {
+        let prefix = format!("{name}=");
+        started
+            .split_whitespace()
+            .find_map(|word| word.strip_prefix(&prefix))
+            .map(|addr| format!("http://{addr}"))
+            .unwrap_or_else(|| panic!("no {name}= in `{started}`"))
+    };
+    process.proxy = field("proxy");
+    process.admin = field("admin");
+    process
+        .wait_for_line("token obtained", |l| l.contains("token obtained"))
+        .await;
+
+    let log = without_colour(&exercise_and_stop(process, &mock).await);
+    assert!(
+        log.lines().all(|line| !line.starts_with('{')),
+        "not text logs:\n{log}"
+    );
+    assert!(log.contains(" TRACE "), "trace logging is off:\n{log}");
+    assert!(
+        log.lines()
+            .any(|l| l.contains(" DEBUG ") && l.contains("proxied")),
+        "no per-request log line:\n{log}"
+    );
+    assert_no_secret_in(&log);
+}
+
+/// `text` with ANSI escape sequences (colour, bold) removed.
+fn without_colour(text: &str) -> String {
+    let mut plain = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            // CSI: ESC [ parameters, then one final letter.
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            plain.push(c);
+        }
+    }
+    plain
 }
 
 #[tokio::test]
@@ -385,4 +503,76 @@ async fn sighup_with_no_credentials_file_stops_gracefully() {
     assert_eq!(code, Some(0), "{log}");
     assert!(log.contains("no credentials file to reload"), "{log}");
     assert!(log.contains("every in-flight request finished"), "{log}");
+}
+
+/// The README's first command as a user runs it: the banner on stdout says
+/// where the proxy and admin listen and which verification path to try;
+/// through the proxy that path starts a session and polls it; SIGTERM ends
+/// the process with 0.
+async fn demo_serves_the_banners_verification_path(args: &[&str], vars: &[(&str, &str)]) {
+    let mut process = Process::launch(args, env(vars), "json", true);
+    let banner = process.stdout_through("Stop with Ctrl-C.").await;
+    let word_after = |marker: &str| {
+        banner
+            .lines()
+            .find_map(|line| line.trim().strip_prefix(marker))
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no `{marker}` in the banner:\n{banner}"))
+            .to_string()
+    };
+    let proxy = word_after("proxy ");
+    let admin = word_after("admin ")
+        .trim_end_matches("/healthz")
+        .to_string();
+    let start = banner
+        .lines()
+        .find_map(|line| line.split("curl -s -X POST ").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no start line in the banner:\n{banner}"))
+        .to_string();
+    // The free ports asked for, not the defaults (8080, 9090).
+    for (url, default) in [(&proxy, ":8080"), (&admin, ":9090")] {
+        assert!(
+            url.starts_with("http://127.0.0.1:") && !url.ends_with(default),
+            "{url}\n{banner}"
+        );
+    }
+    assert!(start.starts_with(&format!("{proxy}/")), "{banner}");
+
+    process.wait_for_log("token obtained").await;
+    let ready = get(&format!("{admin}/readyz")).await;
+    assert_eq!(ready.status, StatusCode::OK);
+    assert_eq!(ready.json()["status"], "ready");
+
+    let started = send(Method::POST, &start, &[], Bytes::new()).await;
+    assert!(
+        started.status.is_success(),
+        "{}: {}",
+        started.status,
+        String::from_utf8_lossy(&started.body)
+    );
+    assert_eq!(started.headers["content-type"], "application/json");
+    let session = started.json();
+    let tx = session["transaction_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no transaction_id: {session}"));
+    assert!(uuid::Uuid::parse_str(tx).is_ok(), "{session}");
+    let poll = get(&format!("{start}/sessions/{tx}")).await;
+    assert_eq!(poll.status, StatusCode::OK);
+    assert_eq!(poll.json()["transaction_id"], tx);
+
+    process.terminate();
+    let (code, log) = process.finish().await;
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("every in-flight request finished"), "{log}");
+}
+
+#[tokio::test]
+async fn lanyard_demo_serves_the_banners_verification_path_and_exits_0_on_sigterm() {
+    demo_serves_the_banners_verification_path(&["demo"], &[]).await;
+}
+
+#[tokio::test]
+async fn demo_mock_run_serves_the_banners_verification_path_and_exits_0_on_sigterm() {
+    demo_serves_the_banners_verification_path(&["run"], &[("DEMO_MOCK", "true")]).await;
 }
