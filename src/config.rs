@@ -495,6 +495,21 @@ const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
 /// Parses `30`, `90s`, `5m`, `1h` (and `250ms`, for tests and tuning), up
 /// to a day.
 pub fn parse_duration(raw: &str) -> Result<Duration, String> {
+    let duration = parse_any_duration(raw)?;
+    // Nothing lanyard waits for takes longer, and deadlines computed from
+    // an unbounded value would overflow.
+    if duration > MAX_DURATION {
+        return Err(format!(
+            "`{}` is longer than a day, the most any duration may be",
+            raw.trim()
+        ));
+    }
+    Ok(duration)
+}
+
+/// As [`parse_duration`], with no upper bound, for a setting that caps its
+/// value itself (CONTRACT §2: the assertion lifetime is "capped at 3600").
+fn parse_any_duration(raw: &str) -> Result<Duration, String> {
     let raw = raw.trim();
     let split = raw.find(|c: char| !c.is_ascii_digit()).unwrap_or(raw.len());
     let (digits, unit) = raw.split_at(split);
@@ -508,13 +523,6 @@ pub fn parse_duration(raw: &str) -> Result<Duration, String> {
         "h" => Duration::from_secs(n.saturating_mul(3600)),
         _ => return Err(expected()),
     };
-    // Nothing lanyard waits for takes longer, and deadlines computed from
-    // an unbounded value would overflow.
-    if duration > MAX_DURATION {
-        return Err(format!(
-            "`{raw}` is longer than a day, the most any duration may be"
-        ));
-    }
     Ok(duration)
 }
 
@@ -687,7 +695,10 @@ impl Config {
             d => Ok(d),
         };
         let assertion_ttl = l
-            .parse(&ASSERTION_TTL, positive)
+            .parse(&ASSERTION_TTL, |s| match parse_any_duration(s)? {
+                d if d.is_zero() => Err("must be greater than zero".to_string()),
+                d => Ok(d),
+            })
             .map_or(DEFAULT_ASSERTION_TTL, |ttl| {
                 if ttl.value > MAX_ASSERTION_TTL {
                     l.warnings.push(format!(
@@ -772,7 +783,7 @@ impl Config {
                 let reported = |line: &String| {
                     layers.unreadable.iter().any(|env| {
                         line.strip_prefix(env)
-                            .is_some_and(|rest| rest.starts_with(':') || rest.starts_with(" ("))
+                            .is_some_and(|rest| rest.starts_with(": not set"))
                     })
                 };
                 errors.extend(more.into_lines().into_iter().filter(|l| !reported(l)));
@@ -1097,6 +1108,19 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(config.assertion_ttl, MAX_ASSERTION_TTL);
+        // Capped, as CONTRACT §2 says, even past the day other durations
+        // may be.
+        let config = load(&[
+            ("SERVICE_API_URL", "https://api.example.com"),
+            ("LANYARD_ASSERTION_TTL", "100h"),
+        ])
+        .unwrap();
+        assert_eq!(config.assertion_ttl, MAX_ASSERTION_TTL);
+        let config = load(&[
+            ("SERVICE_API_URL", "https://api.example.com"),
+            ("LANYARD_ASSERTION_TTL", "2h"),
+        ])
+        .unwrap();
         assert_eq!(
             config.warnings,
             [

@@ -95,12 +95,12 @@ fn fail(failure: &Failure) -> ExitCode {
 
 /// Logs go to stderr, so `lanyard token`'s stdout holds only the token.
 fn init_tracing(format: LogFormat) {
-    let (filter, bad_filter) = match EnvFilter::try_from_default_env() {
-        Ok(filter) => (filter, None),
-        Err(err) => (
-            EnvFilter::new("info"),
-            std::env::var_os("RUST_LOG").map(|_| err),
-        ),
+    // An empty RUST_LOG counts as unset, as empty settings do.
+    let given = std::env::var_os("RUST_LOG").filter(|v| !v.is_empty());
+    let (filter, bad_filter) = match given.map(|_| EnvFilter::try_from_default_env()) {
+        Some(Ok(filter)) => (filter, None),
+        Some(Err(err)) => (EnvFilter::new("info"), Some(err)),
+        None => (EnvFilter::new("info"), None),
     };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

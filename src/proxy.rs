@@ -132,6 +132,8 @@ impl Upstream {
 /// upload waiting for 64 KiB first (a streaming or interactive client
 /// would stall).
 pub struct StreamedBody {
+    /// Read already, sent first.
+    prefix: Option<Bytes>,
     inner: Incoming,
     copy: Option<BodyCopy>,
 }
@@ -145,8 +147,12 @@ struct BodyCopy {
 }
 
 impl StreamedBody {
-    fn streaming(inner: Incoming) -> Self {
-        StreamedBody { inner, copy: None }
+    fn streaming(prefix: Option<Bytes>, inner: Incoming) -> Self {
+        StreamedBody {
+            prefix,
+            inner,
+            copy: None,
+        }
     }
 
     /// A body whose copy arrives on the returned channel if it ends within
@@ -162,19 +168,22 @@ impl StreamedBody {
             reservation: budget.empty(),
             done,
         };
-        (
-            StreamedBody {
-                inner,
-                copy: Some(copy),
-            },
-            copied,
-        )
+        let body = StreamedBody {
+            prefix: None,
+            inner,
+            copy: Some(copy),
+        };
+        (body, copied)
     }
 
     fn keep(&mut self, data: &Bytes) {
         let Some(copy) = &mut self.copy else { return };
         let len = copy.len + data.len() as u64;
-        if len > MAX_REPLAY_BODY || !copy.reservation.grow(data.len() as u64) {
+        // A closed channel: the answer was not a 401, or came too long ago.
+        if len > MAX_REPLAY_BODY
+            || copy.done.is_closed()
+            || !copy.reservation.grow(data.len() as u64)
+        {
             self.copy = None;
             return;
         }
@@ -199,16 +208,13 @@ impl hyper::body::Body for StreamedBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        if let Some(prefix) = self.prefix.take() {
+            return Poll::Ready(Some(Ok(Frame::data(prefix))));
+        }
         let frame = std::task::ready!(Pin::new(&mut self.inner).poll_frame(cx));
         match &frame {
             Some(Ok(frame)) => match frame.data_ref() {
-                Some(data) => {
-                    self.keep(data);
-                    // hyper stops polling a body that says it has ended.
-                    if self.inner.is_end_stream() {
-                        self.finish();
-                    }
-                }
+                Some(data) => self.keep(data),
                 // Trailers cannot be replayed faithfully.
                 None => self.copy = None,
             },
@@ -219,11 +225,20 @@ impl hyper::body::Body for StreamedBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        // While a copy is kept, the end is only believed once the body says
+        // so by ending: an HTTP/2 stream reset also reads as "ended".
+        self.prefix.is_none() && self.copy.is_none() && self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        let prefix = self.prefix.as_ref().map_or(0, |p| p.len() as u64);
+        let rest = self.inner.size_hint();
+        let mut hint = SizeHint::new();
+        hint.set_lower(rest.lower() + prefix);
+        if let Some(upper) = rest.upper() {
+            hint.set_upper(upper + prefix);
+        }
+        hint
     }
 }
 
@@ -257,12 +272,6 @@ impl ReplayBudget {
             budget: self.clone(),
             bytes: 0,
         }
-    }
-
-    /// Reserves `bytes`, or `None` when the budget has no room.
-    fn reserve(&self, bytes: u64) -> Option<Reservation> {
-        let mut reservation = self.empty();
-        reservation.grow(bytes).then_some(reservation)
     }
 }
 
@@ -305,7 +314,10 @@ enum ClientBody {
 
 /// Reads a body of known small length whole; streams any other body at
 /// once, keeping a replay copy of one of unknown length.
-async fn classify_body(body: Incoming, budget: &ReplayBudget) -> Result<ClientBody, ProxyError> {
+async fn classify_body(
+    mut body: Incoming,
+    budget: &ReplayBudget,
+) -> Result<ClientBody, ProxyError> {
     let Some(len) = body.size_hint().exact() else {
         let (body, copied) = StreamedBody::copied(body, budget);
         return Ok(ClientBody::Copied(body, copied));
@@ -313,19 +325,34 @@ async fn classify_body(body: Incoming, budget: &ReplayBudget) -> Result<ClientBo
     if len == 0 && body.is_end_stream() {
         return Ok(ClientBody::Whole(Bytes::new(), None));
     }
-    let reservation = (len <= MAX_REPLAY_BODY)
-        .then(|| budget.reserve(len))
-        .flatten();
-    let Some(reservation) = reservation else {
-        return Ok(ClientBody::Streaming(StreamedBody::streaming(body)));
-    };
-    // hyper holds the client to its Content-Length, so this is bounded.
-    let whole = body
-        .collect()
-        .await
-        .map_err(|_| ProxyError::BadRequest)?
-        .to_bytes();
-    Ok(ClientBody::Whole(whole, Some(reservation)))
+    if len > MAX_REPLAY_BODY {
+        return Ok(ClientBody::Streaming(StreamedBody::streaming(None, body)));
+    }
+    // The budget is taken as bytes arrive, not as declared, so a client
+    // that announces a body and sends nothing holds none of it.
+    let mut reservation = budget.empty();
+    let mut chunks = Vec::new();
+    let mut read = 0u64;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| ProxyError::BadRequest)?;
+        // Request trailers have no place in a replayable body; dropped.
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        read += data.len() as u64;
+        let fits = reservation.grow(data.len() as u64);
+        chunks.push(data);
+        if !fits {
+            // Past the budget: send what was read, then stream the rest.
+            let prefix = concat(chunks, read);
+            return Ok(ClientBody::Streaming(StreamedBody::streaming(
+                Some(prefix),
+                body,
+            )));
+        }
+    }
+    // hyper holds the client to its Content-Length, so `read` is `len`.
+    Ok(ClientBody::Whole(concat(chunks, read), Some(reservation)))
 }
 
 /// The forwarding service.
@@ -815,9 +842,11 @@ mod tests {
     #[test]
     fn the_replay_budget_is_shared_and_given_back() {
         let budget = ReplayBudget::new();
-        let big = budget.reserve(REPLAY_BUDGET - 10).unwrap();
-        assert!(budget.reserve(11).is_none());
-        let mut small = budget.reserve(10).unwrap();
+        let mut big = budget.empty();
+        assert!(big.grow(REPLAY_BUDGET - 10));
+        assert!(!budget.empty().grow(11));
+        let mut small = budget.empty();
+        assert!(small.grow(10));
         assert!(!small.grow(1));
         drop(big);
         assert!(small.grow(1));

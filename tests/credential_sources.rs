@@ -407,6 +407,39 @@ async fn a_non_utf8_variable_without_a_file_is_reported_once() {
     );
 }
 
+#[tokio::test]
+async fn a_non_utf8_variable_does_not_hide_a_problem_with_the_files_field() {
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut json: serde_json::Value =
+        serde_json::from_str(&credentials_json(&mock, &fixture("rsa2048.pkcs8.pem"))).unwrap();
+    json["token_uri"] = "http://iam.example.com/token".into();
+    let file = write(dir.path(), "sa.json", &json.to_string());
+    let vars: Vec<(OsString, OsString)> = vec![
+        ("SA_CREDENTIALS_FILE".into(), file.clone().into()),
+        (
+            "SA_TOKEN_URI".into(),
+            OsStr::from_bytes(b"https://\xff/token").to_owned(),
+        ),
+    ];
+    let out = lanyard(&["token"], vars).await;
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    assert_eq!(
+        lines[0],
+        "lanyard: SA_TOKEN_URI (environment variable SA_TOKEN_URI): is not valid UTF-8"
+    );
+    assert!(
+        lines[1].starts_with(&format!(
+            "lanyard: SA_TOKEN_URI (key `token_uri` in {}): must use https",
+            file.display()
+        )),
+        "{stderr}"
+    );
+}
+
 /// An OpenSSH-format RSA key made by `ssh-keygen`, or a fixture of the same
 /// shape where `ssh-keygen` is not installed (only the armour matters).
 fn openssh_key(dir: &Path) -> String {

@@ -511,9 +511,10 @@ async fn run<S: TokenSource>(
                 metrics.token_expiry.set(expiry.as_secs_f64());
                 shared.cell.store(Arc::new(token));
                 obtained_at = Instant::now();
-                // Lifetime and renewal both count from the request.
+                // Lifetime and renewal both count from the request; an
+                // exchange slower than the delay still leaves a gap.
                 let delay = policy.renew_delay(issued.lifetime);
-                next = started + delay;
+                next = (started + delay).max(Instant::now() + delay / 4);
                 if issued.lifetime_assumed {
                     tracing::warn!(
                         assumed_s = issued.lifetime.as_secs(),
