@@ -4,26 +4,9 @@
 mod support;
 
 use std::collections::HashMap;
-use std::process::Output;
 
 use lanyard::mock::Fault;
 use support::*;
-
-/// Runs the lanyard binary with exactly these environment variables.
-async fn lanyard(args: &[&str], vars: &HashMap<String, String>) -> Output {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_lanyard"))
-        .args(args)
-        .env_clear()
-        .envs(vars)
-        .kill_on_drop(true)
-        .output()
-        .await
-        .expect("lanyard runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 /// Nothing secret may appear in what lanyard prints on its own.
 fn assert_no_secret(out: &str) {
@@ -396,13 +379,13 @@ async fn flags_override_the_environment() {
 
 #[tokio::test]
 async fn help_and_version_exit_0() {
-    let out = lanyard(&["--version"], &HashMap::new()).await;
+    let out = lanyard(&["--version"], &HashMap::<String, String>::new()).await;
     assert!(out.status.success());
     assert_eq!(
         text(&out.stdout),
         format!("lanyard {}\n", env!("CARGO_PKG_VERSION"))
     );
-    let out = lanyard(&["--help"], &HashMap::new()).await;
+    let out = lanyard(&["--help"], &HashMap::<String, String>::new()).await;
     assert!(out.status.success());
     assert!(text(&out.stdout).contains("[env: SERVICE_API_URL]"));
 }

@@ -15,26 +15,6 @@ use lanyard::mock::{MockAccount, MockService};
 use serde_json::Value;
 use support::*;
 
-/// Runs the lanyard binary with exactly these environment variables.
-async fn lanyard<K, V>(args: &[&str], vars: impl IntoIterator<Item = (K, V)>) -> Output
-where
-    K: AsRef<OsStr>,
-    V: AsRef<OsStr>,
-{
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_lanyard"))
-        .args(args)
-        .env_clear()
-        .envs(vars)
-        .kill_on_drop(true)
-        .output()
-        .await
-        .expect("lanyard runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
 /// Nothing secret may appear in what lanyard prints on its own: no line of
 /// the key's body, no assertion, no token.
 fn assert_no_secret(out: &str, key_pem: &str) {

@@ -5,10 +5,10 @@
 
 mod support;
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::StatusCode;
+use support::logs::Logs;
 use support::sidecar::{self, get};
 use support::upstream::TestUpstream;
 use support::*;
@@ -345,57 +345,6 @@ async fn a_websocket_upgrade_is_not_tunnelled_but_answered_as_plain_http() {
     assert_eq!(next.status(), 200, "{next:?}");
     assert_eq!(next.json()["path"], "/after");
     assert_eq!(upstream.requests(), 2);
-}
-
-/// JSON log events written on this thread while the guard lives; a
-/// `#[tokio::test]` runs the sidecar's tasks on the test's own thread.
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl Logs {
-    fn capture() -> (Logs, tracing::subscriber::DefaultGuard) {
-        let logs = Logs::default();
-        let subscriber = tracing_subscriber::fmt()
-            .json()
-            .with_max_level(tracing::Level::INFO)
-            .with_writer(logs.clone())
-            .finish();
-        (logs, tracing::subscriber::set_default(subscriber))
-    }
-
-    /// Log lines whose message contains `text`.
-    fn count(&self, text: &str) -> usize {
-        let bytes = self.0.lock().unwrap().clone();
-        String::from_utf8(bytes)
-            .unwrap()
-            .lines()
-            .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
-            .filter(|event| {
-                event["fields"]["message"]
-                    .as_str()
-                    .is_some_and(|m| m.contains(text))
-            })
-            .count()
-    }
-}
-
-impl std::io::Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logs {
-    type Writer = Logs;
-
-    fn make_writer(&'a self) -> Logs {
-        self.clone()
-    }
 }
 
 /// Moves tokio's clock `by` forward at once, then lets it run on in real

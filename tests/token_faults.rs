@@ -18,12 +18,12 @@
 mod support;
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::StatusCode;
 use lanyard::mock::{Fault, MockService};
 use lanyard::token::RefreshState;
+use support::logs::Logs;
 use support::sidecar::{self, Answer, Running, get};
 use support::upstream::TestUpstream;
 use support::*;
@@ -612,51 +612,6 @@ async fn zero_or_negative_expires_in_is_a_malformed_response_that_backs_off() {
         ),
     ])
     .await;
-}
-
-/// JSON log events written on this thread while the guard lives; a
-/// `#[tokio::test]` runs the sidecar's tasks on the test's own thread.
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl Logs {
-    fn capture() -> (Logs, tracing::subscriber::DefaultGuard) {
-        let logs = Logs::default();
-        let subscriber = tracing_subscriber::fmt()
-            .json()
-            .with_max_level(tracing::Level::INFO)
-            .with_writer(logs.clone())
-            .finish();
-        (logs, tracing::subscriber::set_default(subscriber))
-    }
-
-    fn events(&self) -> Vec<serde_json::Value> {
-        let bytes = self.0.lock().unwrap().clone();
-        String::from_utf8(bytes)
-            .unwrap()
-            .lines()
-            .map(|line| serde_json::from_str(line).unwrap())
-            .collect()
-    }
-}
-
-impl std::io::Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logs {
-    type Writer = Logs;
-
-    fn make_writer(&'a self) -> Logs {
-        self.clone()
-    }
 }
 
 /// Starts a sidecar whose tokens come with `expires_in` (`None`: without

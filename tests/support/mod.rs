@@ -10,6 +10,7 @@ use std::time::Duration;
 use lanyard::config::{Config, Flags, Requirement};
 use lanyard::mock::{MockAccount, MockService};
 
+pub mod logs;
 pub mod sidecar;
 pub mod tls;
 pub mod upstream;
@@ -117,4 +118,28 @@ pub async fn wait_for<T: Clone>(
         .expect("condition reached in time")
         .expect("sender alive")
         .clone()
+}
+
+/// Runs the lanyard binary with exactly these environment variables.
+pub async fn lanyard<K, V>(
+    args: &[&str],
+    vars: impl IntoIterator<Item = (K, V)>,
+) -> std::process::Output
+where
+    K: AsRef<std::ffi::OsStr>,
+    V: AsRef<std::ffi::OsStr>,
+{
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_lanyard"))
+        .args(args)
+        .env_clear()
+        .envs(vars)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("lanyard runs")
+}
+
+/// Output bytes as text, for assertions and messages.
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
 }
