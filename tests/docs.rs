@@ -1,5 +1,7 @@
 //! The README and the example config agree with the code's list of settings.
 
+mod support;
+
 use std::collections::BTreeSet;
 
 use lanyard::config::SETTINGS;
@@ -85,7 +87,8 @@ fn example_config_loads_when_uncommented() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("lanyard.toml");
     let ca = dir.path().join("ca.pem");
-    std::fs::write(&ca, "").unwrap();
+    // Read and checked at load, so a real certificate.
+    std::fs::write(&ca, support::tls::TestCa::new().ca_pem).unwrap();
     let text = uncommented.replace("/etc/ssl/private-ca.pem", ca.to_str().unwrap());
     std::fs::write(&path, text).unwrap();
     let flags = lanyard::config::Flags {
