@@ -1,5 +1,6 @@
-//! Outbound HTTP: rustls with the system roots plus `LANYARD_CA_FILE`, and
-//! hyper-util's pooled client, shared by the token exchange and the proxy.
+//! Outbound HTTP: rustls with the system roots plus `LANYARD_CA_FILE`, one
+//! connector for the token exchange and the proxy, and hyper-util's pooled
+//! client for the token exchange (the proxy pools its own, `pool.rs`).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -94,10 +95,7 @@ where
     B::Data: Send,
 {
     Client::builder(TokioExecutor::new())
-        // Below the idle timeouts common in front of APIs (AWS ALB 60 s,
-        // nginx 75 s): closing first avoids most races with an upstream
-        // closing a connection just as it is reused.
-        .pool_idle_timeout(Duration::from_secs(50))
+        .pool_idle_timeout(crate::pool::IDLE_TIMEOUT)
         .build(connector)
 }
 
@@ -124,17 +122,11 @@ pub fn classify(err: &hyper_util::client::legacy::Error) -> FailureKind {
 /// Whether the upstream closed or reset the connection after the request
 /// was sent and before any response: what a pooled connection the upstream
 /// dropped as idle at that moment looks like.
-pub fn closed_unanswered(err: &hyper_util::client::legacy::Error) -> bool {
+pub fn hyper_closed_unanswered(err: &hyper::Error) -> bool {
     use std::error::Error as _;
     use std::io::ErrorKind;
-    if err.is_connect() {
-        return false;
-    }
-    let Some(hyper) = err.source().and_then(|s| s.downcast_ref::<hyper::Error>()) else {
-        return false;
-    };
-    hyper.is_incomplete_message()
-        || hyper
+    err.is_incomplete_message()
+        || err
             .source()
             .and_then(|s| s.downcast_ref::<std::io::Error>())
             .is_some_and(|io| {
@@ -149,7 +141,7 @@ pub fn closed_unanswered(err: &hyper_util::client::legacy::Error) -> bool {
 
 /// `io::Error::source` skips the error it wraps, and hyper-rustls wraps
 /// tokio-rustls' `io::Error` in another, so descend through `get_ref` too.
-fn chain_has_rustls_error(err: &(dyn std::error::Error + 'static)) -> bool {
+pub fn chain_has_rustls_error(err: &(dyn std::error::Error + 'static)) -> bool {
     if err.is::<rustls::Error>() {
         return true;
     }

@@ -31,6 +31,7 @@ pub mod error;
 pub mod http_client;
 pub mod metrics;
 pub mod mock;
+pub mod pool;
 pub mod proxy;
 pub mod reload;
 pub mod secret;

@@ -8,7 +8,6 @@
 //! sent again once when the upstream closed a pooled connection under it
 //! without answering.
 
-use std::borrow::Cow;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,15 +22,15 @@ use http::{
 };
 use http_body_util::{BodyExt, Either, Full};
 use hyper::body::{Body as _, Frame, Incoming, SizeHint};
-use hyper_util::client::legacy::Client;
 use prometheus::{Histogram, IntCounter};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::config::{TargetUrl, is_loopback_host};
 use crate::error::ProxyError;
-use crate::http_client::{self, Connector, FailureKind};
+use crate::http_client::{Connector, FailureKind};
 use crate::metrics::Metrics;
+use crate::pool::{Pool, PooledBody};
 use crate::server::Handler;
 use crate::token::{Token, TokenHandle};
 
@@ -49,7 +48,7 @@ const FORBIDDEN_LOG_INTERVAL: Duration = Duration::from_secs(60);
 
 /// What the proxy answers with: the upstream's streamed body, or lanyard's
 /// own small JSON error.
-pub type ProxyBody = Either<Incoming, Full<Bytes>>;
+pub type ProxyBody = Either<PooledBody, Full<Bytes>>;
 /// What the proxy sends upstream: a buffered, replayable body, or the
 /// client's body streamed through.
 pub type UpstreamBody = Either<Full<Bytes>, StreamedBody>;
@@ -92,19 +91,33 @@ impl Upstream {
     /// The base URL's prefix joined with the request's path and query,
     /// with exactly one slash between them.
     pub fn uri_for(&self, request: &Uri) -> Result<Uri, http::Error> {
-        let pq = request.path_and_query().map_or("/", PathAndQuery::as_str);
-        // `OPTIONS *` and other non-path targets address the base itself.
-        let pq = if pq.starts_with('/') { pq } else { "/" };
-        let joined = if self.prefix.is_empty() {
-            Cow::Borrowed(pq)
-        } else {
-            Cow::Owned(format!("{}{pq}", self.prefix))
-        };
+        let path = self.path_for(request)?;
         Uri::builder()
             .scheme(self.scheme.clone())
             .authority(self.authority.clone())
-            .path_and_query(joined.as_ref())
+            .path_and_query(path.path_and_query().map_or("/", PathAndQuery::as_str))
             .build()
+    }
+
+    /// [`Self::uri_for`] in origin form (`/path?query`), as an upstream
+    /// request carries it; the common case, no prefix and an origin-form
+    /// target, costs nothing.
+    pub fn path_for(&self, request: &Uri) -> Result<Uri, http::Error> {
+        let target = request.path_and_query().map_or("", PathAndQuery::as_str);
+        // `OPTIONS *` and other non-path targets address the base itself.
+        let pq = if target.starts_with('/') { target } else { "/" };
+        if self.prefix.is_empty() {
+            if request.scheme().is_none() && pq == target {
+                return Ok(request.clone());
+            }
+            return Ok(Uri::from_maybe_shared(Bytes::copy_from_slice(
+                pq.as_bytes(),
+            ))?);
+        }
+        Ok(Uri::from_maybe_shared(Bytes::from(format!(
+            "{}{pq}",
+            self.prefix
+        )))?)
     }
 
     /// Whether an HTTP/1 absolute-form target may be served: it names the
@@ -357,7 +370,7 @@ async fn classify_body(
 
 /// The forwarding service.
 pub struct Proxy {
-    client: Client<Connector, UpstreamBody>,
+    pool: Arc<Pool>,
     listen: SocketAddr,
     upstream: Upstream,
     tokens: TokenHandle,
@@ -382,7 +395,11 @@ impl Proxy {
         timeout: Duration,
     ) -> Proxy {
         Proxy {
-            client: http_client::client(connector),
+            pool: Arc::new(Pool::new(
+                connector,
+                upstream.scheme.clone(),
+                upstream.authority.clone(),
+            )),
             listen,
             upstream,
             tokens,
@@ -395,7 +412,7 @@ impl Proxy {
         }
     }
 
-    async fn forward(&self, req: Request<Incoming>) -> Result<Response<Incoming>, ProxyError> {
+    async fn forward(&self, req: Request<Incoming>) -> Result<Response<PooledBody>, ProxyError> {
         // CONNECT would make lanyard a tunnel; an upstream honouring TRACE
         // would echo the injected token back to the client.
         if req.method() == Method::CONNECT || req.method() == Method::TRACE {
@@ -419,9 +436,9 @@ impl Proxy {
         // The only way joining fails is a target too long once prefixed.
         parts.uri = self
             .upstream
-            .uri_for(&parts.uri)
+            .path_for(&parts.uri)
             .map_err(|_| ProxyError::UriTooLong)?;
-        // The client picks HTTP/1.1 or HTTP/2 for the upstream by ALPN.
+        // The pool picks HTTP/1.1 or HTTP/2 for the upstream by ALPN.
         parts.version = Version::HTTP_11;
         // `TE: trailers` is hop-by-hop but says the client takes trailers,
         // which gRPC servers require; HTTP/2 allows just that value.
@@ -435,44 +452,25 @@ impl Proxy {
                 .headers
                 .insert(header::TE, HeaderValue::from_static("trailers"));
         }
-        // Host is the upstream's: the client sets it from the URI.
+        // Host is the upstream's: the pool sets it for HTTP/1.1.
         parts.headers.remove(header::HOST);
         parts
             .headers
             .insert(header::AUTHORIZATION, token.authorization().clone());
 
+        // The cold paths are boxed: a future holds every branch's state, and
+        // hyper moves the handler's future into place for each request, so
+        // the common one (a small body, an answer other than 401) stays
+        // small. Unboxed, it was 11 KiB.
         let (bytes, _reservation) = match classify_body(body, &self.replay_budget).await? {
             ClientBody::Whole(bytes, reservation) => (bytes, reservation),
             ClientBody::Streaming(body) => {
                 let request = Request::from_parts(parts, Either::Right(body));
-                let response = self.send(request, None).await?;
+                let response = Box::pin(self.send(request, None)).await?;
                 return Ok(self.unauthorized_passes(response, token));
             }
             ClientBody::Copied(body, copied) => {
-                // Kept for a replay, should the whole body arrive.
-                let (method, uri, headers) = (
-                    parts.method.clone(),
-                    parts.uri.clone(),
-                    parts.headers.clone(),
-                );
-                let request = Request::from_parts(parts, Either::Right(body));
-                let response = self.send(request, None).await?;
-                if response.status() != StatusCode::UNAUTHORIZED {
-                    return Ok(response);
-                }
-                // The upstream may answer before it has read the whole body;
-                // the rest is on its way unless the client is still writing.
-                let copy = tokio::time::timeout(COPY_WAIT, copied).await;
-                let Ok(Ok((body, _reservation))) = copy else {
-                    return Ok(self.unauthorized_passes(response, token));
-                };
-                let replay = Replay {
-                    method,
-                    uri,
-                    headers,
-                    body,
-                };
-                return self.retry_unauthorized(response, &token, replay).await;
+                return Box::pin(self.forward_copied(parts, body, copied, token)).await;
             }
         };
         // The one copy a replayable request costs: kept for a retry after
@@ -492,6 +490,41 @@ impl Proxy {
         if response.status() != StatusCode::UNAUTHORIZED {
             return Ok(response);
         }
+        Box::pin(self.retry_unauthorized(response, &token, replay)).await
+    }
+
+    /// A body of unknown length: streamed at once, replayed after a 401 if
+    /// its copy arrives whole.
+    async fn forward_copied(
+        &self,
+        parts: http::request::Parts,
+        body: StreamedBody,
+        copied: oneshot::Receiver<(Bytes, Reservation)>,
+        token: Arc<Token>,
+    ) -> Result<Response<PooledBody>, ProxyError> {
+        // Kept for a replay, should the whole body arrive.
+        let (method, uri, headers) = (
+            parts.method.clone(),
+            parts.uri.clone(),
+            parts.headers.clone(),
+        );
+        let request = Request::from_parts(parts, Either::Right(body));
+        let response = self.send(request, None).await?;
+        if response.status() != StatusCode::UNAUTHORIZED {
+            return Ok(response);
+        }
+        // The upstream may answer before it has read the whole body; the
+        // rest is on its way unless the client is still writing.
+        let copy = tokio::time::timeout(COPY_WAIT, copied).await;
+        let Ok(Ok((body, _reservation))) = copy else {
+            return Ok(self.unauthorized_passes(response, token));
+        };
+        let replay = Replay {
+            method,
+            uri,
+            headers,
+            body,
+        };
         self.retry_unauthorized(response, &token, replay).await
     }
 
@@ -499,9 +532,9 @@ impl Proxy {
     /// but the next requests should not carry a token the upstream refuses.
     fn unauthorized_passes(
         &self,
-        response: Response<Incoming>,
+        response: Response<PooledBody>,
         token: Arc<Token>,
-    ) -> Response<Incoming> {
+    ) -> Response<PooledBody> {
         if response.status() == StatusCode::UNAUTHORIZED {
             let tokens = self.tokens.clone();
             tokio::spawn(async move {
@@ -515,10 +548,10 @@ impl Proxy {
     /// when no new token comes, the 401 goes back to the client.
     async fn retry_unauthorized(
         &self,
-        unauthorized: Response<Incoming>,
+        unauthorized: Response<PooledBody>,
         rejected: &Arc<Token>,
         mut replay: Replay,
-    ) -> Result<Response<Incoming>, ProxyError> {
+    ) -> Result<Response<PooledBody>, ProxyError> {
         let renewed =
             tokio::time::timeout(self.timeout, self.tokens.renew_after_rejection(rejected)).await;
         let Ok(Ok(token)) = renewed else {
@@ -536,27 +569,31 @@ impl Proxy {
         &self,
         request: Request<UpstreamBody>,
         replay: Option<&Replay>,
-    ) -> Result<Response<Incoming>, ProxyError> {
+    ) -> Result<Response<PooledBody>, ProxyError> {
         // An upstream may close a pooled connection (its idle timeout) just
         // as lanyard sends on it: the request fails with no answer, though
-        // nothing is wrong. hyper-util resends only requests it had not
+        // nothing is wrong. The pool resends only requests it had not
         // started writing; an idempotent one with a whole body may be sent
         // once more (RFC 9110 §9.2.2), within the same timeout.
         // tests/upstream_faults.rs proves the failure this prevents.
         let replay = replay.filter(|r| r.method.is_idempotent());
-        let attempts = async {
-            match self.client.request(request).await {
-                Err(err) if http_client::closed_unanswered(&err) => match replay {
+        // Built inside the `timeout` call and awaited at once: a future bound
+        // to a local keeps its own space in this one's, doubling it.
+        let answer = tokio::time::timeout(self.timeout, async {
+            let first = self.pool.send(request).await;
+            match first {
+                Err(err) if err.closed_unanswered() => match replay {
                     Some(replay) => {
                         tracing::debug!(error = %err, "the upstream closed the connection without answering; sending the request once more");
-                        self.client.request(replay.request()).await
+                        Box::pin(self.pool.send(replay.request())).await
                     }
                     None => Err(err),
                 },
                 result => result,
             }
-        };
-        match tokio::time::timeout(self.timeout, attempts).await {
+        })
+        .await;
+        match answer {
             Ok(Ok(mut response)) => {
                 strip_hop_by_hop(response.headers_mut());
                 if response.status() == StatusCode::FORBIDDEN {
@@ -565,7 +602,7 @@ impl Proxy {
                 Ok(response)
             }
             Ok(Err(err)) => {
-                let (kind, error) = match http_client::classify(&err) {
+                let (kind, error) = match err.kind() {
                     FailureKind::Tls => ("tls", ProxyError::UpstreamTls),
                     FailureKind::Connect => ("connect", ProxyError::UpstreamUnreachable),
                     FailureKind::Other => ("other", ProxyError::UpstreamUnreachable),
@@ -804,6 +841,23 @@ mod tests {
         for (base, path, want) in cases {
             let got = upstream(base).uri_for(&path.parse().unwrap()).unwrap();
             assert_eq!(got.to_string(), want, "{base} + {path}");
+        }
+    }
+
+    #[test]
+    fn upstream_targets_are_in_origin_form() {
+        let cases = [
+            ("http://127.0.0.1:9000", "/v1/x?a=1", "/v1/x?a=1"),
+            ("http://127.0.0.1:9000", "/", "/"),
+            ("http://127.0.0.1:9000", "*", "/"),
+            ("http://127.0.0.1:9000", "http://127.0.0.1:9000/y?b", "/y?b"),
+            ("http://127.0.0.1:9000/base", "/x?q", "/base/x?q"),
+            ("http://127.0.0.1:9000/base", "*", "/base/"),
+        ];
+        for (base, target, want) in cases {
+            let got = upstream(base).path_for(&target.parse().unwrap()).unwrap();
+            assert_eq!(got.to_string(), want, "{base} + {target}");
+            assert!(got.scheme().is_none() && got.authority().is_none());
         }
     }
 
