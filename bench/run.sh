@@ -372,9 +372,9 @@ lanyard_pid=$started_pid
 lanyard_url=$started_proxy
 lanyard_admin=$started_admin
 
-# tokio's multi-thread runtime has one worker per CPU unless
-# TOKIO_WORKER_THREADS says otherwise; a start-up line that names the count
-# is believed first.
+# lanyard serves the proxy on LANYARD_WORKER_THREADS threads (one per CPU
+# up to 4 by default); its start-up line names the count and is believed
+# first.
 workers_from="--workers"
 if [[ -z $workers ]]; then
     workers=$(grep -m 1 -o '"worker_threads":[0-9]*' "$work/lanyard.log" | cut -d : -f 2 || true)
@@ -389,10 +389,9 @@ if [[ -z $workers ]]; then
         workers_from="tokio's default: one per CPU"
     fi
 fi
-# tokio names its workers tokio-rt-worker (older versions
-# tokio-runtime-worker); blocking-pool threads carry the same name, so this is a
-# cross-check only.
-runtime_threads=$(awk '/^tokio-r/ { n++ } END { print n + 0 }' /proc/"$lanyard_pid"/task/*/comm)
+# The proxy threads are named lanyard-proxy-N (truncated to 15 characters
+# in comm); a cross-check of the count above.
+runtime_threads=$(awk '/^lanyard-proxy/ { n++ } END { print n + 0 }' /proc/"$lanyard_pid"/task/*/comm)
 all_threads=$(find "/proc/$lanyard_pid/task" -mindepth 1 -maxdepth 1 | wc -l)
 
 token_value="mock-$(tr -d '-' </proc/sys/kernel/random/uuid)"
@@ -401,7 +400,7 @@ render nginx-proxy "$workers" "$proxy_port" "$upstream_port" "$token_value"
 proxy_pid=$!
 wait_for_200 "$proxy_url/" || fatal "the nginx proxy did not answer"
 echo "bench: nginx proxy $proxy_url with $workers worker processes ($workers_from;" \
-    "lanyard has $runtime_threads tokio runtime threads of $all_threads)"
+    "lanyard has $runtime_threads proxy threads of $all_threads)"
 echo "bench: lanyard $lanyard_url (pid $lanyard_pid)"
 
 # Both proxies must send a bearer token; lanyard's must be the mock's.
@@ -580,7 +579,7 @@ versions="lanyard $("$lanyard_bin" --version | awk '{ print $NF }'), nginx $("$n
 versions+=", wrk $(wrk --version 2>&1 | awk 'NR == 1 { print $2 }' || true)"
 echo "lanyard benchmark, $(date -u '+%Y-%m-%d %H:%M UTC'), $versions"
 echo "machine: $machine"
-echo "nginx proxy: $workers worker processes; lanyard: $workers runtime workers ($workers_from);" \
+echo "nginx proxy: $workers worker processes; lanyard: $workers proxy threads ($workers_from);" \
     "upstream nginx: $upstream_workers worker; wrk: up to $wrk_threads threads"
 rule
 echo "GET / (upstream answers 200 \"ok\"), ${duration} s per run, $rounds_note"

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, oneshot, watch};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
@@ -105,14 +105,14 @@ impl Sidecar {
                 )
             })
             .unzip();
-        let proxy = Arc::new(Proxy::new(
+        let proxy = Proxy::new(
             wiring.connector,
             proxy_addr,
             Upstream::new(base),
             tokens.clone(),
             metrics.clone(),
             config.upstream_timeout,
-        ));
+        );
         let draining = Arc::new(AtomicBool::new(false));
         let admin = Arc::new(Admin::new(tokens.clone(), registry, draining.clone()));
 
@@ -150,26 +150,32 @@ impl Sidecar {
             }
             .instrument(tracing::info_span!("admin", addr = %admin_addr)),
         );
+        let workers = start_proxy_workers(
+            proxy_listener,
+            &proxy,
+            config.worker_threads,
+            &stopped,
+            grace,
+            proxy_limits,
+            &connection_metrics,
+        )?;
         let task = tokio::spawn(
             async move {
                 let mut stopped = stopped;
-                let shutdown = async move {
-                    let _ = stopped.wait_for(|stop| *stop).await;
-                    draining.store(true, Ordering::Release);
-                    tracing::info!(
-                        grace_s = grace.as_secs(),
-                        "shutting down: draining in-flight requests"
-                    );
-                };
-                let drained = server::serve(
-                    proxy_listener,
-                    proxy,
-                    shutdown,
-                    grace,
-                    proxy_limits,
-                    Some(connection_metrics),
-                )
-                .await;
+                let _ = stopped.wait_for(|stop| *stop).await;
+                draining.store(true, Ordering::Release);
+                tracing::info!(
+                    grace_s = grace.as_secs(),
+                    "shutting down: draining in-flight requests"
+                );
+                let mut drained = Drained::Completely;
+                for worker in workers {
+                    // A worker gone without a word panicked: count it as cut off.
+                    let outcome = worker.await.unwrap_or(Drained::GraceExpired);
+                    if outcome == Drained::GraceExpired {
+                        drained = Drained::GraceExpired;
+                    }
+                }
                 match drained {
                     Drained::Completely => tracing::info!("every in-flight request finished"),
                     Drained::GraceExpired => {
@@ -236,6 +242,85 @@ impl Sidecar {
             .await
             .map_err(|err| Failure::Runtime(format!("the sidecar task failed: {err}")))
     }
+}
+
+/// Serves the proxy listener from `threads` threads, each with its own
+/// single-threaded runtime and its own upstream connections, as nginx
+/// runs worker processes: a request is read, forwarded and answered on one
+/// thread, with no hand-offs between threads and no lock shared by them on
+/// its path. Each accepts from the same listener, so a busy thread leaves
+/// new connections to an idle one. Each reports how its drain ended on the
+/// returned channels once `stopped` turns true.
+fn start_proxy_workers(
+    listener: TcpListener,
+    proxy: &Proxy,
+    threads: usize,
+    stopped: &watch::Receiver<bool>,
+    grace: Duration,
+    limits: server::Limits,
+    metrics: &server::ConnectionMetrics,
+) -> Result<Vec<oneshot::Receiver<Drained>>, Failure> {
+    let listener = listener
+        .into_std()
+        .map_err(|err| failed("cannot hand the proxy listener to its threads", err))?;
+    let slots = server::Slots::new(limits.max_connections);
+    let span = tracing::info_span!("proxy", addr = %local_addr_std(&listener));
+    // The threads log where their starter does (a test's capture, say),
+    // not only to the global subscriber.
+    let dispatch = tracing::dispatcher::get_default(tracing::Dispatch::clone);
+    let mut workers = Vec::with_capacity(threads);
+    for n in 0..threads.max(1) {
+        let listener = listener
+            .try_clone()
+            .map_err(|err| failed("cannot share the proxy listener", err))?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|err| failed("cannot start a proxy runtime", err))?;
+        let proxy = Arc::new(proxy.for_worker());
+        let (done, drained) = oneshot::channel();
+        let mut stopped = stopped.clone();
+        let (slots, metrics, span) = (slots.clone(), metrics.clone(), span.clone());
+        let dispatch = dispatch.clone();
+        let serve = async move {
+            // Registered with this thread's runtime, hence inside it.
+            let listener = match TcpListener::from_std(listener) {
+                Ok(listener) => listener,
+                Err(err) => {
+                    tracing::error!(error = %err, "a proxy thread cannot watch the listener");
+                    return Drained::Completely;
+                }
+            };
+            let shutdown = async move {
+                let _ = stopped.wait_for(|stop| *stop).await;
+            };
+            server::serve_sharing(
+                listener,
+                proxy,
+                shutdown,
+                grace,
+                limits,
+                Some(metrics),
+                slots,
+            )
+            .await
+        };
+        std::thread::Builder::new()
+            .name(format!("lanyard-proxy-{n}"))
+            .spawn(move || {
+                let _logging = tracing::dispatcher::set_default(&dispatch);
+                let _ = done.send(runtime.block_on(serve.instrument(span)));
+            })
+            .map_err(|err| failed("cannot start a proxy thread", err))?;
+        workers.push(drained);
+    }
+    Ok(workers)
+}
+
+fn local_addr_std(listener: &std::net::TcpListener) -> String {
+    listener
+        .local_addr()
+        .map_or_else(|_| "?".to_string(), |addr| addr.to_string())
 }
 
 fn failed(what: &str, err: impl std::fmt::Display) -> Failure {

@@ -349,7 +349,7 @@ pub struct Config {
     pub shutdown_grace: Duration,
     pub header_timeout: Duration,
     pub max_connections: usize,
-    /// Runtime worker threads for `run` and `demo`.
+    /// Proxy threads for `run` and `demo`, each with its own runtime.
     pub worker_threads: usize,
     pub rfc7523_fields: bool,
     pub log_format: LogFormat,

@@ -31,16 +31,13 @@ fn main() -> ExitCode {
         tracing::warn!("{warning}");
     }
 
-    // The health check runs every few seconds in the container: one thread
-    // is all a single request needs.
-    let mut builder = if command == Command::Healthcheck {
-        tokio::runtime::Builder::new_current_thread()
-    } else {
-        let mut builder = tokio::runtime::Builder::new_multi_thread();
-        builder.worker_threads(config.worker_threads);
-        builder
-    };
-    let runtime = match builder.enable_all().build() {
+    // One thread carries the token refresher, the admin listener and the
+    // commands; the proxy runs on LANYARD_WORKER_THREADS threads of its
+    // own (app.rs).
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(err) => {
             return fail(&Failure::Runtime(format!(

@@ -380,7 +380,7 @@ pub struct Proxy {
     replay_budget: ReplayBudget,
     started: Instant,
     /// Seconds since `started` (plus one) of the last 403 hint; 0: never.
-    forbidden_logged_at: AtomicU64,
+    forbidden_logged_at: Arc<AtomicU64>,
 }
 
 impl Proxy {
@@ -408,7 +408,24 @@ impl Proxy {
             timeout,
             replay_budget: ReplayBudget::new(),
             started: Instant::now(),
-            forbidden_logged_at: AtomicU64::new(0),
+            forbidden_logged_at: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// A proxy for another worker thread: its own upstream connections,
+    /// everything else shared.
+    pub fn for_worker(&self) -> Proxy {
+        Proxy {
+            pool: Arc::new(self.pool.fresh()),
+            listen: self.listen,
+            upstream: self.upstream.clone(),
+            tokens: self.tokens.clone(),
+            request_metrics: RequestMetrics::new(self.metrics.clone()),
+            metrics: self.metrics.clone(),
+            timeout: self.timeout,
+            replay_budget: self.replay_budget.clone(),
+            started: self.started,
+            forbidden_logged_at: self.forbidden_logged_at.clone(),
         }
     }
 
@@ -631,14 +648,7 @@ impl Proxy {
     fn forbidden(&self) {
         self.metrics.upstream_forbidden.inc();
         let now = self.started.elapsed().as_secs() + 1;
-        let last = self.forbidden_logged_at.load(Ordering::Relaxed);
-        let due = last == 0 || now.saturating_sub(last) >= FORBIDDEN_LOG_INTERVAL.as_secs();
-        if due
-            && self
-                .forbidden_logged_at
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        {
+        if hint_due(&self.forbidden_logged_at, now) {
             tracing::warn!(
                 "the service answered 403: the service account likely lacks the role for this API \
                  (verifications.api or credentials.api) or membership of the project's group \
@@ -646,6 +656,16 @@ impl Proxy {
             );
         }
     }
+}
+
+/// Whether a hint last logged at `last` (seconds, 0 for never) is due
+/// again at `now`; claims it if so, so concurrent requests log it once.
+fn hint_due(last: &AtomicU64, now: u64) -> bool {
+    let then = last.load(Ordering::Relaxed);
+    let due = then == 0 || now.saturating_sub(then) >= FORBIDDEN_LOG_INTERVAL.as_secs();
+    due && last
+        .compare_exchange(then, now, Ordering::Relaxed, Ordering::Relaxed)
+        .is_ok()
 }
 
 impl Handler for Proxy {
@@ -842,6 +862,18 @@ mod tests {
             let got = upstream(base).uri_for(&path.parse().unwrap()).unwrap();
             assert_eq!(got.to_string(), want, "{base} + {path}");
         }
+    }
+
+    #[test]
+    fn the_403_hint_is_due_at_most_once_a_minute() {
+        let last = AtomicU64::new(0);
+        assert!(hint_due(&last, 1));
+        assert!(!hint_due(&last, 1), "claimed once");
+        assert!(!hint_due(&last, 31));
+        assert!(!hint_due(&last, 60));
+        assert!(hint_due(&last, 61));
+        assert!(!hint_due(&last, 62));
+        assert!(hint_due(&last, 200));
     }
 
     #[test]

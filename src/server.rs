@@ -92,12 +92,37 @@ pub async fn serve<H: Handler>(
     limits: Limits,
     metrics: Option<ConnectionMetrics>,
 ) -> Drained {
+    let slots = Slots::new(limits.max_connections);
+    serve_sharing(listener, handler, shutdown, grace, limits, metrics, slots).await
+}
+
+/// The connection limit, shared by accept loops that serve one listener
+/// from several threads.
+#[derive(Clone)]
+pub struct Slots(Arc<Semaphore>);
+
+impl Slots {
+    pub fn new(max_connections: usize) -> Slots {
+        Slots(Arc::new(Semaphore::new(max_connections)))
+    }
+}
+
+/// [`serve`], with the connection limit shared with other accept loops.
+pub async fn serve_sharing<H: Handler>(
+    listener: TcpListener,
+    handler: Arc<H>,
+    shutdown: impl Future<Output = ()>,
+    grace: Duration,
+    limits: Limits,
+    metrics: Option<ConnectionMetrics>,
+    slots: Slots,
+) -> Drained {
     let protocols = Arc::new(Protocols::new(limits));
     let mut shutdown = pin!(shutdown);
     // Owned here so connections still open when the grace runs out are
     // aborted, not left running detached.
     let mut connections = tokio::task::JoinSet::new();
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let slots = slots.0;
     let refusals = Arc::new(Semaphore::new(MAX_REFUSALS_IN_FLIGHT));
     let mut last_refusal_log: Option<Instant> = None;
     // Asks every connection to finish what it is doing and close.

@@ -385,7 +385,9 @@ async fn closing_reused_connections() -> (RawUpstream, mpsc::UnboundedReceiver<S
 #[tokio::test]
 async fn idempotent_request_on_a_pooled_connection_the_upstream_dropped_is_retried() {
     let (upstream, _seen) = closing_reused_connections().await;
-    let running = lanyard(&upstream, &[]).await;
+    // Each proxy thread pools its own connections: with one, every request
+    // after the first meets the pooled connection.
+    let running = lanyard(&upstream, &[("LANYARD_WORKER_THREADS", "1")]).await;
     for i in 0..10 {
         for method in [Method::GET, Method::PUT, Method::DELETE] {
             let answer = send(
@@ -409,7 +411,9 @@ async fn idempotent_request_on_a_pooled_connection_the_upstream_dropped_is_retri
 #[tokio::test]
 async fn non_idempotent_request_on_a_pooled_connection_the_upstream_dropped_is_not_replayed() {
     let (upstream, mut seen) = closing_reused_connections().await;
-    let running = lanyard(&upstream, &[]).await;
+    // Each proxy thread pools its own connections: with one, every request
+    // after the first meets the pooled connection.
+    let running = lanyard(&upstream, &[("LANYARD_WORKER_THREADS", "1")]).await;
     assert_eq!(get(&format!("{}/warm", running.proxy)).await.body, "ok");
     let answer = send(
         Method::POST,

@@ -312,8 +312,17 @@ pub(super) async fn handle(state: &State, req: Request<Incoming>) -> Reply {
 }
 
 async fn dispatch(state: &State, req: Request<Incoming>) -> Answer {
-    let account = authenticate(state, req.headers())?;
     let (parts, body) = req.into_parts();
+    let account = match authenticate(state, &parts.headers) {
+        Ok(account) => account,
+        Err(refusal) => {
+            // Read what the client is still sending, as a server behind a
+            // load balancer would: closing on an unread body resets the
+            // connection, and the 401 can be lost with it.
+            let _ = Limited::new(body, MAX_BODY).collect().await;
+            return Err(refusal);
+        }
+    };
     let route = Route::parse(parts.uri.path()).ok_or_else(|| {
         not_found("no such path on the mock service's API; see docs/mock-service.md")
     })?;
