@@ -12,149 +12,22 @@
 
 mod support;
 
-use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, StatusCode};
+use support::raw::{RawUpstream, Served};
 use support::sidecar::{self, get, send};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 use tokio::sync::{Barrier, mpsc};
 use tokio::task::JoinSet;
 
 /// Any wait for something that should happen promptly fails the test after
 /// this, rather than hanging it.
 const PROMPTLY: Duration = Duration::from_secs(10);
-
-/// A request as the upstream saw it: the connection it came on (numbered
-/// from 0 in the order accepted) and its request line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Served {
-    connection: usize,
-    method: String,
-    target: String,
-}
-
-/// A hand-written HTTP/1.1 upstream: every accepted connection is counted
-/// and given to `serve`.
-struct RawUpstream {
-    url: String,
-    accepted: Arc<AtomicUsize>,
-    log: Arc<Mutex<Vec<Served>>>,
-    _tasks: JoinSet<()>,
-}
-
-impl RawUpstream {
-    async fn start<F, Fut>(serve: F) -> RawUpstream
-    where
-        F: Fn(Conn) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = ()> + Send + 'static,
-    {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let accepted = Arc::new(AtomicUsize::new(0));
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (counter, shared_log) = (accepted.clone(), log.clone());
-        let mut tasks = JoinSet::new();
-        tasks.spawn(async move {
-            let mut open = JoinSet::new();
-            while let Ok((stream, _)) = listener.accept().await {
-                let number = counter.fetch_add(1, Ordering::SeqCst);
-                open.spawn(serve(Conn {
-                    number,
-                    io: BufReader::new(stream),
-                    log: shared_log.clone(),
-                }));
-                while open.try_join_next().is_some() {}
-            }
-        });
-        RawUpstream {
-            url,
-            accepted,
-            log,
-            _tasks: tasks,
-        }
-    }
-
-    /// Connections accepted so far.
-    fn accepted(&self) -> usize {
-        self.accepted.load(Ordering::SeqCst)
-    }
-
-    /// Every request read so far, in order.
-    fn served(&self) -> Vec<Served> {
-        self.log.lock().unwrap().clone()
-    }
-
-    /// The connection each request read so far arrived on, in order.
-    fn connections_used(&self) -> Vec<usize> {
-        self.served().iter().map(|s| s.connection).collect()
-    }
-}
-
-/// One upstream connection.
-struct Conn {
-    number: usize,
-    io: BufReader<TcpStream>,
-    log: Arc<Mutex<Vec<Served>>>,
-}
-
-impl Conn {
-    /// Reads the next request, discarding its body, and records it; `None`
-    /// once lanyard closed the connection.
-    async fn next_request(&mut self) -> Option<Served> {
-        let mut line = String::new();
-        if self.io.read_line(&mut line).await.ok()? == 0 {
-            return None;
-        }
-        let mut words = line.split_whitespace();
-        let seen = Served {
-            connection: self.number,
-            method: words.next()?.to_owned(),
-            target: words.next()?.to_owned(),
-        };
-        let mut length = 0;
-        loop {
-            line.clear();
-            if self.io.read_line(&mut line).await.ok()? == 0 {
-                return None;
-            }
-            if line == "\r\n" {
-                break;
-            }
-            if let Some((name, value)) = line.split_once(':')
-                && name.eq_ignore_ascii_case("content-length")
-            {
-                length = value.trim().parse().ok()?;
-            }
-        }
-        let mut body = vec![0; length];
-        self.io.read_exact(&mut body).await.ok()?;
-        self.log.lock().unwrap().push(seen.clone());
-        Some(seen)
-    }
-
-    async fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.io.get_mut().write_all(bytes).await
-    }
-
-    /// A small complete response, leaving the connection open for more.
-    async fn ok(&mut self) -> std::io::Result<()> {
-        self.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
-            .await
-    }
-
-    /// Waits for lanyard's next move on a connection with no exchange it
-    /// may start: true if it closed the connection, false if it sent more.
-    async fn closed_by_lanyard(&mut self) -> bool {
-        let mut byte = [0u8; 1];
-        matches!(self.io.read(&mut byte).await, Ok(0) | Err(_))
-    }
-}
 
 /// Answers every request with a small 200, keeping the connection open;
 /// chunked when the target asks for it, else with a Content-Length.
@@ -222,7 +95,7 @@ async fn sequential_requests_on_new_client_connections_share_one_upstream_connec
         get_ok(&running, target).await;
     }
 
-    assert_eq!(upstream.accepted(), 1, "{:?}", upstream.served());
+    assert_eq!(upstream.connections(), 1, "{:?}", upstream.served());
     let expected: Vec<Served> = targets
         .iter()
         .map(|target| Served {
@@ -269,7 +142,7 @@ async fn bodiless_answers_share_one_connection(method: Method, path: &str, statu
         );
     }
 
-    assert_eq!(upstream.accepted(), 1, "{:?}", upstream.served());
+    assert_eq!(upstream.connections(), 1, "{:?}", upstream.served());
     assert_eq!(upstream.connections_used(), [0, 0]);
     assert!(
         upstream
@@ -373,7 +246,7 @@ async fn a_connection_whose_body_the_client_abandoned_is_closed_not_reused() {
     );
 
     get_ok(&running, "/after").await;
-    assert_eq!(upstream.accepted(), 2, "{:?}", upstream.served());
+    assert_eq!(upstream.connections(), 2, "{:?}", upstream.served());
     assert_eq!(upstream.connections_used(), [0, 1]);
 }
 
@@ -426,7 +299,7 @@ async fn an_upstream_answering_connection_close_leaves_no_dead_connection_for_th
     }
 
     assert_eq!(
-        upstream.accepted(),
+        upstream.connections(),
         requests.len(),
         "{:?}",
         upstream.served()
@@ -468,7 +341,7 @@ async fn concurrent_requests_get_a_connection_each_and_later_requests_reuse_them
     })
     .await
     .expect("the upstream held all requests at once, so they were answered");
-    assert_eq!(upstream.accepted(), N, "{:?}", upstream.served());
+    assert_eq!(upstream.connections(), N, "{:?}", upstream.served());
     let mut used = upstream.connections_used();
     used.sort_unstable();
     assert_eq!(
@@ -480,6 +353,6 @@ async fn concurrent_requests_get_a_connection_each_and_later_requests_reuse_them
     for i in 0..N {
         get_ok(&running, &format!("/after/{i}")).await;
     }
-    assert_eq!(upstream.accepted(), N, "{:?}", upstream.served());
+    assert_eq!(upstream.connections(), N, "{:?}", upstream.served());
     assert_eq!(upstream.served().len(), 2 * N);
 }

@@ -7,9 +7,7 @@
 
 mod support;
 
-use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -19,122 +17,14 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use support::raw::RawUpstream;
 use support::sidecar::{self, get, send};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, mpsc};
-use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 /// Any wait for something that should happen promptly fails the test after
 /// this, rather than hanging it.
 const PROMPTLY: Duration = Duration::from_secs(10);
-
-/// A hand-written upstream: every accepted connection is given to `serve`.
-struct RawUpstream {
-    url: String,
-    connections: Arc<AtomicU64>,
-    _tasks: JoinSet<()>,
-}
-
-impl RawUpstream {
-    async fn start<F, Fut>(serve: F) -> RawUpstream
-    where
-        F: Fn(Conn) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = ()> + Send + 'static,
-    {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let connections = Arc::new(AtomicU64::new(0));
-        let counter = connections.clone();
-        let mut tasks = JoinSet::new();
-        tasks.spawn(async move {
-            let mut open = JoinSet::new();
-            while let Ok((stream, _)) = listener.accept().await {
-                counter.fetch_add(1, Ordering::SeqCst);
-                open.spawn(serve(Conn {
-                    io: BufReader::new(stream),
-                }));
-                while open.try_join_next().is_some() {}
-            }
-        });
-        RawUpstream {
-            url,
-            connections,
-            _tasks: tasks,
-        }
-    }
-
-    fn connections(&self) -> u64 {
-        self.connections.load(Ordering::SeqCst)
-    }
-}
-
-/// One upstream connection.
-struct Conn {
-    io: BufReader<TcpStream>,
-}
-
-/// The request line of a request the upstream read.
-struct Seen {
-    method: String,
-    target: String,
-}
-
-impl Conn {
-    /// Reads the next request, discarding its body; `None` once lanyard
-    /// closed the connection.
-    async fn next_request(&mut self) -> Option<Seen> {
-        let mut line = String::new();
-        if self.io.read_line(&mut line).await.ok()? == 0 {
-            return None;
-        }
-        let mut words = line.split_whitespace();
-        let seen = Seen {
-            method: words.next()?.to_owned(),
-            target: words.next()?.to_owned(),
-        };
-        let mut length = 0;
-        loop {
-            line.clear();
-            if self.io.read_line(&mut line).await.ok()? == 0 {
-                return None;
-            }
-            if line == "\r\n" {
-                break;
-            }
-            if let Some((name, value)) = line.split_once(':')
-                && name.eq_ignore_ascii_case("content-length")
-            {
-                length = value.trim().parse().ok()?;
-            }
-        }
-        let mut body = vec![0; length];
-        self.io.read_exact(&mut body).await.ok()?;
-        Some(seen)
-    }
-
-    async fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.io.get_mut().write_all(bytes).await
-    }
-
-    /// A small complete response, leaving the connection open for more.
-    async fn ok(&mut self) -> std::io::Result<()> {
-        self.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
-            .await
-    }
-
-    /// Closes with a TCP reset instead of an orderly FIN.
-    fn reset(self) {
-        let _ = self.io.get_ref().set_zero_linger();
-    }
-
-    /// Waits until lanyard closes the connection.
-    async fn until_closed(&mut self) {
-        let mut sink = [0u8; 1024];
-        while matches!(self.io.read(&mut sink).await, Ok(n) if n > 0) {}
-    }
-}
 
 async fn lanyard(upstream: &RawUpstream, extra: &[(&str, &str)]) -> sidecar::Running {
     let running = sidecar::start(support::mock().await, &upstream.url, extra).await;

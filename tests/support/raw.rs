@@ -1,0 +1,147 @@
+//! A hand-written HTTP/1.1 upstream on raw sockets, for tests that need a
+//! fault, or a count of connections, exactly where they put it.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
+
+/// A request as the upstream saw it: the connection it came on (numbered
+/// from 0 in the order accepted) and its request line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Served {
+    pub connection: usize,
+    pub method: String,
+    pub target: String,
+}
+
+/// A hand-written HTTP/1.1 upstream: every accepted connection is counted
+/// and given to `serve`.
+pub struct RawUpstream {
+    pub url: String,
+    accepted: Arc<AtomicUsize>,
+    log: Arc<Mutex<Vec<Served>>>,
+    _tasks: JoinSet<()>,
+}
+
+impl RawUpstream {
+    pub async fn start<F, Fut>(serve: F) -> RawUpstream
+    where
+        F: Fn(Conn) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (counter, shared_log) = (accepted.clone(), log.clone());
+        let mut tasks = JoinSet::new();
+        tasks.spawn(async move {
+            let mut open = JoinSet::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                let number = counter.fetch_add(1, Ordering::SeqCst);
+                open.spawn(serve(Conn {
+                    number,
+                    io: BufReader::new(stream),
+                    log: shared_log.clone(),
+                }));
+                while open.try_join_next().is_some() {}
+            }
+        });
+        RawUpstream {
+            url,
+            accepted,
+            log,
+            _tasks: tasks,
+        }
+    }
+
+    /// Connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Every request read so far, in order.
+    pub fn served(&self) -> Vec<Served> {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// The connection each request read so far arrived on, in order.
+    pub fn connections_used(&self) -> Vec<usize> {
+        self.served().iter().map(|s| s.connection).collect()
+    }
+}
+
+/// One upstream connection.
+pub struct Conn {
+    number: usize,
+    io: BufReader<TcpStream>,
+    log: Arc<Mutex<Vec<Served>>>,
+}
+
+impl Conn {
+    /// Reads the next request, discarding its body, and records it; `None`
+    /// once lanyard closed the connection.
+    pub async fn next_request(&mut self) -> Option<Served> {
+        let mut line = String::new();
+        if self.io.read_line(&mut line).await.ok()? == 0 {
+            return None;
+        }
+        let mut words = line.split_whitespace();
+        let seen = Served {
+            connection: self.number,
+            method: words.next()?.to_owned(),
+            target: words.next()?.to_owned(),
+        };
+        let mut length = 0;
+        loop {
+            line.clear();
+            if self.io.read_line(&mut line).await.ok()? == 0 {
+                return None;
+            }
+            if line == "\r\n" {
+                break;
+            }
+            if let Some((name, value)) = line.split_once(':')
+                && name.eq_ignore_ascii_case("content-length")
+            {
+                length = value.trim().parse().ok()?;
+            }
+        }
+        let mut body = vec![0; length];
+        self.io.read_exact(&mut body).await.ok()?;
+        self.log.lock().unwrap().push(seen.clone());
+        Some(seen)
+    }
+
+    pub async fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.io.get_mut().write_all(bytes).await
+    }
+
+    /// A small complete response, leaving the connection open for more.
+    pub async fn ok(&mut self) -> std::io::Result<()> {
+        self.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+            .await
+    }
+
+    /// Waits for lanyard's next move on a connection with no exchange it
+    /// may start: true if it closed the connection, false if it sent more.
+    pub async fn closed_by_lanyard(&mut self) -> bool {
+        let mut byte = [0u8; 1];
+        matches!(self.io.read(&mut byte).await, Ok(0) | Err(_))
+    }
+
+    /// Closes with a TCP reset instead of an orderly FIN.
+    pub fn reset(self) {
+        let _ = self.io.get_ref().set_zero_linger();
+    }
+
+    /// Waits until lanyard closes the connection.
+    pub async fn until_closed(&mut self) {
+        let mut sink = [0u8; 1024];
+        while matches!(self.io.read(&mut sink).await, Ok(n) if n > 0) {}
+    }
+}
