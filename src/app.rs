@@ -277,20 +277,19 @@ fn start_proxy_workers(
             .enable_all()
             .build()
             .map_err(|err| failed("cannot start a proxy runtime", err))?;
+        // Registered with the thread's own runtime, here, so a failure stops
+        // the start rather than leaving a thread that serves nothing.
+        let listener = {
+            let _runtime = runtime.enter();
+            TcpListener::from_std(listener)
+                .map_err(|err| failed("cannot watch the proxy listener", err))?
+        };
         let proxy = Arc::new(proxy.for_worker());
         let (done, drained) = oneshot::channel();
         let mut stopped = stopped.clone();
         let (slots, metrics, span) = (slots.clone(), metrics.clone(), span.clone());
         let dispatch = dispatch.clone();
         let serve = async move {
-            // Registered with this thread's runtime, hence inside it.
-            let listener = match TcpListener::from_std(listener) {
-                Ok(listener) => listener,
-                Err(err) => {
-                    tracing::error!(error = %err, "a proxy thread cannot watch the listener");
-                    return Drained::Completely;
-                }
-            };
             let shutdown = async move {
                 let _ = stopped.wait_for(|stop| *stop).await;
             };
