@@ -248,9 +248,10 @@ impl Sidecar {
 /// single-threaded runtime and its own upstream connections, as nginx
 /// runs worker processes: a request is read, forwarded and answered on one
 /// thread, with no hand-offs between threads and no lock shared by them on
-/// its path. Each accepts from the same listener, so a busy thread leaves
-/// new connections to an idle one. Each reports how its drain ended on the
-/// returned channels once `stopped` turns true.
+/// its path. Each accepts from the same listener, and one that accepts a
+/// connection while another serves fewer hands it over
+/// ([`server::Share`]). Each reports how its drain ended on the returned
+/// channels once `stopped` turns true.
 fn start_proxy_workers(
     listener: TcpListener,
     proxy: &Proxy,
@@ -263,13 +264,13 @@ fn start_proxy_workers(
     let listener = listener
         .into_std()
         .map_err(|err| failed("cannot hand the proxy listener to its threads", err))?;
-    let slots = server::Slots::new(limits.max_connections);
+    let shares = server::Share::group(limits.max_connections, threads);
     let span = tracing::info_span!("proxy", addr = %local_addr_std(&listener));
     // The threads log where their starter does (a test's capture, say),
     // not only to the global subscriber.
     let dispatch = tracing::dispatcher::get_default(tracing::Dispatch::clone);
     let mut workers = Vec::with_capacity(threads);
-    for n in 0..threads.max(1) {
+    for (n, share) in shares.into_iter().enumerate() {
         let listener = listener
             .try_clone()
             .map_err(|err| failed("cannot share the proxy listener", err))?;
@@ -287,7 +288,7 @@ fn start_proxy_workers(
         let proxy = Arc::new(proxy.for_worker());
         let (done, drained) = oneshot::channel();
         let mut stopped = stopped.clone();
-        let (slots, metrics, span) = (slots.clone(), metrics.clone(), span.clone());
+        let (metrics, span) = (metrics.clone(), span.clone());
         let dispatch = dispatch.clone();
         let serve = async move {
             let shutdown = async move {
@@ -300,7 +301,7 @@ fn start_proxy_workers(
                 grace,
                 limits,
                 Some(metrics),
-                slots,
+                share,
             )
             .await
         };

@@ -10,6 +10,7 @@
 
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -25,7 +26,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulConnection;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, Semaphore, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -92,22 +93,136 @@ pub async fn serve<H: Handler>(
     limits: Limits,
     metrics: Option<ConnectionMetrics>,
 ) -> Drained {
-    let slots = Slots::new(limits.max_connections);
-    serve_sharing(listener, handler, shutdown, grace, limits, metrics, slots).await
+    let share = Share::group(limits.max_connections, 1)
+        .pop()
+        .unwrap_or_else(|| unreachable!("a group of one has one share"));
+    serve_sharing(listener, handler, shutdown, grace, limits, metrics, share).await
 }
 
-/// The connection limit, shared by accept loops that serve one listener
-/// from several threads.
-#[derive(Clone)]
-pub struct Slots(Arc<Semaphore>);
+/// One accept loop's part in a group that serves one listener from
+/// several threads: the group shares the connection limit and keeps the
+/// threads' numbers of connections even.
+///
+/// Threads woken together by a new connection race to accept it, and the
+/// one with the least to do wins, so the connections of a burst pile up
+/// on whichever thread was idle at that instant. In the benchmark one
+/// thread held twice the other's connections, and a request cost a fifth
+/// more CPU at 256 connections than with them even (bench/run.sh). So a
+/// thread that accepts a connection while another serves fewer hands it
+/// over.
+pub struct Share {
+    index: usize,
+    group: Arc<Group>,
+    inbox: mpsc::UnboundedReceiver<Handed>,
+}
 
-impl Slots {
-    pub fn new(max_connections: usize) -> Slots {
-        Slots(Arc::new(Semaphore::new(max_connections)))
+struct Group {
+    slots: Arc<Semaphore>,
+    /// Connections each member serves, counting those handed to it and
+    /// not yet picked up.
+    open: Box<[AtomicUsize]>,
+    inboxes: Box<[mpsc::UnboundedSender<Handed>]>,
+}
+
+/// A connection accepted by one member for another to serve.
+struct Handed {
+    stream: std::net::TcpStream,
+    peer: SocketAddr,
+    slot: OwnedSemaphorePermit,
+    counted: Counted,
+}
+
+/// One connection in its member's count, until dropped.
+struct Counted {
+    group: Arc<Group>,
+    index: usize,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.group.open[self.index].fetch_sub(1, Ordering::Relaxed);
     }
 }
 
-/// [`serve`], with the connection limit shared with other accept loops.
+impl Share {
+    /// The shares of a group of `members` accept loops, one for each.
+    pub fn group(max_connections: usize, members: usize) -> Vec<Share> {
+        let (inboxes, receivers): (Vec<_>, Vec<_>) = (0..members.max(1))
+            .map(|_| mpsc::unbounded_channel())
+            .unzip();
+        let group = Arc::new(Group {
+            slots: Arc::new(Semaphore::new(max_connections)),
+            open: inboxes.iter().map(|_| AtomicUsize::new(0)).collect(),
+            inboxes: inboxes.into(),
+        });
+        receivers
+            .into_iter()
+            .enumerate()
+            .map(|(index, inbox)| Share {
+                index,
+                group: group.clone(),
+                inbox,
+            })
+            .collect()
+    }
+
+    fn count(&self, index: usize) -> Counted {
+        self.group.open[index].fetch_add(1, Ordering::Relaxed);
+        Counted {
+            group: self.group.clone(),
+            index,
+        }
+    }
+
+    /// The member serving the fewest connections, if it serves fewer than
+    /// this one.
+    fn less_busy(&self) -> Option<usize> {
+        let open = |index: usize| self.group.open[index].load(Ordering::Relaxed);
+        let least = (0..self.group.open.len()).min_by_key(|&index| open(index))?;
+        (open(least) < open(self.index)).then_some(least)
+    }
+
+    /// Counts a connection accepted here, and hands it to a less busy
+    /// member if there is one; gives it back when it stays here.
+    fn place(
+        &self,
+        stream: TcpStream,
+        peer: SocketAddr,
+        slot: OwnedSemaphorePermit,
+    ) -> Option<(TcpStream, Counted, OwnedSemaphorePermit)> {
+        let Some(other) = self.less_busy() else {
+            return Some((stream, self.count(self.index), slot));
+        };
+        // Leaving this thread's reactor is a system call that cannot fail
+        // for an open socket; should it, the connection is lost either way.
+        let stream = match stream.into_std() {
+            Ok(stream) => stream,
+            Err(err) => {
+                tracing::warn!(error = %err, %peer, "cannot hand a connection to another proxy thread");
+                return None;
+            }
+        };
+        // Counted at once: the next connection, accepted before the other
+        // thread picks this one up, must see it.
+        let handed = Handed {
+            stream,
+            peer,
+            slot,
+            counted: self.count(other),
+        };
+        match self.group.inboxes[other].send(handed) {
+            Ok(()) => None,
+            // That thread has stopped: it is shutting down, as this one is
+            // about to.
+            Err(mpsc::error::SendError(handed)) => {
+                let stream = TcpStream::from_std(handed.stream).ok()?;
+                Some((stream, self.count(self.index), handed.slot))
+            }
+        }
+    }
+}
+
+/// [`serve`], as one of a group of accept loops on the same listener.
 pub async fn serve_sharing<H: Handler>(
     listener: TcpListener,
     handler: Arc<H>,
@@ -115,51 +230,67 @@ pub async fn serve_sharing<H: Handler>(
     grace: Duration,
     limits: Limits,
     metrics: Option<ConnectionMetrics>,
-    slots: Slots,
+    mut share: Share,
 ) -> Drained {
     let protocols = Arc::new(Protocols::new(limits));
     let mut shutdown = pin!(shutdown);
     // Owned here so connections still open when the grace runs out are
     // aborted, not left running detached.
     let mut connections = tokio::task::JoinSet::new();
-    let slots = slots.0;
+    let slots = share.group.slots.clone();
     let refusals = Arc::new(Semaphore::new(MAX_REFUSALS_IN_FLIGHT));
     let mut last_refusal_log: Option<Instant> = None;
     // Asks every connection to finish what it is doing and close.
     let (stopping_tx, stopping) = watch::channel(false);
 
     loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(err) => {
-                    tracing::warn!(error = %err, "accept failed");
-                    tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+        let (stream, peer, counted, slot) = tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(accepted) => accepted,
+                    Err(err) => {
+                        tracing::warn!(error = %err, "accept failed");
+                        tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                        continue;
+                    }
+                };
+                while connections.try_join_next().is_some() {}
+                let Ok(slot) = slots.clone().try_acquire_owned() else {
+                    if let Some(metrics) = &metrics {
+                        metrics.refused.inc();
+                    }
+                    if last_refusal_log.is_none_or(|at| at.elapsed() >= REFUSAL_LOG_INTERVAL) {
+                        last_refusal_log = Some(Instant::now());
+                        tracing::warn!(
+                            max_connections = limits.max_connections,
+                            %peer,
+                            "connection limit reached: refusing new connections (logged at most once a minute)"
+                        );
+                    }
+                    if let Ok(permit) = refusals.clone().try_acquire_owned() {
+                        connections.spawn(async move {
+                            refuse(stream).await;
+                            drop(permit);
+                        });
+                    }
                     continue;
+                };
+                match share.place(stream, peer, slot) {
+                    Some((stream, counted, slot)) => (stream, peer, counted, slot),
+                    None => continue,
                 }
-            },
+            }
+            Some(handed) = share.inbox.recv() => {
+                while connections.try_join_next().is_some() {}
+                match TcpStream::from_std(handed.stream) {
+                    Ok(stream) => (stream, handed.peer, handed.counted, handed.slot),
+                    Err(err) => {
+                        tracing::warn!(error = %err, peer = %handed.peer, "cannot take a connection from another proxy thread");
+                        continue;
+                    }
+                }
+            }
             () = &mut shutdown => break,
-        };
-        while connections.try_join_next().is_some() {}
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            if let Some(metrics) = &metrics {
-                metrics.refused.inc();
-            }
-            if last_refusal_log.is_none_or(|at| at.elapsed() >= REFUSAL_LOG_INTERVAL) {
-                last_refusal_log = Some(Instant::now());
-                tracing::warn!(
-                    max_connections = limits.max_connections,
-                    %peer,
-                    "connection limit reached: refusing new connections (logged at most once a minute)"
-                );
-            }
-            if let Ok(permit) = refusals.clone().try_acquire_owned() {
-                connections.spawn(async move {
-                    refuse(stream).await;
-                    drop(permit);
-                });
-            }
-            continue;
         };
         // Requests are small and latency-bound; Nagle only adds delay.
         let _ = stream.set_nodelay(true);
@@ -171,7 +302,7 @@ pub async fn serve_sharing<H: Handler>(
             async move {
                 let _open = metrics.as_ref().map(OpenConnection::new);
                 serve_connection(stream, handler, &protocols, stopping).await;
-                drop(slot);
+                drop((slot, counted));
             }
             .instrument(tracing::debug_span!("connection", %peer)),
         );
