@@ -166,49 +166,60 @@ impl Pool {
     /// Sends `request`, whose URI is in origin form (`/path?query`), on a
     /// pooled connection or a new one. A request that a reused connection
     /// could not take because it had closed is sent on another; one that
-    /// was written is never sent twice here.
-    pub async fn send(
+    /// was written is never sent twice here. (Not an `async fn`, which
+    /// would hold the request twice: see `Proxy::handle`.)
+    #[allow(
+        clippy::manual_async_fn,
+        reason = "an async fn holds its arguments twice"
+    )]
+    pub fn send(
         self: &Arc<Self>,
         mut request: Request<UpstreamBody>,
-    ) -> Result<Response<PooledBody>, SendError> {
-        loop {
-            let attempt = match self.checkout().await? {
-                Checkout::Http1 { mut sender, reused } => {
-                    request
-                        .headers_mut()
-                        .entry(header::HOST)
-                        .or_insert_with(|| self.host.clone());
-                    match sender.try_send_request(request).await {
-                        Ok(response) => {
-                            let release = Release {
-                                sender,
-                                pool: self.clone(),
-                            };
-                            return Ok(response.map(|body| PooledBody::new(body, Some(release))));
+    ) -> impl Future<Output = Result<Response<PooledBody>, SendError>> + Send {
+        async move {
+            loop {
+                let attempt = match self.checkout().await? {
+                    Checkout::Http1 { mut sender, reused } => {
+                        request
+                            .headers_mut()
+                            .entry(header::HOST)
+                            .or_insert_with(|| self.host.clone());
+                        match sender.try_send_request(request).await {
+                            Ok(response) => {
+                                let release = Release {
+                                    sender,
+                                    pool: self.clone(),
+                                };
+                                return Ok(
+                                    response.map(|body| PooledBody::new(body, Some(release)))
+                                );
+                            }
+                            Err(err) => (err, reused),
                         }
-                        Err(err) => (err, reused),
                     }
-                }
-                Checkout::Http2 { mut sender, reused } => {
-                    if request.uri().scheme().is_none() {
-                        *request.uri_mut() = self.absolute(request.uri());
+                    Checkout::Http2 { mut sender, reused } => {
+                        if request.uri().scheme().is_none() {
+                            *request.uri_mut() = self.absolute(request.uri());
+                        }
+                        match sender.try_send_request(request).await {
+                            Ok(response) => {
+                                return Ok(response.map(|body| PooledBody::new(body, None)));
+                            }
+                            Err(err) => (err, reused),
+                        }
                     }
-                    match sender.try_send_request(request).await {
-                        Ok(response) => return Ok(response.map(|body| PooledBody::new(body, None))),
-                        Err(err) => (err, reused),
+                };
+                let (mut err, reused) = attempt;
+                match err.take_message() {
+                    // Never written: the connection had closed since its last
+                    // use. A new connection failing this way is not retried,
+                    // so the loop ends.
+                    Some(unsent) if reused => {
+                        tracing::debug!(error = %err.error(), "a pooled upstream connection had closed; using another");
+                        request = unsent;
                     }
+                    _ => return Err(SendError::Request(err.into_error())),
                 }
-            };
-            let (mut err, reused) = attempt;
-            match err.take_message() {
-                // Never written: the connection had closed since its last
-                // use. A new connection failing this way is not retried,
-                // so the loop ends.
-                Some(unsent) if reused => {
-                    tracing::debug!(error = %err.error(), "a pooled upstream connection had closed; using another");
-                    request = unsent;
-                }
-                _ => return Err(SendError::Request(err.into_error())),
             }
         }
     }

@@ -429,85 +429,94 @@ impl Proxy {
         }
     }
 
-    async fn forward(&self, req: Request<Incoming>) -> Result<Response<PooledBody>, ProxyError> {
-        // CONNECT would make lanyard a tunnel; an upstream honouring TRACE
-        // would echo the injected token back to the client.
-        if req.method() == Method::CONNECT || req.method() == Method::TRACE {
-            return Err(ProxyError::MethodNotAllowed);
-        }
-        // Absolute form is an HTTP/1 notion; an HTTP/2 request always
-        // carries `:authority`, and lanyard never forwards to it anyway.
-        if req.version() < Version::HTTP_2
-            && let Some(target) = req.uri().authority()
-            && !self.upstream.accepts_target(target, self.listen)
-        {
-            return Err(ProxyError::ForbiddenTarget);
-        }
-        let token = self
-            .tokens
-            .get()
-            .await
-            .map_err(|_| ProxyError::TokenUnavailable)?;
+    #[allow(
+        clippy::manual_async_fn,
+        reason = "an async fn holds its arguments twice"
+    )]
+    fn forward(
+        &self,
+        req: Request<Incoming>,
+    ) -> impl Future<Output = Result<Response<PooledBody>, ProxyError>> + Send {
+        async move {
+            // CONNECT would make lanyard a tunnel; an upstream honouring TRACE
+            // would echo the injected token back to the client.
+            if req.method() == Method::CONNECT || req.method() == Method::TRACE {
+                return Err(ProxyError::MethodNotAllowed);
+            }
+            // Absolute form is an HTTP/1 notion; an HTTP/2 request always
+            // carries `:authority`, and lanyard never forwards to it anyway.
+            if req.version() < Version::HTTP_2
+                && let Some(target) = req.uri().authority()
+                && !self.upstream.accepts_target(target, self.listen)
+            {
+                return Err(ProxyError::ForbiddenTarget);
+            }
+            let token = self
+                .tokens
+                .get()
+                .await
+                .map_err(|_| ProxyError::TokenUnavailable)?;
 
-        let (mut parts, body) = req.into_parts();
-        // The only way joining fails is a target too long once prefixed.
-        parts.uri = self
-            .upstream
-            .path_for(&parts.uri)
-            .map_err(|_| ProxyError::UriTooLong)?;
-        // The pool picks HTTP/1.1 or HTTP/2 for the upstream by ALPN.
-        parts.version = Version::HTTP_11;
-        // `TE: trailers` is hop-by-hop but says the client takes trailers,
-        // which gRPC servers require; HTTP/2 allows just that value.
-        let trailers = parts
-            .headers
-            .get(header::TE)
-            .is_some_and(|te| te.as_bytes().eq_ignore_ascii_case(b"trailers"));
-        strip_hop_by_hop(&mut parts.headers);
-        if trailers {
+            let (mut parts, body) = req.into_parts();
+            // The only way joining fails is a target too long once prefixed.
+            parts.uri = self
+                .upstream
+                .path_for(&parts.uri)
+                .map_err(|_| ProxyError::UriTooLong)?;
+            // The pool picks HTTP/1.1 or HTTP/2 for the upstream by ALPN.
+            parts.version = Version::HTTP_11;
+            // `TE: trailers` is hop-by-hop but says the client takes trailers,
+            // which gRPC servers require; HTTP/2 allows just that value.
+            let trailers = parts
+                .headers
+                .get(header::TE)
+                .is_some_and(|te| te.as_bytes().eq_ignore_ascii_case(b"trailers"));
+            strip_hop_by_hop(&mut parts.headers);
+            if trailers {
+                parts
+                    .headers
+                    .insert(header::TE, HeaderValue::from_static("trailers"));
+            }
+            // Host is the upstream's: the pool sets it for HTTP/1.1.
+            parts.headers.remove(header::HOST);
             parts
                 .headers
-                .insert(header::TE, HeaderValue::from_static("trailers"));
-        }
-        // Host is the upstream's: the pool sets it for HTTP/1.1.
-        parts.headers.remove(header::HOST);
-        parts
-            .headers
-            .insert(header::AUTHORIZATION, token.authorization().clone());
+                .insert(header::AUTHORIZATION, token.authorization().clone());
 
-        // The cold paths are boxed: a future holds every branch's state, and
-        // hyper moves the handler's future into place for each request, so
-        // the common one (a small body, an answer other than 401) stays
-        // small. Unboxed, it was 11 KiB.
-        let (bytes, _reservation) = match classify_body(body, &self.replay_budget).await? {
-            ClientBody::Whole(bytes, reservation) => (bytes, reservation),
-            ClientBody::Streaming(body) => {
-                let request = Request::from_parts(parts, Either::Right(body));
-                let response = Box::pin(self.send(request, None)).await?;
-                return Ok(self.unauthorized_passes(response, token));
+            // The cold paths are boxed: a future holds every branch's state, and
+            // hyper moves the handler's future into place for each request, so
+            // the common one (a small body, an answer other than 401) stays
+            // small. Unboxed, it was 11 KiB.
+            let (bytes, _reservation) = match classify_body(body, &self.replay_budget).await? {
+                ClientBody::Whole(bytes, reservation) => (bytes, reservation),
+                ClientBody::Streaming(body) => {
+                    let request = Request::from_parts(parts, Either::Right(body));
+                    let response = Box::pin(self.send(request, None)).await?;
+                    return Ok(self.unauthorized_passes(response, token));
+                }
+                ClientBody::Copied(body, copied) => {
+                    return Box::pin(self.forward_copied(parts, body, copied, token)).await;
+                }
+            };
+            // The one copy a replayable request costs: kept for a retry after
+            // a 401 or a connection the upstream closed unanswered.
+            let replay = Replay {
+                method: parts.method.clone(),
+                uri: parts.uri.clone(),
+                headers: parts.headers.clone(),
+                body: bytes.clone(),
+            };
+            let response = self
+                .send(
+                    Request::from_parts(parts, Either::Left(Full::new(bytes))),
+                    Some(&replay),
+                )
+                .await?;
+            if response.status() != StatusCode::UNAUTHORIZED {
+                return Ok(response);
             }
-            ClientBody::Copied(body, copied) => {
-                return Box::pin(self.forward_copied(parts, body, copied, token)).await;
-            }
-        };
-        // The one copy a replayable request costs: kept for a retry after
-        // a 401 or a connection the upstream closed unanswered.
-        let replay = Replay {
-            method: parts.method.clone(),
-            uri: parts.uri.clone(),
-            headers: parts.headers.clone(),
-            body: bytes.clone(),
-        };
-        let response = self
-            .send(
-                Request::from_parts(parts, Either::Left(Full::new(bytes))),
-                Some(&replay),
-            )
-            .await?;
-        if response.status() != StatusCode::UNAUTHORIZED {
-            return Ok(response);
+            Box::pin(self.retry_unauthorized(response, &token, replay)).await
         }
-        Box::pin(self.retry_unauthorized(response, &token, replay)).await
     }
 
     /// A body of unknown length: streamed at once, replayed after a 401 if
@@ -582,65 +591,71 @@ impl Proxy {
         self.send(replay.request(), Some(&replay)).await
     }
 
-    async fn send(
+    #[allow(
+        clippy::manual_async_fn,
+        reason = "an async fn holds its arguments twice"
+    )]
+    fn send(
         &self,
         request: Request<UpstreamBody>,
         replay: Option<&Replay>,
-    ) -> Result<Response<PooledBody>, ProxyError> {
-        // An upstream may close a pooled connection (its idle timeout) just
-        // as lanyard sends on it: the request fails with no answer, though
-        // nothing is wrong. The pool resends only requests it had not
-        // started writing; an idempotent one with a whole body may be sent
-        // once more (RFC 9110 §9.2.2), within the same timeout.
-        // tests/upstream_faults.rs proves the failure this prevents.
-        let replay = replay.filter(|r| r.method.is_idempotent());
-        // Built inside the `timeout` call and awaited at once: a future bound
-        // to a local keeps its own space in this one's, doubling it.
-        let answer = tokio::time::timeout(self.timeout, async {
-            let first = self.pool.send(request).await;
-            match first {
-                Err(err) if err.closed_unanswered() => match replay {
-                    Some(replay) => {
-                        tracing::debug!(error = %err, "the upstream closed the connection without answering; sending the request once more");
-                        Box::pin(self.pool.send(replay.request())).await
-                    }
-                    None => Err(err),
-                },
-                result => result,
-            }
-        })
-        .await;
-        match answer {
-            Ok(Ok(mut response)) => {
-                strip_hop_by_hop(response.headers_mut());
-                if response.status() == StatusCode::FORBIDDEN {
-                    self.forbidden();
+    ) -> impl Future<Output = Result<Response<PooledBody>, ProxyError>> + Send {
+        async move {
+            // An upstream may close a pooled connection (its idle timeout) just
+            // as lanyard sends on it: the request fails with no answer, though
+            // nothing is wrong. The pool resends only requests it had not
+            // started writing; an idempotent one with a whole body may be sent
+            // once more (RFC 9110 §9.2.2), within the same timeout.
+            // tests/upstream_faults.rs proves the failure this prevents.
+            let replay = replay.filter(|r| r.method.is_idempotent());
+            // Each future is built inside its `timeout_at` call and awaited at
+            // once: one bound to a local, or wrapped in another async block,
+            // would keep its own copy of the request in this future's space.
+            let deadline = Instant::now() + self.timeout;
+            let first = tokio::time::timeout_at(deadline, self.pool.send(request)).await;
+            let answer = match (first, replay) {
+                (Ok(Err(err)), Some(replay)) if err.closed_unanswered() => {
+                    tracing::debug!(error = %err, "the upstream closed the connection without answering; sending the request once more");
+                    Box::pin(tokio::time::timeout_at(
+                        deadline,
+                        self.pool.send(replay.request()),
+                    ))
+                    .await
                 }
-                Ok(response)
-            }
-            Ok(Err(err)) => {
-                let (kind, error) = match err.kind() {
-                    FailureKind::Tls => ("tls", ProxyError::UpstreamTls),
-                    FailureKind::Connect => ("connect", ProxyError::UpstreamUnreachable),
-                    FailureKind::Other => ("other", ProxyError::UpstreamUnreachable),
-                };
-                self.metrics
-                    .upstream_errors
-                    .with_label_values(&[kind])
-                    .inc();
-                tracing::warn!(error = %err, kind, "upstream request failed");
-                Err(error)
-            }
-            Err(_) => {
-                self.metrics
-                    .upstream_errors
-                    .with_label_values(&["timeout"])
-                    .inc();
-                tracing::warn!(
-                    timeout_ms = self.timeout.as_millis() as u64,
-                    "upstream did not answer in time"
-                );
-                Err(ProxyError::UpstreamTimeout)
+                (first, _) => first,
+            };
+            match answer {
+                Ok(Ok(mut response)) => {
+                    strip_hop_by_hop(response.headers_mut());
+                    if response.status() == StatusCode::FORBIDDEN {
+                        self.forbidden();
+                    }
+                    Ok(response)
+                }
+                Ok(Err(err)) => {
+                    let (kind, error) = match err.kind() {
+                        FailureKind::Tls => ("tls", ProxyError::UpstreamTls),
+                        FailureKind::Connect => ("connect", ProxyError::UpstreamUnreachable),
+                        FailureKind::Other => ("other", ProxyError::UpstreamUnreachable),
+                    };
+                    self.metrics
+                        .upstream_errors
+                        .with_label_values(&[kind])
+                        .inc();
+                    tracing::warn!(error = %err, kind, "upstream request failed");
+                    Err(error)
+                }
+                Err(_) => {
+                    self.metrics
+                        .upstream_errors
+                        .with_label_values(&["timeout"])
+                        .inc();
+                    tracing::warn!(
+                        timeout_ms = self.timeout.as_millis() as u64,
+                        "upstream did not answer in time"
+                    );
+                    Err(ProxyError::UpstreamTimeout)
+                }
             }
         }
     }
@@ -671,30 +686,42 @@ fn hint_due(last: &AtomicU64, now: u64) -> bool {
 impl Handler for Proxy {
     type Body = ProxyBody;
 
-    async fn handle(&self, req: Request<Incoming>) -> Response<ProxyBody> {
-        let started = Instant::now();
-        let method = method_index(req.method());
-        let _in_flight = InFlight::enter(&self.metrics);
-        let path = tracing::enabled!(tracing::Level::DEBUG).then(|| req.uri().path().to_owned());
+    // The request path is written as functions returning `async` blocks,
+    // not as `async fn`s: an `async fn` keeps a second copy of its
+    // arguments in its future (rust-lang/rust#62958), so each layer held
+    // the request twice, and hyper moves this future into place for every
+    // request.
+    #[allow(
+        clippy::manual_async_fn,
+        reason = "an async fn holds its arguments twice"
+    )]
+    fn handle(&self, req: Request<Incoming>) -> impl Future<Output = Response<ProxyBody>> + Send {
+        async move {
+            let started = Instant::now();
+            let method = method_index(req.method());
+            let _in_flight = InFlight::enter(&self.metrics);
+            let path =
+                tracing::enabled!(tracing::Level::DEBUG).then(|| req.uri().path().to_owned());
 
-        let response = match self.forward(req).await {
-            Ok(response) => response.map(Either::Left),
-            Err(error) => error.response().map(Either::Right),
-        };
+            let response = match self.forward(req).await {
+                Ok(response) => response.map(Either::Left),
+                Err(error) => error.response().map(Either::Right),
+            };
 
-        let elapsed = started.elapsed();
-        let status = response.status();
-        self.request_metrics.observe(method, status, elapsed);
-        if let Some(path) = path {
-            tracing::debug!(
-                method = METHODS[method],
-                path,
-                status = status.as_u16(),
-                latency_ms = elapsed.as_secs_f64() * 1000.0,
-                "proxied"
-            );
+            let elapsed = started.elapsed();
+            let status = response.status();
+            self.request_metrics.observe(method, status, elapsed);
+            if let Some(path) = path {
+                tracing::debug!(
+                    method = METHODS[method],
+                    path,
+                    status = status.as_u16(),
+                    latency_ms = elapsed.as_secs_f64() * 1000.0,
+                    "proxied"
+                );
+            }
+            response
         }
-        response
     }
 }
 
@@ -802,23 +829,38 @@ impl RequestMetrics {
 
 /// Removes hop-by-hop headers, including those the `Connection` header names.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    if headers.contains_key(header::CONNECTION) {
-        let named: Vec<HeaderName> = headers
-            .get_all(header::CONNECTION)
-            .iter()
-            .filter_map(|value| value.to_str().ok())
-            .flat_map(|value| value.split(','))
-            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-            .collect();
-        for name in named {
-            headers.remove(name);
+    // Most messages carry none: one pass over the few names present finds
+    // that out, where removing each of nine names would hash every one.
+    if !headers.keys().any(is_hop_by_hop) {
+        return;
+    }
+    // Names listed in `Connection` are compared as they are, not parsed
+    // into new header names: parsing allocates, and a name that is not
+    // present needs no removing.
+    let mut named = Vec::new();
+    for value in headers.get_all(header::CONNECTION) {
+        let Ok(value) = value.to_str() else { continue };
+        for token in value.split(',').map(str::trim) {
+            if let Some(name) = headers
+                .keys()
+                .find(|name| name.as_str().eq_ignore_ascii_case(token))
+            {
+                named.push(name.clone());
+            }
         }
+    }
+    for name in named {
+        headers.remove(name);
     }
     for name in &HOP_BY_HOP {
         headers.remove(name);
     }
-    // `Upgrade` is hop-by-hop too; lanyard does not tunnel upgrades.
     headers.remove(header::UPGRADE);
+}
+
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    // `Upgrade` is hop-by-hop too; lanyard does not tunnel upgrades.
+    HOP_BY_HOP.contains(name) || name == header::UPGRADE
 }
 
 #[cfg(test)]
@@ -944,8 +986,9 @@ mod tests {
     fn hop_by_hop_headers_and_those_named_in_connection_are_dropped() {
         let mut headers = HeaderMap::new();
         for (name, value) in [
-            ("connection", "close, x-private"),
+            ("connection", "close, X-Private,x-also ,x-absent"),
             ("x-private", "1"),
+            ("x-also", "2"),
             ("keep-alive", "timeout=5"),
             ("proxy-authorization", "Basic Zm9v"),
             ("te", "trailers"),
@@ -958,5 +1001,16 @@ mod tests {
         strip_hop_by_hop(&mut headers);
         let left: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
         assert_eq!(left, ["x-kept"]);
+    }
+
+    #[test]
+    fn a_message_without_hop_by_hop_headers_is_left_alone() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        headers.append("x-many", HeaderValue::from_static("1"));
+        headers.append("x-many", HeaderValue::from_static("2"));
+        let before = headers.clone();
+        strip_hop_by_hop(&mut headers);
+        assert_eq!(headers, before);
     }
 }
