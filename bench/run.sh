@@ -22,28 +22,34 @@
 #   --wrk-threads N         most wrk threads per run (default 2)
 #   --quick                 a smoke test: --duration 2 --warmup 1 --rounds 1
 #                           --startup-runs 3
+#   --floor                 also measure examples/bare_proxy.rs, lanyard's
+#                           accept loop, threads and pool with nothing per
+#                           request but a fixed header: the floor under
+#                           lanyard, and how far it sits from nginx
 #   --no-build              use the binaries already in target/release
 #   --keep                  keep the work directory (kept anyway on failure)
 #
 # Everything listens on and talks to 127.0.0.1 only. The pieces:
 #   upstream  nginx answering `return 200 "ok"` (bench/nginx-upstream.conf.template)
-#   direct    wrk straight to the upstream: the floor
+#   direct    wrk straight to the upstream: no proxy at all
 #   nginx     nginx in front of it adding a static `Authorization: Bearer`
 #             with proxy_set_header, HTTP/1.1 and an upstream keep-alive
 #             pool (bench/nginx-proxy.conf.template)
 #   lanyard   the release `lanyard run`, SERVICE_API_URL = the upstream,
 #             with a real token from the embedded mock
 #             (examples/mock_service.rs, tokens of an hour)
-# For each concurrency and round, the three targets are measured one after
-# the other (the order rotates each round), so noise on this machine hits
-# all three alike. wrk's Lua script (bench/run.lua) reports p50/p99 and the
+#   bare      with --floor: examples/bare_proxy.rs, the same static header
+#             as nginx, with as many threads
+# For each concurrency and round, the targets are measured one after the
+# other (the order rotates each round), so noise on this machine hits
+# them all alike. wrk's Lua script (bench/run.lua) reports p50/p99 and the
 # errors: socket errors and answers of 400 or above, which must be none.
 #
 # Also measured: lanyard's RSS idle (after start and one request) and with
 # --idle-connections keep-alive connections open, on a fresh process; its
 # start-up time to /readyz 200 less the token request's own duration (from
 # its /metrics), on fresh processes; and POSTs of 1 MiB bodies through all
-# three, to a path where the upstream answers only once it holds the whole
+# targets, to a path where the upstream answers only once it holds the whole
 # body; the nginx proxy streams bodies (proxy_request_buffering off), as
 # lanyard does.
 #
@@ -72,6 +78,7 @@ upstream_workers=1
 wrk_threads=2
 build=1
 keep=0
+floor=0
 body_bytes=$((1024 * 1024))
 
 usage() {
@@ -117,6 +124,7 @@ while (($#)); do
         shift
         ;;
     --no-build) build=0 && shift ;;
+    --floor) floor=1 && shift ;;
     --keep) keep=1 && shift ;;
     -h | --help) usage && exit 0 ;;
     *) die_usage "unknown option $1" ;;
@@ -156,11 +164,18 @@ nginx_bin=$(find_nginx)
 target=${CARGO_TARGET_DIR:-target}
 lanyard_bin=$target/release/lanyard
 token_bin=$target/release/examples/mock_service
-if ((build)); then
-    echo "bench: cargo build --release --bin lanyard --example mock_service"
-    cargo build --release --locked --quiet --bin lanyard --example mock_service
+bare_bin=$target/release/examples/bare_proxy
+bins=("$lanyard_bin" "$token_bin")
+build_args=(--bin lanyard --example mock_service)
+if ((floor)); then
+    bins+=("$bare_bin")
+    build_args+=(--example bare_proxy)
 fi
-for bin in "$lanyard_bin" "$token_bin"; do
+if ((build)); then
+    echo "bench: cargo build --release ${build_args[*]}"
+    cargo build --release --locked --quiet "${build_args[@]}"
+fi
+for bin in "${bins[@]}"; do
     [[ -x $bin ]] || die_usage "$bin is missing (drop --no-build)"
 done
 
@@ -179,6 +194,7 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/lanyard-bench.XXXXXX")
 upstream_pid=
 proxy_pid=
+bare_pid=
 lanyard_pid=
 idle_lanyard_pid=
 probe_pid=
@@ -193,7 +209,7 @@ stop_pid() {
 
 cleanup() {
     local pid
-    for pid in "$probe_pid" "$idle_lanyard_pid" "$lanyard_pid" "$proxy_pid" "$upstream_pid" "$mock_pid"; do
+    for pid in "$probe_pid" "$idle_lanyard_pid" "$lanyard_pid" "$proxy_pid" "$bare_pid" "$upstream_pid" "$mock_pid"; do
         stop_pid "$pid"
     done
     wait 2>/dev/null || true
@@ -298,9 +314,10 @@ stop_lanyard() {
 }
 
 # --- upstream, token endpoint, the reference numbers ----------------------
-mapfile -t ports < <(python3 bench/run_probe.py free-ports 2)
+mapfile -t ports < <(python3 bench/run_probe.py free-ports 3)
 upstream_port=${ports[0]}
 proxy_port=${ports[1]}
+bare_port=${ports[2]}
 upstream_url=http://127.0.0.1:$upstream_port
 proxy_url=http://127.0.0.1:$proxy_port
 user_line=
@@ -413,6 +430,18 @@ rss_ready=$(status_kib "$lanyard_pid" VmRSS)
 declare -A url=([direct]=$upstream_url [nginx]=$proxy_url [lanyard]=$lanyard_url)
 targets=(direct nginx lanyard)
 
+if ((floor)); then
+    "$bare_bin" "127.0.0.1:$bare_port" "$upstream_url" "Bearer $token_value" "$workers" \
+        >"$work/bare.out" 2>"$work/bare.err" &
+    bare_pid=$!
+    wait_for_line '^listening=' 30 "$work/bare.out" || fatal "bare_proxy did not start"
+    url[bare]=http://127.0.0.1:$bare_port
+    bare_auth=$(curl -fsS "${url[bare]}/bench-authorization") || fatal "no answer through bare_proxy"
+    [[ $bare_auth == "Bearer $token_value" ]] || fatal "bare_proxy sent '$bare_auth'"
+    echo "bench: bare_proxy ${url[bare]} (pid $bare_pid, $workers threads)"
+    targets+=(bare)
+fi
+
 # The body runs' path must take a whole 1 MiB body through every target.
 head -c "$body_bytes" /dev/zero >"$work/body.bin"
 for name in "${targets[@]}"; do
@@ -427,6 +456,7 @@ proxy_pids() {
     case $1 in
     nginx) pgrep -P "$proxy_pid" || true ;;
     lanyard) echo "$lanyard_pid" ;;
+    bare) echo "$bare_pid" ;;
     esac
 }
 
@@ -479,14 +509,14 @@ run_matrix() {
     done
 }
 
-cells=$((${#conc_list[@]} * 3 * rounds))
+cells=$((${#conc_list[@]} * ${#targets[@]} * rounds))
 echo "bench: GET, ${duration} s per run after ${warmup} s of warm-up: $cells runs," \
     "about $((cells * (duration + warmup))) s"
 run_matrix get "${conc_list[@]}"
 hwm_get=$(status_kib "$lanyard_pid" VmHWM)
 
 if ((${#body_conc_list[@]})); then
-    cells=$((${#body_conc_list[@]} * 3 * rounds))
+    cells=$((${#body_conc_list[@]} * ${#targets[@]} * rounds))
     echo "bench: POST with 1 MiB bodies: $cells runs, about $((cells * (duration + warmup))) s"
     run_matrix body "${body_conc_list[@]}"
 fi
@@ -572,6 +602,20 @@ print_ratios() {
     done
 }
 
+# bare_proxy against nginx, and lanyard against bare_proxy.
+print_floor() {
+    local kind=$1 conns
+    shift
+    printf '%-11s  %16s %16s %17s %17s\n' connections "bare vs nginx" "bare p99 vs" "lanyard vs bare" "lanyard p99 vs"
+    for conns in "$@"; do
+        printf '%-11s  %16s %16s %17s %17s\n' "$conns" \
+            "$(ratio "$(cell "$kind" "$conns" bare rps)" "$(cell "$kind" "$conns" nginx rps)")" \
+            "$(ratio "$(cell "$kind" "$conns" bare p99)" "$(cell "$kind" "$conns" nginx p99)")" \
+            "$(ratio "$(cell "$kind" "$conns" lanyard rps)" "$(cell "$kind" "$conns" bare rps)")" \
+            "$(ratio "$(cell "$kind" "$conns" lanyard p99)" "$(cell "$kind" "$conns" bare p99)")"
+    done
+}
+
 rounds_note="one round"
 ((rounds == 1)) || rounds_note="median of $rounds rounds"
 echo
@@ -588,6 +632,11 @@ echo "(CPU us/req: user + system CPU time of the proxy per request; for nginx, i
 echo
 echo "lanyard / nginx and lanyard / direct (req/s above 1 is faster; p99 below 1 is better)"
 print_ratios get "${conc_list[@]}"
+if ((floor)); then
+    echo
+    echo "the floor: bare_proxy / nginx, and lanyard / bare_proxy"
+    print_floor get "${conc_list[@]}"
+fi
 if ((${#body_conc_list[@]})); then
     rule
     echo "POST /body with a 1 MiB body (the upstream answers once it has it all), ${duration} s per run, $rounds_note"

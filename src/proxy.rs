@@ -160,7 +160,12 @@ struct BodyCopy {
 }
 
 impl StreamedBody {
-    fn streaming(prefix: Option<Bytes>, inner: Incoming) -> Self {
+    /// A client body passed through as it arrives, never replayed.
+    pub fn streaming(inner: Incoming) -> Self {
+        Self::after(None, inner)
+    }
+
+    fn after(prefix: Option<Bytes>, inner: Incoming) -> Self {
         StreamedBody {
             prefix,
             inner,
@@ -339,7 +344,7 @@ async fn classify_body(
         return Ok(ClientBody::Whole(Bytes::new(), None));
     }
     if len > MAX_REPLAY_BODY {
-        return Ok(ClientBody::Streaming(StreamedBody::streaming(None, body)));
+        return Ok(ClientBody::Streaming(StreamedBody::streaming(body)));
     }
     // The budget is taken as bytes arrive, not as declared, so a client
     // that announces a body and sends nothing holds none of it.
@@ -358,7 +363,7 @@ async fn classify_body(
         if !fits {
             // Past the budget: send what was read, then stream the rest.
             let prefix = concat(chunks, read);
-            return Ok(ClientBody::Streaming(StreamedBody::streaming(
+            return Ok(ClientBody::Streaming(StreamedBody::after(
                 Some(prefix),
                 body,
             )));

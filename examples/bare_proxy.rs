@@ -1,0 +1,136 @@
+//! The floor under lanyard's proxy, for `bench/run.sh --floor`: lanyard's
+//! own accept loop, proxy threads and upstream pool, with nothing done per
+//! request but setting a fixed `Authorization`. No token, metrics,
+//! timeouts, hop-by-hop stripping or replay copy. What lanyard costs
+//! beyond this is its features; what this costs beyond nginx is hyper,
+//! tokio and the structure they share with lanyard.
+//!
+//!   bare_proxy LISTEN UPSTREAM_URL AUTHORIZATION THREADS
+//!
+//! Prints `listening=ADDR` once every thread accepts, then serves until
+//! killed. Loopback only, like the rest of the benchmark.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::uri::{Authority, Scheme};
+use http::{HeaderValue, Request, Response, Uri, Version, header};
+use http_body_util::{Either, Full};
+use hyper::body::Incoming;
+use lanyard::pool::{Pool, PooledBody};
+use lanyard::proxy::StreamedBody;
+use lanyard::server::{self, Handler, Limits, Share};
+
+struct Bare {
+    pool: Arc<Pool>,
+    authorization: HeaderValue,
+}
+
+impl Handler for Bare {
+    type Body = Either<PooledBody, Full<Bytes>>;
+
+    fn handle(&self, req: Request<Incoming>) -> impl Future<Output = Response<Self::Body>> + Send {
+        let (mut parts, body) = req.into_parts();
+        parts.version = Version::HTTP_11;
+        parts.headers.remove(header::HOST);
+        parts
+            .headers
+            .insert(header::AUTHORIZATION, self.authorization.clone());
+        let request = Request::from_parts(parts, Either::Right(StreamedBody::streaming(body)));
+        let sent = self.pool.send(request);
+        async move {
+            match sent.await {
+                Ok(response) => response.map(Either::Left),
+                Err(err) => {
+                    let mut answer =
+                        Response::new(Either::Right(Full::new(Bytes::from(err.to_string()))));
+                    *answer.status_mut() = http::StatusCode::BAD_GATEWAY;
+                    answer
+                }
+            }
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [listen, upstream, authorization, threads] = args.as_slice() else {
+        eprintln!("usage: bare_proxy LISTEN UPSTREAM_URL AUTHORIZATION THREADS");
+        return ExitCode::from(2);
+    };
+    match run(listen, upstream, authorization, threads) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("bare_proxy: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(listen: &str, upstream: &str, authorization: &str, threads: &str) -> Result<(), String> {
+    let listen: SocketAddr = listen.parse().map_err(|err| format!("LISTEN: {err}"))?;
+    let upstream: Uri = upstream
+        .parse()
+        .map_err(|err| format!("UPSTREAM_URL: {err}"))?;
+    let authority: Authority = upstream
+        .authority()
+        .cloned()
+        .ok_or("UPSTREAM_URL has no host")?;
+    let authorization =
+        HeaderValue::from_str(authorization).map_err(|err| format!("AUTHORIZATION: {err}"))?;
+    let threads: usize = threads.parse().map_err(|err| format!("THREADS: {err}"))?;
+    // Plain http to the benchmark's upstream: no certificates to trust.
+    let tls = rustls::ClientConfig::builder()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+    let connector = lanyard::http_client::connector(tls);
+    let listener = std::net::TcpListener::bind(listen).map_err(|err| format!("{listen}: {err}"))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|err| err.to_string())?;
+    let addr = listener.local_addr().map_err(|err| err.to_string())?;
+    let limits = Limits {
+        header_timeout: Duration::from_secs(60),
+        max_connections: 10_000,
+    };
+
+    let mut workers = Vec::new();
+    for share in Share::group(limits.max_connections, threads) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|err| err.to_string())?;
+        let listener = {
+            let _runtime = runtime.enter();
+            let listener = listener.try_clone().map_err(|err| err.to_string())?;
+            tokio::net::TcpListener::from_std(listener).map_err(|err| err.to_string())?
+        };
+        let handler = Arc::new(Bare {
+            pool: Arc::new(Pool::new(
+                connector.clone(),
+                upstream.scheme().cloned().unwrap_or(Scheme::HTTP),
+                authority.clone(),
+            )),
+            authorization: authorization.clone(),
+        });
+        workers.push(std::thread::spawn(move || {
+            runtime.block_on(server::serve_sharing(
+                listener,
+                handler,
+                std::future::pending(),
+                Duration::ZERO,
+                limits,
+                None,
+                share,
+            ))
+        }));
+    }
+    println!("listening={addr}");
+    for worker in workers {
+        let _ = worker.join();
+    }
+    Ok(())
+}
