@@ -249,9 +249,9 @@ impl Sidecar {
 /// runs worker processes: a request is read, forwarded and answered on one
 /// thread, with no hand-offs between threads and no lock shared by them on
 /// its path. Each accepts from the same listener, and one that accepts a
-/// connection while another serves fewer hands it over
-/// ([`server::Share`]). Each reports how its drain ended on the returned
-/// channels once `stopped` turns true.
+/// connection while another serves fewer hands it over, once, before its
+/// first read ([`server::Share`]). Each reports how its drain ended on the
+/// returned channels once `stopped` turns true.
 fn start_proxy_workers(
     listener: TcpListener,
     proxy: &Proxy,

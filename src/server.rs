@@ -189,9 +189,9 @@ impl Share {
         stream: TcpStream,
         peer: SocketAddr,
         slot: OwnedSemaphorePermit,
-    ) -> Option<(TcpStream, Counted, OwnedSemaphorePermit)> {
+    ) -> Option<Taken> {
         let Some(other) = self.less_busy() else {
-            return Some((stream, self.count(self.index), slot));
+            return Some((stream, peer, self.count(self.index), slot));
         };
         // Leaving this thread's reactor is a system call that cannot fail
         // for an open socket; should it, the connection is lost either way.
@@ -212,12 +212,32 @@ impl Share {
         };
         match self.group.inboxes[other].send(handed) {
             Ok(()) => None,
-            // That thread has stopped: it is shutting down, as this one is
-            // about to.
+            // That thread has stopped accepting (it closes its inbox as it
+            // stops): this one serves the connection itself.
             Err(mpsc::error::SendError(handed)) => {
-                let stream = TcpStream::from_std(handed.stream).ok()?;
-                Some((stream, self.count(self.index), handed.slot))
+                let counted = self.count(self.index);
+                match TcpStream::from_std(handed.stream) {
+                    Ok(stream) => Some((stream, peer, counted, handed.slot)),
+                    Err(err) => {
+                        tracing::warn!(error = %err, %peer, "cannot take back a connection another proxy thread refused");
+                        None
+                    }
+                }
             }
+        }
+    }
+}
+
+/// A connection to serve, with its place in the counts and the limit.
+type Taken = (TcpStream, SocketAddr, Counted, OwnedSemaphorePermit);
+
+/// A connection another thread handed over, registered with this one.
+fn take(handed: Handed) -> Option<Taken> {
+    match TcpStream::from_std(handed.stream) {
+        Ok(stream) => Some((stream, handed.peer, handed.counted, handed.slot)),
+        Err(err) => {
+            tracing::warn!(error = %err, peer = %handed.peer, "cannot take a connection from another proxy thread");
+            None
         }
     }
 }
@@ -242,9 +262,23 @@ pub async fn serve_sharing<H: Handler>(
     let mut last_refusal_log: Option<Instant> = None;
     // Asks every connection to finish what it is doing and close.
     let (stopping_tx, stopping) = watch::channel(false);
+    let served = |(stream, peer, counted, slot): Taken| {
+        // Requests are small and latency-bound; Nagle only adds delay.
+        let _ = stream.set_nodelay(true);
+        let handler = handler.clone();
+        let protocols = protocols.clone();
+        let stopping = stopping.clone();
+        let metrics = metrics.clone();
+        async move {
+            let _open = metrics.as_ref().map(OpenConnection::new);
+            serve_connection(stream, handler, &protocols, stopping).await;
+            drop((slot, counted));
+        }
+        .instrument(tracing::debug_span!("connection", %peer))
+    };
 
     loop {
-        let (stream, peer, counted, slot) = tokio::select! {
+        let taken = tokio::select! {
             accepted = listener.accept() => {
                 let (stream, peer) = match accepted {
                     Ok(accepted) => accepted,
@@ -276,38 +310,31 @@ pub async fn serve_sharing<H: Handler>(
                     continue;
                 };
                 match share.place(stream, peer, slot) {
-                    Some((stream, counted, slot)) => (stream, peer, counted, slot),
+                    Some(taken) => taken,
                     None => continue,
                 }
             }
             Some(handed) = share.inbox.recv() => {
                 while connections.try_join_next().is_some() {}
-                match TcpStream::from_std(handed.stream) {
-                    Ok(stream) => (stream, handed.peer, handed.counted, handed.slot),
-                    Err(err) => {
-                        tracing::warn!(error = %err, peer = %handed.peer, "cannot take a connection from another proxy thread");
-                        continue;
-                    }
+                match take(handed) {
+                    Some(taken) => taken,
+                    None => continue,
                 }
             }
             () = &mut shutdown => break,
         };
-        // Requests are small and latency-bound; Nagle only adds delay.
-        let _ = stream.set_nodelay(true);
-        let handler = handler.clone();
-        let protocols = protocols.clone();
-        let stopping = stopping.clone();
-        let metrics = metrics.clone();
-        connections.spawn(
-            async move {
-                let _open = metrics.as_ref().map(OpenConnection::new);
-                serve_connection(stream, handler, &protocols, stopping).await;
-                drop((slot, counted));
-            }
-            .instrument(tracing::debug_span!("connection", %peer)),
-        );
+        connections.spawn(served(taken));
     }
     drop(listener);
+    // Connections handed over before this thread stopped are served as
+    // those accepted here were; once the inbox is closed, a thread still
+    // accepting keeps its connections.
+    share.inbox.close();
+    while let Ok(handed) = share.inbox.try_recv() {
+        if let Some(taken) = take(handed) {
+            connections.spawn(served(taken));
+        }
+    }
     let _ = stopping_tx.send(true);
 
     let drain = async { while connections.join_next().await.is_some() {} };

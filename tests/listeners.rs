@@ -4,6 +4,7 @@
 
 mod support;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,25 +12,89 @@ use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
-use lanyard::server::{self, Handler, Limits, Share};
+use lanyard::server::{self, Drained, Handler, Limits, Share};
 use support::sidecar::{self, get};
 use support::upstream::TestUpstream;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinSet;
 
 const PROMPTLY: Duration = Duration::from_secs(10);
 
 /// Answers every request with its own name, so a client can tell which
-/// accept loop served its connection.
-struct Named(&'static str);
+/// accept loop served its connection; never answers `/hold`, and says
+/// when one arrives.
+struct Named {
+    name: &'static str,
+    holding: Arc<Notify>,
+}
 
 impl Handler for Named {
     type Body = Full<Bytes>;
 
-    async fn handle(&self, _req: Request<Incoming>) -> Response<Full<Bytes>> {
-        Response::new(Full::new(Bytes::from_static(self.0.as_bytes())))
+    async fn handle(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+        if req.uri().path() == "/hold" {
+            self.holding.notify_one();
+            std::future::pending::<()>().await;
+        }
+        Response::new(Full::new(Bytes::from_static(self.name.as_bytes())))
     }
+}
+
+/// Loops a and b of one group. a's listener is the one returned; b's is
+/// one nobody connects to, so a accepts every connection and b serves only
+/// those handed to it: the worst race for accepting. b stops when
+/// `stop_b` completes and then drains for up to a minute.
+async fn pair(
+    stop_b: impl Future<Output = ()> + Send + 'static,
+) -> (SocketAddr, Arc<Notify>, JoinSet<Drained>) {
+    let limits = Limits {
+        header_timeout: Duration::from_secs(30),
+        max_connections: 100,
+    };
+    let accepting = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = accepting.local_addr().unwrap();
+    let idle = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let holding = Arc::new(Notify::new());
+    let mut shares = Share::group(limits.max_connections, 2).into_iter();
+    let mut loops = JoinSet::new();
+    let named = |name| {
+        Arc::new(Named {
+            name,
+            holding: holding.clone(),
+        })
+    };
+    let grace = Duration::from_secs(60);
+    let (a, b) = (shares.next().unwrap(), shares.next().unwrap());
+    loops.spawn(server::serve_sharing(
+        accepting,
+        named("a"),
+        std::future::pending(),
+        grace,
+        limits,
+        None,
+        a,
+    ));
+    loops.spawn(server::serve_sharing(
+        idle,
+        named("b"),
+        stop_b,
+        grace,
+        limits,
+        None,
+        b,
+    ));
+    (addr, holding, loops)
+}
+
+/// A new connection with one request answered on it.
+async fn answered(addr: SocketAddr) -> (TcpStream, String) {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let name = tokio::time::timeout(PROMPTLY, ask(&mut stream))
+        .await
+        .expect("answered in time");
+    (stream, name)
 }
 
 /// Sends one request on `stream` and returns the answer's body, one byte.
@@ -54,40 +119,13 @@ async fn ask(stream: &mut TcpStream) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_stay_even_whichever_loop_accepts_them() {
-    let limits = Limits {
-        header_timeout: Duration::from_secs(30),
-        max_connections: 100,
-    };
-    // The worst race: a accepts every connection, b none (its listener is
-    // one nobody connects to). Only handing over gives b its share.
-    let accepting = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = accepting.local_addr().unwrap();
-    let idle = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let mut loops = JoinSet::new();
-    for ((share, name), listener) in Share::group(limits.max_connections, 2)
-        .into_iter()
-        .zip(["a", "b"])
-        .zip([accepting, idle])
-    {
-        loops.spawn(server::serve_sharing(
-            listener,
-            Arc::new(Named(name)),
-            std::future::pending(),
-            Duration::from_secs(1),
-            limits,
-            None,
-            share,
-        ));
-    }
+    let (addr, _, _loops) = pair(std::future::pending()).await;
 
     // Held open, each connection lands on the loop serving fewer.
     let mut held = Vec::new();
     let mut served = [0usize; 2];
     for _ in 0..10 {
-        let mut stream = TcpStream::connect(addr).await.unwrap();
-        let name = tokio::time::timeout(PROMPTLY, ask(&mut stream))
-            .await
-            .expect("answered in time");
+        let (stream, name) = answered(addr).await;
         served[usize::from(name == "b")] += 1;
         held.push(stream);
     }
@@ -103,7 +141,46 @@ async fn connections_stay_even_whichever_loop_accepts_them() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_proxy_thread_serves_connections() {
+async fn a_loop_that_has_stopped_accepting_is_handed_nothing() {
+    let (stop_b, stopped) = oneshot::channel::<()>();
+    let (addr, holding, _loops) = pair(async {
+        let _ = stopped.await;
+    })
+    .await;
+
+    // a serves 3 connections; b serves one idle and one whose request never
+    // ends, which keeps b draining once it stops.
+    let (_first, name) = answered(addr).await;
+    assert_eq!(name, "a");
+    let (mut idle_on_b, name) = answered(addr).await;
+    assert_eq!(name, "b");
+    let (_second, name) = answered(addr).await;
+    assert_eq!(name, "a");
+    let mut held_on_b = TcpStream::connect(addr).await.unwrap();
+    held_on_b
+        .write_all(b"GET /hold HTTP/1.1\r\nhost: lanyard\r\n\r\n")
+        .await
+        .unwrap();
+    tokio::time::timeout(PROMPTLY, holding.notified())
+        .await
+        .expect("b took the held request");
+    let (_third, name) = answered(addr).await;
+    assert_eq!(name, "a");
+
+    // b stops: it closes its idle connection, and drains the held one.
+    stop_b.send(()).unwrap();
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(PROMPTLY, idle_on_b.read_to_end(&mut rest)).await;
+    assert!(matches!(closed, Ok(Ok(_))), "b closed its idle connection");
+
+    // b now serves one connection and a three, but a new connection must
+    // stay with a: b takes no more.
+    let (_late, name) = answered(addr).await;
+    assert_eq!(name, "a");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_handed_between_proxy_threads_are_answered() {
     let upstream = TestUpstream::start(None).await;
     let running = sidecar::start(
         support::mock().await,
