@@ -589,30 +589,18 @@ print_table() {
         done
     done
 }
+# For kind $1: $2/$3 and $4/$5 in req/s and in p99, at each concurrency
+# after them.
 print_ratios() {
-    local kind=$1 conns
-    shift
-    printf '%-11s  %16s %16s %17s %17s\n' connections "req/s vs nginx" "p99 vs nginx" "req/s vs direct" "p99 vs direct"
+    local kind=$1 a1=$2 b1=$3 a2=$4 b2=$5 conns
+    shift 5
+    printf '%-11s  %19s %19s %19s %19s\n' connections "req/s $a1/$b1" "p99 $a1/$b1" "req/s $a2/$b2" "p99 $a2/$b2"
     for conns in "$@"; do
-        printf '%-11s  %16s %16s %17s %17s\n' "$conns" \
-            "$(ratio "$(cell "$kind" "$conns" lanyard rps)" "$(cell "$kind" "$conns" nginx rps)")" \
-            "$(ratio "$(cell "$kind" "$conns" lanyard p99)" "$(cell "$kind" "$conns" nginx p99)")" \
-            "$(ratio "$(cell "$kind" "$conns" lanyard rps)" "$(cell "$kind" "$conns" direct rps)")" \
-            "$(ratio "$(cell "$kind" "$conns" lanyard p99)" "$(cell "$kind" "$conns" direct p99)")"
-    done
-}
-
-# bare_proxy against nginx, and lanyard against bare_proxy.
-print_floor() {
-    local kind=$1 conns
-    shift
-    printf '%-11s  %16s %16s %17s %17s\n' connections "bare vs nginx" "bare p99 vs" "lanyard vs bare" "lanyard p99 vs"
-    for conns in "$@"; do
-        printf '%-11s  %16s %16s %17s %17s\n' "$conns" \
-            "$(ratio "$(cell "$kind" "$conns" bare rps)" "$(cell "$kind" "$conns" nginx rps)")" \
-            "$(ratio "$(cell "$kind" "$conns" bare p99)" "$(cell "$kind" "$conns" nginx p99)")" \
-            "$(ratio "$(cell "$kind" "$conns" lanyard rps)" "$(cell "$kind" "$conns" bare rps)")" \
-            "$(ratio "$(cell "$kind" "$conns" lanyard p99)" "$(cell "$kind" "$conns" bare p99)")"
+        printf '%-11s  %19s %19s %19s %19s\n' "$conns" \
+            "$(ratio "$(cell "$kind" "$conns" "$a1" rps)" "$(cell "$kind" "$conns" "$b1" rps)")" \
+            "$(ratio "$(cell "$kind" "$conns" "$a1" p99)" "$(cell "$kind" "$conns" "$b1" p99)")" \
+            "$(ratio "$(cell "$kind" "$conns" "$a2" rps)" "$(cell "$kind" "$conns" "$b2" rps)")" \
+            "$(ratio "$(cell "$kind" "$conns" "$a2" p99)" "$(cell "$kind" "$conns" "$b2" p99)")"
     done
 }
 
@@ -631,18 +619,18 @@ print_table get "${conc_list[@]}"
 echo "(CPU us/req: user + system CPU time of the proxy per request; for nginx, its workers')"
 echo
 echo "lanyard / nginx and lanyard / direct (req/s above 1 is faster; p99 below 1 is better)"
-print_ratios get "${conc_list[@]}"
+print_ratios get lanyard nginx lanyard direct "${conc_list[@]}"
 if ((floor)); then
     echo
     echo "the floor: bare_proxy / nginx, and lanyard / bare_proxy"
-    print_floor get "${conc_list[@]}"
+    print_ratios get bare nginx lanyard bare "${conc_list[@]}"
 fi
 if ((${#body_conc_list[@]})); then
     rule
     echo "POST /body with a 1 MiB body (the upstream answers once it has it all), ${duration} s per run, $rounds_note"
     print_table body "${body_conc_list[@]}"
     echo
-    print_ratios body "${body_conc_list[@]}"
+    print_ratios body lanyard nginx lanyard direct "${body_conc_list[@]}"
 fi
 rule
 row() { printf '%-46s %s\n' "$1" "$2"; }
