@@ -38,6 +38,18 @@ fn assert_refused(out: &Output, expected: &str) {
     assert_no_secret(&stderr, &fixture("rsa2048.pkcs8.pem"));
 }
 
+/// `lanyard token` with nothing but a credentials file: the fixture
+/// account's, changed by `mutate`. Returns the file's path and the output.
+async fn token_from_file(
+    mock: &MockService,
+    dir: &Path,
+    mutate: impl FnOnce(&mut serde_json::Map<String, Value>),
+) -> (String, Output) {
+    let file = creds_file(mock, dir, "creds.json", mutate);
+    let out = lanyard(&["token"], env(&[("SA_CREDENTIALS_FILE", &file)])).await;
+    (file, out)
+}
+
 /// The access token `lanyard token` printed, after checking it succeeded.
 fn printed_token(out: &Output) -> String {
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -84,11 +96,10 @@ async fn mock_with(account: MockAccount) -> MockService {
 async fn sa_client_id_overrides_the_files_client_id_and_the_rest_still_comes_from_the_file() {
     let mock = mock().await;
     let dir = tempfile::tempdir().unwrap();
-    let file = creds_file(&mock, dir.path(), "creds.json", |f| {
+    let (file, alone) = token_from_file(&mock, dir.path(), |f| {
         f.insert("client_id".into(), "sa-not-known-to-the-mock".into());
-    });
-
-    let alone = lanyard(&["token"], env(&[("SA_CREDENTIALS_FILE", &file)])).await;
+    })
+    .await;
     assert_eq!(alone.status.code(), Some(1));
     assert_eq!(
         text(&alone.stderr),
@@ -116,14 +127,13 @@ async fn sa_token_uri_overrides_the_files_token_uri_and_the_files_client_id_is_s
     let mock = mock().await;
     let dir = tempfile::tempdir().unwrap();
     let closed = closed_port();
-    let file = creds_file(&mock, dir.path(), "creds.json", |f| {
+    let (file, alone) = token_from_file(&mock, dir.path(), |f| {
         f.insert(
             "token_uri".into(),
             format!("http://{closed}/oauth2/token").into(),
         );
-    });
-
-    let alone = lanyard(&["token"], env(&[("SA_CREDENTIALS_FILE", &file)])).await;
+    })
+    .await;
     assert_eq!(alone.status.code(), Some(1));
     assert!(
         text(&alone.stderr).starts_with("lanyard: cannot connect to the token endpoint"),
@@ -154,14 +164,13 @@ async fn sa_private_key_with_literal_newlines_overrides_the_files_key() {
     let dir = tempfile::tempdir().unwrap();
     // A valid RSA key, but not the one the mock knows for the account.
     let stranger = lanyard::mock::generate_rsa_key().unwrap();
-    let file = creds_file(&mock, dir.path(), "creds.json", |f| {
+    let (file, alone) = token_from_file(&mock, dir.path(), |f| {
         f.insert(
             "private_key".into(),
             stranger.private_pem.expose().to_string().into(),
         );
-    });
-
-    let alone = lanyard(&["token"], env(&[("SA_CREDENTIALS_FILE", &file)])).await;
+    })
+    .await;
     assert_eq!(alone.status.code(), Some(1));
     assert_eq!(
         text(&alone.stderr),
@@ -186,14 +195,13 @@ async fn sa_private_key_with_literal_newlines_overrides_the_files_key() {
 async fn sa_iam_audience_overrides_the_files_audience() {
     let mock = mock().await;
     let dir = tempfile::tempdir().unwrap();
-    let file = creds_file(&mock, dir.path(), "creds.json", |f| {
+    let (file, alone) = token_from_file(&mock, dir.path(), |f| {
         f.insert(
             "iam_audience".into(),
             "https://elsewhere.example/iam".into(),
         );
-    });
-
-    let alone = lanyard(&["token"], env(&[("SA_CREDENTIALS_FILE", &file)])).await;
+    })
+    .await;
     assert_eq!(alone.status.code(), Some(1));
     assert_eq!(
         text(&alone.stderr),
@@ -276,10 +284,10 @@ async fn org_id_fills_in_when_the_file_has_no_organization_id() {
 async fn no_organization_id_anywhere_is_refused_naming_every_source() {
     let mock = mock().await;
     let dir = tempfile::tempdir().unwrap();
-    let file = creds_file(&mock, dir.path(), "creds.json", |f| {
+    let (_, out) = token_from_file(&mock, dir.path(), |f| {
         f.remove("organization_id");
-    });
-    let out = lanyard(&["token"], env(&[("SA_CREDENTIALS_FILE", &file)])).await;
+    })
+    .await;
     assert_refused(
         &out,
         "SA_ORGANIZATION_ID: not set (give `organization_id` in the credentials file, or set SA_ORGANIZATION_ID or ORG_ID)",
@@ -296,10 +304,10 @@ async fn a_missing_token_uri_is_refused_naming_the_file_field_and_the_variable()
     let expected =
         "SA_TOKEN_URI: not set (give `token_uri` in the credentials file or set SA_TOKEN_URI)";
 
-    let file = creds_file(&mock, dir.path(), "creds.json", |f| {
+    let (_, out) = token_from_file(&mock, dir.path(), |f| {
         f.remove("token_uri");
-    });
-    let out = lanyard(&["token"], env(&[("SA_CREDENTIALS_FILE", &file)])).await;
+    })
+    .await;
     assert_refused(&out, expected);
 
     // The same without a file, every other credential given by a variable.
@@ -321,10 +329,10 @@ async fn a_missing_token_uri_is_refused_naming_the_file_field_and_the_variable()
 async fn a_missing_private_key_is_refused_naming_the_file_field_and_the_variable() {
     let mock = mock().await;
     let dir = tempfile::tempdir().unwrap();
-    let file = creds_file(&mock, dir.path(), "creds.json", |f| {
+    let (_, out) = token_from_file(&mock, dir.path(), |f| {
         f.remove("private_key");
-    });
-    let out = lanyard(&["token"], env(&[("SA_CREDENTIALS_FILE", &file)])).await;
+    })
+    .await;
     assert_refused(
         &out,
         "SA_PRIVATE_KEY: not set (give `private_key` in the credentials file or set SA_PRIVATE_KEY)",
@@ -469,10 +477,10 @@ fn certificate_pem() -> String {
 async fn a_certificate_given_as_the_key_is_refused() {
     let mock = mock().await;
     let dir = tempfile::tempdir().unwrap();
-    let file = creds_file(&mock, dir.path(), "creds.json", |f| {
+    let (file, out) = token_from_file(&mock, dir.path(), |f| {
         f.insert("private_key".into(), certificate_pem().into());
-    });
-    let out = lanyard(&["token"], env(&[("SA_CREDENTIALS_FILE", &file)])).await;
+    })
+    .await;
     assert_refused(
         &out,
         &format!(
@@ -596,10 +604,10 @@ async fn a_token_uri_with_a_fragment_is_refused_wherever_it_comes_from() {
     );
     assert!(!text(&out.stderr).contains("s3cr3t"));
 
-    let file = creds_file(&mock, dir.path(), "creds.json", |f| {
+    let (file, out) = token_from_file(&mock, dir.path(), |f| {
         f.insert("token_uri".into(), with_fragment.clone().into());
-    });
-    let out = lanyard(&["token"], env(&[("SA_CREDENTIALS_FILE", &file)])).await;
+    })
+    .await;
     assert_refused(
         &out,
         &format!("SA_TOKEN_URI (key `token_uri` in {file}): must not have a fragment (#...)"),
