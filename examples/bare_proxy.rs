@@ -12,7 +12,7 @@
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::rc::Rc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -25,14 +25,14 @@ use lanyard::proxy::StreamedBody;
 use lanyard::server::{self, Handler, Limits, Share};
 
 struct Bare {
-    pool: Arc<Pool>,
+    pool: Rc<Pool>,
     authorization: HeaderValue,
 }
 
 impl Handler for Bare {
     type Body = Either<PooledBody, Full<Bytes>>;
 
-    fn handle(&self, req: Request<Incoming>) -> impl Future<Output = Response<Self::Body>> + Send {
+    fn handle(&self, req: Request<Incoming>) -> impl Future<Output = Response<Self::Body>> {
         let (mut parts, body) = req.into_parts();
         parts.version = Version::HTTP_11;
         parts.headers.remove(header::HOST);
@@ -108,15 +108,15 @@ fn run(listen: &str, upstream: &str, authorization: &str, threads: &str) -> Resu
             let listener = listener.try_clone().map_err(|err| err.to_string())?;
             tokio::net::TcpListener::from_std(listener).map_err(|err| err.to_string())?
         };
-        let handler = Arc::new(Bare {
-            pool: Arc::new(Pool::new(
-                connector.clone(),
-                upstream.scheme().cloned().unwrap_or(Scheme::HTTP),
-                authority.clone(),
-            )),
-            authorization: authorization.clone(),
-        });
+        let (connector, authority) = (connector.clone(), authority.clone());
+        let scheme = upstream.scheme().cloned().unwrap_or(Scheme::HTTP);
+        let authorization = authorization.clone();
         workers.push(std::thread::spawn(move || {
+            // Built on its thread: a pool belongs to one thread.
+            let handler = Bare {
+                pool: Rc::new(Pool::new(connector, scheme, authority)),
+                authorization,
+            };
             runtime.block_on(server::serve_sharing(
                 listener,
                 handler,

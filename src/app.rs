@@ -16,9 +16,9 @@ use crate::admin::Admin;
 use crate::commands::{Failure, Wiring};
 use crate::config::Config;
 use crate::metrics::Metrics;
-use crate::proxy::{Proxy, Upstream};
+use crate::proxy::{self, Proxy, Upstream};
 use crate::reload;
-use crate::server::{self, Drained};
+use crate::server::{self, Drained, Handler};
 use crate::token::TokenHandle;
 use crate::token::refresher::{self, RefreshPolicy};
 
@@ -105,7 +105,7 @@ impl Sidecar {
                 )
             })
             .unzip();
-        let proxy = Proxy::new(
+        let proxy = proxy::Shared::new(
             wiring.connector,
             proxy_addr,
             Upstream::new(base),
@@ -114,7 +114,7 @@ impl Sidecar {
             config.upstream_timeout,
         );
         let draining = Arc::new(AtomicBool::new(false));
-        let admin = Arc::new(Admin::new(tokens.clone(), registry, draining.clone()));
+        let admin = Admin::new(tokens.clone(), registry, draining.clone());
 
         let (stop, stopped) = watch::channel(false);
         let grace = config.shutdown_grace;
@@ -132,32 +132,36 @@ impl Sidecar {
         };
         let (proxy_done_tx, mut proxy_done) = watch::channel(false);
         // The admin listener outlives the proxy's drain, so probes see
-        // "not ready" rather than a refused connection.
-        let admin_task = tokio::spawn(
-            async move {
-                let proxy_drained = async move {
-                    let _ = proxy_done.wait_for(|done| *done).await;
-                };
-                server::serve(
-                    admin_listener,
-                    admin,
-                    proxy_drained,
-                    ADMIN_GRACE,
-                    admin_limits,
-                    None,
-                )
-                .await
-            }
-            .instrument(tracing::info_span!("admin", addr = %admin_addr)),
-        );
+        // "not ready" rather than a refused connection. Its own thread keeps
+        // probes from waiting on the token's RSA signature, here.
+        let admin_serving = Serving {
+            grace: ADMIN_GRACE,
+            limits: admin_limits,
+            metrics: None,
+            span: tracing::info_span!("admin", addr = %admin_addr),
+        };
+        let proxy_drained = async move {
+            let _ = proxy_done.wait_for(|done| *done).await;
+        };
+        let admin_done = start_thread(
+            "lanyard-admin".to_string(),
+            into_std(admin_listener, "admin")?,
+            server::Share::alone(admin_limits.max_connections),
+            move || admin,
+            proxy_drained,
+            &admin_serving,
+        )?;
         let workers = start_proxy_workers(
-            proxy_listener,
+            into_std(proxy_listener, "proxy")?,
             &proxy,
             config.worker_threads,
             &stopped,
-            grace,
-            proxy_limits,
-            &connection_metrics,
+            Serving {
+                grace,
+                limits: proxy_limits,
+                metrics: Some(connection_metrics),
+                span: tracing::info_span!("proxy", addr = %proxy_addr),
+            },
         )?;
         let task = tokio::spawn(
             async move {
@@ -185,7 +189,7 @@ impl Sidecar {
                     }
                 }
                 let _ = proxy_done_tx.send(true);
-                let _ = admin_task.await;
+                let _ = admin_done.await;
                 refresher.abort();
                 if let Some(watcher) = watcher {
                     watcher.abort();
@@ -247,80 +251,100 @@ impl Sidecar {
 /// Serves the proxy listener from `threads` threads, each with its own
 /// single-threaded runtime and its own upstream connections, as nginx
 /// runs worker processes: a request is read, forwarded and answered on one
-/// thread, with no hand-offs between threads and no lock shared by them on
-/// its path. Each accepts from the same listener, and one that accepts a
-/// connection while another serves fewer hands it over, once, before its
-/// first read ([`server::Share`]). Each reports how its drain ended on the
-/// returned channels once `stopped` turns true.
+/// thread, with no hand-offs between threads and no lock on its path. Each
+/// accepts from the same listener, and one that accepts a connection while
+/// another serves fewer hands it over, once, before its first read
+/// ([`server::Share`]). Each reports how its drain ended on the returned
+/// channels once `stopped` turns true.
 fn start_proxy_workers(
-    listener: TcpListener,
-    proxy: &Proxy,
+    listener: std::net::TcpListener,
+    proxy: &proxy::Shared,
     threads: usize,
     stopped: &watch::Receiver<bool>,
-    grace: Duration,
-    limits: server::Limits,
-    metrics: &server::ConnectionMetrics,
+    serving: Serving,
 ) -> Result<Vec<oneshot::Receiver<Drained>>, Failure> {
-    let listener = listener
-        .into_std()
-        .map_err(|err| failed("cannot hand the proxy listener to its threads", err))?;
-    let shares = server::Share::group(limits.max_connections, threads);
-    let span = tracing::info_span!("proxy", addr = %local_addr_std(&listener));
-    // The threads log where their starter does (a test's capture, say),
-    // not only to the global subscriber.
-    let dispatch = tracing::dispatcher::get_default(tracing::Dispatch::clone);
+    let shares = server::Share::group(serving.limits.max_connections, threads);
     let mut workers = Vec::with_capacity(threads);
     for (n, share) in shares.into_iter().enumerate() {
         let listener = listener
             .try_clone()
             .map_err(|err| failed("cannot share the proxy listener", err))?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|err| failed("cannot start a proxy runtime", err))?;
-        // Registered with the thread's own runtime, here, so a failure stops
-        // the start rather than leaving a thread that serves nothing.
-        let listener = {
-            let _runtime = runtime.enter();
-            TcpListener::from_std(listener)
-                .map_err(|err| failed("cannot watch the proxy listener", err))?
-        };
-        let proxy = Arc::new(proxy.for_worker());
-        let (done, drained) = oneshot::channel();
+        let proxy = proxy.clone();
         let mut stopped = stopped.clone();
-        let (metrics, span) = (metrics.clone(), span.clone());
-        let dispatch = dispatch.clone();
-        let serve = async move {
-            let shutdown = async move {
-                let _ = stopped.wait_for(|stop| *stop).await;
-            };
-            server::serve_sharing(
-                listener,
-                proxy,
-                shutdown,
-                grace,
-                limits,
-                Some(metrics),
-                share,
-            )
-            .await
+        let shutdown = async move {
+            let _ = stopped.wait_for(|stop| *stop).await;
         };
-        std::thread::Builder::new()
-            .name(format!("lanyard-proxy-{n}"))
-            .spawn(move || {
-                let _logging = tracing::dispatcher::set_default(&dispatch);
-                let _ = done.send(runtime.block_on(serve.instrument(span)));
-            })
-            .map_err(|err| failed("cannot start a proxy thread", err))?;
-        workers.push(drained);
+        workers.push(start_thread(
+            format!("lanyard-proxy-{n}"),
+            listener,
+            share,
+            move || Proxy::new(&proxy),
+            shutdown,
+            &serving,
+        )?);
     }
     Ok(workers)
 }
 
-fn local_addr_std(listener: &std::net::TcpListener) -> String {
-    listener
-        .local_addr()
-        .map_or_else(|_| "?".to_string(), |addr| addr.to_string())
+/// An accept loop's settings, and the span its thread logs in.
+struct Serving {
+    grace: Duration,
+    limits: server::Limits,
+    metrics: Option<server::ConnectionMetrics>,
+    span: tracing::Span,
+}
+
+/// Serves `listener` on a new thread with its own single-threaded runtime,
+/// until `shutdown` completes. The handler is built on that thread, as a
+/// proxy's upstream connections belong to it. The receiver reports how the
+/// drain ended.
+fn start_thread<H: Handler>(
+    name: String,
+    listener: std::net::TcpListener,
+    share: server::Share,
+    handler: impl FnOnce() -> H + Send + 'static,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    serving: &Serving,
+) -> Result<oneshot::Receiver<Drained>, Failure> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|err| failed("cannot start a listener runtime", err))?;
+    // Registered with the thread's own runtime, here, so a failure stops
+    // the start rather than leaving a thread that serves nothing.
+    let listener = {
+        let _runtime = runtime.enter();
+        TcpListener::from_std(listener).map_err(|err| failed("cannot watch a listener", err))?
+    };
+    // The thread logs where its starter does (a test's capture, say), not
+    // only to the global subscriber.
+    let dispatch = tracing::dispatcher::get_default(tracing::Dispatch::clone);
+    let (grace, limits, metrics) = (serving.grace, serving.limits, serving.metrics.clone());
+    let span = serving.span.clone();
+    let (done, drained) = oneshot::channel();
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(move || {
+            let _logging = tracing::dispatcher::set_default(&dispatch);
+            let serve = async move {
+                let handler = handler();
+                server::serve_sharing(listener, handler, shutdown, grace, limits, metrics, share)
+                    .await
+            };
+            let _ = done.send(runtime.block_on(serve.instrument(span)));
+        })
+        .map_err(|err| failed("cannot start a listener thread", err))?;
+    Ok(drained)
+}
+
+/// A listener bound on this runtime, to hand to a thread of its own.
+fn into_std(listener: TcpListener, which: &str) -> Result<std::net::TcpListener, Failure> {
+    listener.into_std().map_err(|err| {
+        failed(
+            &format!("cannot hand the {which} listener to its thread"),
+            err,
+        )
+    })
 }
 
 fn failed(what: &str, err: impl std::fmt::Display) -> Failure {

@@ -7,10 +7,14 @@
 //! request, a third of lanyard's own. Here an HTTP/1 connection is taken
 //! from a stack and put back when its response body ends, and one HTTP/2
 //! connection, when ALPN picks it, is shared by every request.
+//!
+//! A pool belongs to one proxy thread, and is used by that thread's
+//! connections only: it is taken and given back with no lock.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -43,9 +47,9 @@ pub struct Pool {
     host: HeaderValue,
     /// HTTP/1 connections with no exchange in progress, most recently used
     /// last.
-    idle: Mutex<VecDeque<Idle>>,
+    idle: RefCell<VecDeque<Idle>>,
     /// The HTTP/2 connection, once ALPN has chosen HTTP/2.
-    http2: Mutex<Option<http2::SendRequest<UpstreamBody>>>,
+    http2: RefCell<Option<http2::SendRequest<UpstreamBody>>>,
     http2_builder: http2::Builder<TokioExecutor>,
     idle_timeout: Duration,
 }
@@ -147,8 +151,8 @@ impl Pool {
             host: HeaderValue::from_str(host).unwrap_or_else(|_| HeaderValue::from_static("")),
             scheme,
             authority,
-            idle: Mutex::new(VecDeque::new()),
-            http2: Mutex::new(None),
+            idle: RefCell::new(VecDeque::new()),
+            http2: RefCell::new(None),
             http2_builder: http2::Builder::new(TokioExecutor::new()),
             idle_timeout: IDLE_TIMEOUT,
         }
@@ -173,9 +177,9 @@ impl Pool {
         reason = "an async fn holds its arguments twice"
     )]
     pub fn send(
-        self: &Arc<Self>,
+        self: &Rc<Self>,
         mut request: Request<UpstreamBody>,
-    ) -> impl Future<Output = Result<Response<PooledBody>, SendError>> + Send {
+    ) -> impl Future<Output = Result<Response<PooledBody>, SendError>> {
         async move {
             loop {
                 let attempt = match self.checkout().await? {
@@ -232,7 +236,7 @@ impl Pool {
         Uri::from_parts(parts).unwrap_or_else(|_| self.target.clone())
     }
 
-    async fn checkout(self: &Arc<Self>) -> Result<Checkout, SendError> {
+    async fn checkout(self: &Rc<Self>) -> Result<Checkout, SendError> {
         if let Some(sender) = self.shared_http2() {
             return Ok(Checkout::Http2 {
                 sender,
@@ -262,7 +266,7 @@ impl Pool {
     }
 
     fn shared_http2(&self) -> Option<http2::SendRequest<UpstreamBody>> {
-        let mut shared = lock(&self.http2);
+        let mut shared = self.http2.borrow_mut();
         match shared.as_ref() {
             Some(sender) if !sender.is_closed() => Some(sender.clone()),
             Some(_) => {
@@ -276,7 +280,7 @@ impl Pool {
     /// The most recently used idle connection still open and fresh;
     /// stale ones met on the way are closed.
     fn pop_idle(&self) -> Option<Idle> {
-        let mut idle = lock(&self.idle);
+        let mut idle = self.idle.borrow_mut();
         while let Some(entry) = idle.pop_back() {
             if !entry.sender.is_closed() && entry.since.elapsed() < self.idle_timeout {
                 return Some(entry);
@@ -290,7 +294,7 @@ impl Pool {
             return;
         }
         let now = Instant::now();
-        let mut idle = lock(&self.idle);
+        let mut idle = self.idle.borrow_mut();
         // The oldest are at the front: close those idle too long, so an
         // upstream's own idle timeout rarely closes one under a request.
         while idle
@@ -302,7 +306,7 @@ impl Pool {
         idle.push_back(Idle { sender, since: now });
     }
 
-    async fn connect(self: &Arc<Self>) -> Result<Checkout, SendError> {
+    async fn connect(self: &Rc<Self>) -> Result<Checkout, SendError> {
         let mut connector = self.connector.clone();
         std::future::poll_fn(|cx| connector.poll_ready(cx))
             .await
@@ -324,7 +328,7 @@ impl Pool {
             });
             // Should several connect at once, the last one is kept; the
             // others serve their first request and close.
-            *lock(&self.http2) = Some(sender.clone());
+            *self.http2.borrow_mut() = Some(sender.clone());
             return Ok(Checkout::Http2 {
                 sender,
                 reused: false,
@@ -343,17 +347,9 @@ impl Pool {
     }
 }
 
-/// A poisoned lock only means a panic elsewhere mid-update of a list of
-/// connections, each of which is still valid on its own.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 struct Release {
     sender: http1::SendRequest<UpstreamBody>,
-    pool: Arc<Pool>,
+    pool: Rc<Pool>,
 }
 
 /// An upstream response body that gives its HTTP/1 connection back to the

@@ -10,6 +10,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
@@ -373,9 +374,50 @@ async fn classify_body(
     Ok(ClientBody::Whole(concat(chunks, read), Some(reservation)))
 }
 
-/// The forwarding service.
+/// What every proxy thread's [`Proxy`] is built from: built once, and
+/// sent to each thread.
+#[derive(Clone)]
+pub struct Shared {
+    connector: Connector,
+    listen: SocketAddr,
+    upstream: Upstream,
+    tokens: TokenHandle,
+    metrics: Metrics,
+    timeout: Duration,
+    replay_budget: ReplayBudget,
+    started: Instant,
+    forbidden_logged_at: Arc<AtomicU64>,
+}
+
+impl Shared {
+    /// `listen` is the proxy's own address, which absolute-form requests
+    /// may name.
+    pub fn new(
+        connector: Connector,
+        listen: SocketAddr,
+        upstream: Upstream,
+        tokens: TokenHandle,
+        metrics: Metrics,
+        timeout: Duration,
+    ) -> Shared {
+        Shared {
+            connector,
+            listen,
+            upstream,
+            tokens,
+            metrics,
+            timeout,
+            replay_budget: ReplayBudget::new(),
+            started: Instant::now(),
+            forbidden_logged_at: Arc::new(AtomicU64::new(0)),
+        }
+    }
+}
+
+/// The forwarding service of one proxy thread, with that thread's own
+/// upstream connections.
 pub struct Proxy {
-    pool: Arc<Pool>,
+    pool: Rc<Pool>,
     listen: SocketAddr,
     upstream: Upstream,
     tokens: TokenHandle,
@@ -389,48 +431,25 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// `listen` is the proxy's own address, which absolute-form requests
-    /// may name.
-    pub fn new(
-        connector: Connector,
-        listen: SocketAddr,
-        upstream: Upstream,
-        tokens: TokenHandle,
-        metrics: Metrics,
-        timeout: Duration,
-    ) -> Proxy {
+    /// A proxy for the calling thread: its own upstream connections,
+    /// everything else shared.
+    pub fn new(shared: &Shared) -> Proxy {
+        let upstream = &shared.upstream;
         Proxy {
-            pool: Arc::new(Pool::new(
-                connector,
+            pool: Rc::new(Pool::new(
+                shared.connector.clone(),
                 upstream.scheme.clone(),
                 upstream.authority.clone(),
             )),
-            listen,
-            upstream,
-            tokens,
-            request_metrics: RequestMetrics::new(metrics.clone()),
-            metrics,
-            timeout,
-            replay_budget: ReplayBudget::new(),
-            started: Instant::now(),
-            forbidden_logged_at: Arc::new(AtomicU64::new(0)),
-        }
-    }
-
-    /// A proxy for another worker thread: its own upstream connections,
-    /// everything else shared.
-    pub fn for_worker(&self) -> Proxy {
-        Proxy {
-            pool: Arc::new(self.pool.fresh()),
-            listen: self.listen,
-            upstream: self.upstream.clone(),
-            tokens: self.tokens.clone(),
-            request_metrics: RequestMetrics::new(self.metrics.clone()),
-            metrics: self.metrics.clone(),
-            timeout: self.timeout,
-            replay_budget: self.replay_budget.clone(),
-            started: self.started,
-            forbidden_logged_at: self.forbidden_logged_at.clone(),
+            listen: shared.listen,
+            upstream: upstream.clone(),
+            tokens: shared.tokens.clone(),
+            request_metrics: RequestMetrics::new(shared.metrics.clone()),
+            metrics: shared.metrics.clone(),
+            timeout: shared.timeout,
+            replay_budget: shared.replay_budget.clone(),
+            started: shared.started,
+            forbidden_logged_at: shared.forbidden_logged_at.clone(),
         }
     }
 
@@ -441,7 +460,7 @@ impl Proxy {
     fn forward(
         &self,
         req: Request<Incoming>,
-    ) -> impl Future<Output = Result<Response<PooledBody>, ProxyError>> + Send {
+    ) -> impl Future<Output = Result<Response<PooledBody>, ProxyError>> {
         async move {
             // CONNECT would make lanyard a tunnel; an upstream honouring TRACE
             // would echo the injected token back to the client.
@@ -604,7 +623,7 @@ impl Proxy {
         &self,
         request: Request<UpstreamBody>,
         replay: Option<&Replay>,
-    ) -> impl Future<Output = Result<Response<PooledBody>, ProxyError>> + Send {
+    ) -> impl Future<Output = Result<Response<PooledBody>, ProxyError>> {
         async move {
             // An upstream may close a pooled connection (its idle timeout) just
             // as lanyard sends on it: the request fails with no answer, though
@@ -700,7 +719,7 @@ impl Handler for Proxy {
         clippy::manual_async_fn,
         reason = "an async fn holds its arguments twice"
     )]
-    fn handle(&self, req: Request<Incoming>) -> impl Future<Output = Response<ProxyBody>> + Send {
+    fn handle(&self, req: Request<Incoming>) -> impl Future<Output = Response<ProxyBody>> {
         async move {
             let started = Instant::now();
             let method = method_index(req.method());

@@ -12,6 +12,7 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::{Pin, pin};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
@@ -22,11 +23,12 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulConnection;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use tokio::task::LocalSet;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -66,12 +68,16 @@ pub struct ConnectionMetrics {
 }
 
 /// Something that answers requests.
-pub trait Handler: Send + Sync + 'static {
+///
+/// A handler serves its accept loop's connections on that loop's thread
+/// only (see [`serve_sharing`]), so neither it nor its futures need be
+/// `Send`: a proxy thread's upstream connections are shared by its
+/// requests without a lock.
+pub trait Handler: 'static {
     type Body: hyper::body::Body<Data = Bytes, Error: Into<Box<dyn std::error::Error + Send + Sync>>>
-        + Send
         + 'static;
 
-    fn handle(&self, req: Request<Incoming>) -> impl Future<Output = Response<Self::Body>> + Send;
+    fn handle(&self, req: Request<Incoming>) -> impl Future<Output = Response<Self::Body>>;
 }
 
 /// How the drain ended.
@@ -87,15 +93,13 @@ pub enum Drained {
 /// accepting and lets open connections finish for up to `grace`.
 pub async fn serve<H: Handler>(
     listener: TcpListener,
-    handler: Arc<H>,
+    handler: H,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
     limits: Limits,
     metrics: Option<ConnectionMetrics>,
 ) -> Drained {
-    let share = Share::group(limits.max_connections, 1)
-        .pop()
-        .unwrap_or_else(|| unreachable!("a group of one has one share"));
+    let share = Share::alone(limits.max_connections);
     serve_sharing(listener, handler, shutdown, grace, limits, metrics, share).await
 }
 
@@ -164,6 +168,20 @@ impl Share {
                 inbox,
             })
             .collect()
+    }
+
+    /// The share of an accept loop that serves its listener alone.
+    pub fn alone(max_connections: usize) -> Share {
+        let (inbox, receiver) = mpsc::unbounded_channel();
+        Share {
+            index: 0,
+            group: Arc::new(Group {
+                slots: Arc::new(Semaphore::new(max_connections)),
+                open: Box::new([AtomicUsize::new(0)]),
+                inboxes: Box::new([inbox]),
+            }),
+            inbox: receiver,
+        }
     }
 
     fn count(&self, index: usize) -> Counted {
@@ -243,16 +261,43 @@ fn take(handed: Handed) -> Option<Taken> {
 }
 
 /// [`serve`], as one of a group of accept loops on the same listener.
+///
+/// Every connection runs as a task local to the calling thread, and the
+/// returned future is not `Send`: it runs where it is awaited (a thread's
+/// `block_on`). Connections still running when it ends are dropped with
+/// it.
 pub async fn serve_sharing<H: Handler>(
     listener: TcpListener,
-    handler: Arc<H>,
+    handler: H,
+    shutdown: impl Future<Output = ()>,
+    grace: Duration,
+    limits: Limits,
+    metrics: Option<ConnectionMetrics>,
+    share: Share,
+) -> Drained {
+    let local = LocalSet::new();
+    let accepting = accept_loop(
+        listener,
+        Rc::new(handler),
+        shutdown,
+        grace,
+        limits,
+        metrics,
+        share,
+    );
+    local.run_until(accepting).await
+}
+
+async fn accept_loop<H: Handler>(
+    listener: TcpListener,
+    handler: Rc<H>,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
     limits: Limits,
     metrics: Option<ConnectionMetrics>,
     mut share: Share,
 ) -> Drained {
-    let protocols = Arc::new(Protocols::new(limits));
+    let protocols = Rc::new(Protocols::new(limits));
     let mut shutdown = pin!(shutdown);
     // Owned here so connections still open when the grace runs out are
     // aborted, not left running detached.
@@ -302,7 +347,7 @@ pub async fn serve_sharing<H: Handler>(
                         );
                     }
                     if let Ok(permit) = refusals.clone().try_acquire_owned() {
-                        connections.spawn(async move {
+                        connections.spawn_local(async move {
                             refuse(stream).await;
                             drop(permit);
                         });
@@ -323,7 +368,7 @@ pub async fn serve_sharing<H: Handler>(
             }
             () = &mut shutdown => break,
         };
-        connections.spawn(served(taken));
+        connections.spawn_local(served(taken));
     }
     drop(listener);
     // Connections handed over before this thread stopped are served as
@@ -332,7 +377,7 @@ pub async fn serve_sharing<H: Handler>(
     share.inbox.close();
     while let Ok(handed) = share.inbox.try_recv() {
         if let Some(taken) = take(handed) {
-            connections.spawn(served(taken));
+            connections.spawn_local(served(taken));
         }
     }
     let _ = stopping_tx.send(true);
@@ -350,8 +395,22 @@ pub async fn serve_sharing<H: Handler>(
 /// The two protocol builders, configured once per listener.
 struct Protocols {
     http1: http1::Builder,
-    http2: http2::Builder<TokioExecutor>,
+    http2: http2::Builder<LocalExecutor>,
     header_timeout: Duration,
+}
+
+/// Runs an HTTP/2 connection's streams on its own thread, as the
+/// connection itself runs: a handler's futures need not be `Send`.
+#[derive(Clone, Copy)]
+struct LocalExecutor;
+
+impl<F> hyper::rt::Executor<F> for LocalExecutor
+where
+    F: Future<Output: 'static> + 'static,
+{
+    fn execute(&self, future: F) {
+        tokio::task::spawn_local(future);
+    }
 }
 
 impl Protocols {
@@ -360,7 +419,7 @@ impl Protocols {
         http1
             .timer(TokioTimer::new())
             .header_read_timeout(limits.header_timeout);
-        let mut http2 = http2::Builder::new(TokioExecutor::new());
+        let mut http2 = http2::Builder::new(LocalExecutor);
         // Pings find peers that vanished without closing; the idle timer in
         // `drive` ends those that stay but send nothing.
         http2
@@ -379,7 +438,7 @@ impl Protocols {
 /// within the header timeout, then serves the connection until it ends.
 async fn serve_connection<H: Handler>(
     mut stream: TcpStream,
-    handler: Arc<H>,
+    handler: Rc<H>,
     protocols: &Protocols,
     mut stopping: watch::Receiver<bool>,
 ) {

@@ -4,6 +4,7 @@
 
 mod support;
 
+use std::io::{Read as _, Write as _};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +13,7 @@ use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
-use lanyard::server::{self, Drained, Handler, Limits, Share};
+use lanyard::server::{self, Handler, Limits, Share};
 use support::sidecar::{self, get};
 use support::upstream::TestUpstream;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -42,50 +43,57 @@ impl Handler for Named {
     }
 }
 
-/// Loops a and b of one group. a's listener is the one returned; b's is
-/// one nobody connects to, so a accepts every connection and b serves only
-/// those handed to it: the worst race for accepting. b stops when
-/// `stop_b` completes and then drains for up to a minute.
+/// Loops a and b of one group, each on a thread of its own as the
+/// sidecar runs them. a's listener is the one returned; b's is one nobody
+/// connects to, so a accepts every connection and b serves only those
+/// handed to it: the worst race for accepting. b stops when `stop_b`
+/// completes and then drains for up to a minute; a stops when the
+/// returned sender is dropped.
 async fn pair(
     stop_b: impl Future<Output = ()> + Send + 'static,
-) -> (SocketAddr, Arc<Notify>, JoinSet<Drained>) {
+) -> (SocketAddr, Arc<Notify>, oneshot::Sender<()>) {
     let limits = Limits {
         header_timeout: Duration::from_secs(30),
         max_connections: 100,
     };
-    let accepting = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let accepting = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = accepting.local_addr().unwrap();
-    let idle = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let idle = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let holding = Arc::new(Notify::new());
     let mut shares = Share::group(limits.max_connections, 2).into_iter();
-    let mut loops = JoinSet::new();
-    let named = |name| {
-        Arc::new(Named {
-            name,
-            holding: holding.clone(),
-        })
+    let named = |name| Named {
+        name,
+        holding: holding.clone(),
     };
-    let grace = Duration::from_secs(60);
     let (a, b) = (shares.next().unwrap(), shares.next().unwrap());
-    loops.spawn(server::serve_sharing(
-        accepting,
-        named("a"),
-        std::future::pending(),
-        grace,
-        limits,
-        None,
-        a,
-    ));
-    loops.spawn(server::serve_sharing(
-        idle,
-        named("b"),
-        stop_b,
-        grace,
-        limits,
-        None,
-        b,
-    ));
-    (addr, holding, loops)
+    let (stop_a, stopped_a) = oneshot::channel::<()>();
+    let stop_a_when_dropped = async {
+        let _ = stopped_a.await;
+    };
+    serve_on_thread(accepting, named("a"), stop_a_when_dropped, limits, a);
+    serve_on_thread(idle, named("b"), stop_b, limits, b);
+    (addr, holding, stop_a)
+}
+
+fn serve_on_thread(
+    listener: std::net::TcpListener,
+    handler: Named,
+    stop: impl Future<Output = ()> + Send + 'static,
+    limits: Limits,
+    share: Share,
+) {
+    listener.set_nonblocking(true).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    std::thread::spawn(move || {
+        runtime.block_on(async move {
+            let listener = TcpListener::from_std(listener).unwrap();
+            let grace = Duration::from_secs(60);
+            server::serve_sharing(listener, handler, stop, grace, limits, None, share).await
+        })
+    });
 }
 
 /// A new connection with one request answered on it.
@@ -205,4 +213,31 @@ async fn connections_handed_between_proxy_threads_are_answered() {
     }
     assert_eq!(answered, 64);
     assert_eq!(upstream.requests(), 64);
+}
+
+#[tokio::test]
+async fn probes_are_answered_while_the_starting_thread_is_busy() {
+    let upstream = TestUpstream::start(None).await;
+    let running = sidecar::start(support::mock().await, &upstream.url, &[]).await;
+    running.ready().await;
+    let admin = running.sidecar.admin_addr;
+
+    // This test's runtime carries the token refresher, as lanyard's main
+    // thread does; it is held busy, as by an RSA signature, until a plain
+    // blocking client on another thread has its probe answered.
+    let (answer_tx, answer_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut stream = std::net::TcpStream::connect(admin).unwrap();
+        stream.set_read_timeout(Some(PROMPTLY)).unwrap();
+        stream
+            .write_all(b"GET /readyz HTTP/1.1\r\nhost: lanyard\r\nconnection: close\r\n\r\n")
+            .unwrap();
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        let _ = answer_tx.send(answer);
+    });
+    let answer = answer_rx
+        .recv_timeout(PROMPTLY)
+        .expect("the probe was answered while the starting thread was busy");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }
