@@ -306,26 +306,30 @@ fn start_thread<H: Handler>(
     shutdown: impl Future<Output = ()> + Send + 'static,
     serving: &Serving,
 ) -> Result<oneshot::Receiver<Drained>, Failure> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|err| failed("cannot start a listener runtime", err))?;
-    // Registered with the thread's own runtime, here, so a failure stops
-    // the start rather than leaving a thread that serves nothing.
-    let listener = {
-        let _runtime = runtime.enter();
-        TcpListener::from_std(listener).map_err(|err| failed("cannot watch a listener", err))?
-    };
     // The thread logs where its starter does (a test's capture, say), not
     // only to the global subscriber.
     let dispatch = tracing::dispatcher::get_default(tracing::Dispatch::clone);
     let (grace, limits, metrics) = (serving.grace, serving.limits, serving.metrics.clone());
     let span = serving.span.clone();
     let (done, drained) = oneshot::channel();
+    let (started_tx, started) = std::sync::mpsc::sync_channel(1);
     std::thread::Builder::new()
         .name(name)
         .spawn(move || {
             let _logging = tracing::dispatcher::set_default(&dispatch);
+            // Built on this thread, not the starter's: a runtime dropped on
+            // a thread already running one (the starter's, should a step
+            // here fail) panics.
+            let (runtime, listener) = match runtime_with(listener) {
+                Ok(started) => {
+                    let _ = started_tx.send(Ok(()));
+                    started
+                }
+                Err(failure) => {
+                    let _ = started_tx.send(Err(failure));
+                    return;
+                }
+            };
             let serve = async move {
                 let handler = handler();
                 server::serve_sharing(listener, handler, shutdown, grace, limits, metrics, share)
@@ -334,7 +338,27 @@ fn start_thread<H: Handler>(
             let _ = done.send(runtime.block_on(serve.instrument(span)));
         })
         .map_err(|err| failed("cannot start a listener thread", err))?;
+    // Waits the moment it takes to build a runtime, so a failure stops the
+    // start rather than leaving a thread that serves nothing.
+    started
+        .recv()
+        .unwrap_or_else(|_| Err(failed("a listener thread", "ended as it started")))?;
     Ok(drained)
+}
+
+/// A single-threaded runtime, and `listener` registered with it.
+fn runtime_with(
+    listener: std::net::TcpListener,
+) -> Result<(tokio::runtime::Runtime, TcpListener), Failure> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|err| failed("cannot start a listener runtime", err))?;
+    let listener = {
+        let _runtime = runtime.enter();
+        TcpListener::from_std(listener).map_err(|err| failed("cannot watch a listener", err))?
+    };
+    Ok((runtime, listener))
 }
 
 /// A listener bound on this runtime, to hand to a thread of its own.

@@ -31,9 +31,9 @@ fn main() -> ExitCode {
         tracing::warn!("{warning}");
     }
 
-    // One thread carries the token refresher, the admin listener and the
-    // commands; the proxy runs on LANYARD_WORKER_THREADS threads of its
-    // own (app.rs).
+    // One thread carries the token refresher and the commands; the admin
+    // listener has a thread of its own, and the proxy LANYARD_WORKER_THREADS
+    // threads (app.rs).
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -158,15 +158,6 @@ impl Pool {
         }
     }
 
-    /// An empty pool to the same upstream, for another worker thread.
-    pub fn fresh(&self) -> Pool {
-        Pool::new(
-            self.connector.clone(),
-            self.scheme.clone(),
-            self.authority.clone(),
-        )
-    }
-
     /// Sends `request`, whose URI is in origin form (`/path?query`), on a
     /// pooled connection or a new one. A request that a reused connection
     /// could not take because it had closed is sent on another; one that
