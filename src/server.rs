@@ -89,20 +89,6 @@ pub enum Drained {
     GraceExpired,
 }
 
-/// Serves `handler` on `listener` until `shutdown` completes, then stops
-/// accepting and lets open connections finish for up to `grace`.
-pub async fn serve<H: Handler>(
-    listener: TcpListener,
-    handler: H,
-    shutdown: impl Future<Output = ()>,
-    grace: Duration,
-    limits: Limits,
-    metrics: Option<ConnectionMetrics>,
-) -> Drained {
-    let share = Share::alone(limits.max_connections);
-    serve_sharing(listener, handler, shutdown, grace, limits, metrics, share).await
-}
-
 /// One accept loop's part in a group that serves one listener from
 /// several threads: the group shares the connection limit and keeps the
 /// threads' numbers of connections even.
@@ -260,7 +246,10 @@ fn take(handed: Handed) -> Option<Taken> {
     }
 }
 
-/// [`serve`], as one of a group of accept loops on the same listener.
+/// Serves `handler` on `listener` until `shutdown` completes, then stops
+/// accepting and lets open connections finish for up to `grace`; one of
+/// a group of accept loops on the same listener, or alone
+/// ([`Share::alone`]).
 ///
 /// Every connection runs as a task local to the calling thread, and the
 /// returned future is not `Send`: it runs where it is awaited (a thread's
