@@ -15,8 +15,10 @@ use serde_json::json;
 use crate::server::Handler;
 use crate::token::TokenHandle;
 
-/// Ready only while the token has at least this long to live (CONTRACT §5),
-/// so a request forwarded just after the probe still carries a valid token.
+/// Ready only while the token has at least this long to go before it is
+/// retired (its expiry less the expiry margin), so a request forwarded just
+/// after the probe still carries a token lanyard will send. Ready thus
+/// means valid for the margin plus these 10 s (README "Token lifetime").
 pub const READY_MIN_REMAINING: Duration = Duration::from_secs(10);
 
 /// The admin endpoints.
@@ -57,19 +59,26 @@ impl Admin {
             return not_ready(if state.generation == 0 {
                 "no token has been obtained yet"
             } else {
-                "the token has expired and could not be renewed"
+                "the token has been retired (its expiry margin reached) and could not be renewed"
             });
         };
-        if token.is_rejected() {
-            return not_ready("the service rejected the token; a new one is being requested");
-        }
         let remaining = token.remaining();
         if remaining < READY_MIN_REMAINING {
-            return not_ready("the token expires in less than 10 s and has not been renewed");
+            return not_ready(
+                "the token has less than 10 s left before it is retired, and has not been renewed",
+            );
         }
+        // An upstream 401 does not make the pod unready: lanyard still holds
+        // a token within its lifetime and sends it, and a client could
+        // otherwise take the pod out of service by calling one path that
+        // answers 401 (README "Token lifetime"). It is reported, not hidden.
         json_response(
             StatusCode::OK,
-            &json!({"status": "ready", "token_expires_in_s": remaining.as_secs()}),
+            &json!({
+                "status": "ready",
+                "token_expires_in_s": remaining.as_secs(),
+                "upstream_rejected_token": token.is_rejected(),
+            }),
         )
     }
 

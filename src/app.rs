@@ -30,6 +30,10 @@ const ADMIN_GRACE: Duration = Duration::from_secs(1);
 /// proxy needs.
 const ADMIN_MAX_CONNECTIONS: usize = 64;
 
+/// The admin listener's accept queue: probes and scrapes come a few at a
+/// time; std's default.
+const ADMIN_BACKLOG: usize = 128;
+
 /// Descriptors beyond the client connections: upstream and token
 /// connections, listeners, the credentials file, logs.
 const SPARE_FILE_DESCRIPTORS: u64 = 256;
@@ -88,7 +92,10 @@ impl Sidecar {
 
         let (tokens, refresher) = refresher::spawn(
             wiring.exchanger.clone(),
-            RefreshPolicy::default(),
+            RefreshPolicy {
+                expiry_margin: config.expiry_margin,
+                ..RefreshPolicy::default()
+            },
             metrics.clone(),
         );
         let check_credentials = wiring.watch.is_some().then(|| Arc::new(Notify::new()));
@@ -381,11 +388,30 @@ fn local_addr(listener: &TcpListener) -> Result<SocketAddr, Failure> {
         .map_err(|err| Failure::Runtime(format!("cannot read the listener address: {err}")))
 }
 
-/// Binds a listener, naming the setting when the address is unusable.
-pub async fn bind(addr: SocketAddr, setting: &str) -> Result<TcpListener, Failure> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|err| Failure::Runtime(format!("cannot listen on {addr} ({setting}): {err}")))
+/// Binds a listener whose accept queue holds `backlog` connections,
+/// naming the setting when the address is unusable.
+///
+/// The proxy's backlog is its connection limit: an app's pool warming up
+/// opens its connections at once, and a full queue drops SYNs, which the
+/// client resends only after a second. The kernel caps it at
+/// `net.core.somaxconn` (4096 by default since Linux 5.4).
+pub fn bind(addr: SocketAddr, setting: &str, backlog: usize) -> Result<TcpListener, Failure> {
+    let failed = |err: std::io::Error| {
+        Failure::Runtime(format!("cannot listen on {addr} ({setting}): {err}"))
+    };
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()
+    } else {
+        tokio::net::TcpSocket::new_v6()
+    }
+    .map_err(failed)?;
+    // As std and tokio's own bind do: a restarted lanyard must not wait
+    // out the old sockets' TIME_WAIT to listen again.
+    socket.set_reuseaddr(true).map_err(failed)?;
+    socket.bind(addr).map_err(failed)?;
+    socket
+        .listen(u32::try_from(backlog).unwrap_or(u32::MAX))
+        .map_err(failed)
 }
 
 /// What a signal asks for.
@@ -488,8 +514,8 @@ async fn stop_on_signals(sidecar: Sidecar, signals: &mut Signals) -> Result<(), 
 pub async fn run(config: &Config) -> Result<(), Failure> {
     let mut signals = Signals::install()?;
     let wiring = crate::commands::wire(config)?;
-    let proxy = bind(config.listen, "LANYARD_LISTEN").await?;
-    let admin = bind(config.admin_listen, "LANYARD_ADMIN_LISTEN").await?;
+    let proxy = bind(config.listen, "LANYARD_LISTEN", config.max_connections)?;
+    let admin = bind(config.admin_listen, "LANYARD_ADMIN_LISTEN", ADMIN_BACKLOG)?;
     let sidecar = Sidecar::start(config, wiring, proxy, admin)?;
     stop_on_signals(sidecar, &mut signals).await
 }
@@ -594,8 +620,8 @@ impl Demo {
 /// sidecar until SIGTERM or SIGINT.
 pub async fn demo(config: &Config) -> Result<(), Failure> {
     let mut signals = Signals::install()?;
-    let proxy = bind(config.listen, "LANYARD_LISTEN").await?;
-    let admin = bind(config.admin_listen, "LANYARD_ADMIN_LISTEN").await?;
+    let proxy = bind(config.listen, "LANYARD_LISTEN", config.max_connections)?;
+    let admin = bind(config.admin_listen, "LANYARD_ADMIN_LISTEN", ADMIN_BACKLOG)?;
     let demo = Demo::start(config, proxy, admin).await?;
     // Ignore a closed stdout: the banner is a courtesy.
     let _ = writeln!(std::io::stdout().lock(), "{}", demo.banner());

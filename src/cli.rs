@@ -92,6 +92,9 @@ pub struct SettingFlags {
     /// Time for one token request [env: LANYARD_TOKEN_TIMEOUT] [default: 10]
     #[arg(long, global = true, value_name = "DURATION")]
     pub token_timeout: Option<String>,
+    /// Stop sending a token this long before it expires, at most a tenth of its lifetime [env: LANYARD_EXPIRY_MARGIN] [default: 10]
+    #[arg(long, global = true, value_name = "DURATION")]
+    pub expiry_margin: Option<String>,
     /// Drain time on shutdown [env: LANYARD_SHUTDOWN_GRACE] [default: 20]
     #[arg(long, global = true, value_name = "DURATION")]
     pub shutdown_grace: Option<String>,
@@ -136,6 +139,7 @@ impl SettingFlags {
         flags.set(&config::CA_FILE, self.ca_file.clone());
         flags.set(&config::UPSTREAM_TIMEOUT, self.upstream_timeout.clone());
         flags.set(&config::TOKEN_TIMEOUT, self.token_timeout.clone());
+        flags.set(&config::EXPIRY_MARGIN, self.expiry_margin.clone());
         flags.set(&config::SHUTDOWN_GRACE, self.shutdown_grace.clone());
         flags.set(&config::HEADER_TIMEOUT, self.header_timeout.clone());
         flags.set(&config::MAX_CONNECTIONS, self.max_connections.clone());

@@ -60,6 +60,7 @@ settings! {
     CA_FILE = ("ca_file", "LANYARD_CA_FILE", Some("--ca-file"), false);
     UPSTREAM_TIMEOUT = ("upstream_timeout", "LANYARD_UPSTREAM_TIMEOUT", Some("--upstream-timeout"), false);
     TOKEN_TIMEOUT = ("token_timeout", "LANYARD_TOKEN_TIMEOUT", Some("--token-timeout"), false);
+    EXPIRY_MARGIN = ("expiry_margin", "LANYARD_EXPIRY_MARGIN", Some("--expiry-margin"), false);
     SHUTDOWN_GRACE = ("shutdown_grace", "LANYARD_SHUTDOWN_GRACE", Some("--shutdown-grace"), false);
     HEADER_TIMEOUT = ("header_timeout", "LANYARD_HEADER_TIMEOUT", Some("--header-timeout"), false);
     MAX_CONNECTIONS = ("max_connections", "LANYARD_MAX_CONNECTIONS", Some("--max-connections"), false);
@@ -104,6 +105,11 @@ pub const MAX_MAX_CONNECTIONS: usize = 1 << 20;
 pub const DEFAULT_MAX_WORKER_THREADS: usize = 4;
 /// More threads than this is a typo, not a tuning.
 pub const MAX_WORKER_THREADS: usize = 256;
+/// A token is retired this long before the expiry its `expires_in` gives:
+/// a JWT's `exp` is whole seconds (up to 1 s sooner), the request takes
+/// its latency to arrive, and the API's clock may run ahead of ours. Ten
+/// seconds covers all three with room; see README "Token lifetime".
+pub const DEFAULT_EXPIRY_MARGIN: Duration = Duration::from_secs(10);
 /// Below Kubernetes' default 30 s termination grace period, so lanyard
 /// finishes draining before the kubelet kills it.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
@@ -346,6 +352,9 @@ pub struct Config {
     pub ca_file: Option<PathBuf>,
     pub upstream_timeout: Duration,
     pub token_timeout: Duration,
+    /// How long before its expiry a token stops being sent; at run time at
+    /// most a tenth of each token's lifetime.
+    pub expiry_margin: Duration,
     pub shutdown_grace: Duration,
     pub header_timeout: Duration,
     pub max_connections: usize,
@@ -733,6 +742,9 @@ impl Config {
         let token_timeout = l
             .parse(&TOKEN_TIMEOUT, positive)
             .map_or(DEFAULT_TOKEN_TIMEOUT, |d| d.value);
+        let expiry_margin = l
+            .parse(&EXPIRY_MARGIN, parse_duration)
+            .map_or(DEFAULT_EXPIRY_MARGIN, |d| d.value);
         let shutdown_grace = l
             .parse(&SHUTDOWN_GRACE, parse_duration)
             .map_or(DEFAULT_SHUTDOWN_GRACE, |d| d.value);
@@ -803,6 +815,7 @@ impl Config {
             ca_file,
             upstream_timeout,
             token_timeout,
+            expiry_margin,
             shutdown_grace,
             header_timeout,
             max_connections,

@@ -576,3 +576,40 @@ async fn lanyard_demo_serves_the_banners_verification_path_and_exits_0_on_sigter
 async fn demo_mock_run_serves_the_banners_verification_path_and_exits_0_on_sigterm() {
     demo_serves_the_banners_verification_path(&["run"], &[("DEMO_MOCK", "true")]).await;
 }
+
+/// The accept queue's length of the listener on `addr`, as `ss` reports it
+/// (its Send-Q column, for a listening socket).
+fn backlog(addr: &str) -> u64 {
+    let port = addr.rsplit(':').next().unwrap();
+    let output = std::process::Command::new("ss")
+        .args(["-ltnH", &format!("sport = :{port}")])
+        .output()
+        .expect("ss runs (Debian: apt-get install iproute2)");
+    let line = text(&output.stdout);
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(fields.first(), Some(&"LISTEN"), "{line}");
+    fields[2].parse().unwrap()
+}
+
+#[tokio::test]
+async fn the_proxy_accept_queue_fits_the_connection_limit() {
+    // A client pool warming up opens its connections at once; a queue
+    // shorter than the limit drops SYNs, and each dropped one costs its
+    // client a second before the retransmit.
+    let dir = tempfile::tempdir().unwrap();
+    let mock = mock().await;
+    let vars = settings(&mock, dir.path(), &[("LANYARD_MAX_CONNECTIONS", "2000")]);
+    let process = Process::start(vars).await;
+    let somaxconn: u64 = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let proxy = process.proxy.trim_start_matches("http://");
+    assert_eq!(backlog(proxy), 2000.min(somaxconn));
+    let admin = process.admin.trim_start_matches("http://");
+    assert_eq!(backlog(admin), 128.min(somaxconn));
+    process.terminate();
+    let (code, log) = process.finish().await;
+    assert_eq!(code, Some(0), "{log}");
+}

@@ -483,7 +483,7 @@ async fn readiness_is_lost_when_the_token_expires_unrenewed() {
     assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(
         answer.json()["reason"],
-        "the token expires in less than 10 s and has not been renewed"
+        "the token has less than 10 s left before it is retired, and has not been renewed"
     );
 
     let token = running.sidecar.tokens.current().unwrap();
@@ -492,7 +492,7 @@ async fn readiness_is_lost_when_the_token_expires_unrenewed() {
     let answer = get(&format!("{}/readyz", running.admin)).await;
     assert_eq!(
         answer.json()["reason"],
-        "the token has expired and could not be renewed"
+        "the token has been retired (its expiry margin reached) and could not be renewed"
     );
     let answer = get(&format!("{}/x", running.proxy)).await;
     assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);

@@ -122,20 +122,90 @@ async fn refresh_failure_keeps_previous_token_and_backs_off() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn backoff_is_capped() {
+async fn backoff_is_capped_at_a_minute_while_a_token_is_held() {
+    // A day-long token: its scheduled renewal fails, and the retries that
+    // follow all happen while it is still held.
+    let source = Scripted::new(vec![token(86_400)]);
+    let (handle, _task) = spawn(
+        source.clone(),
+        RefreshPolicy::default(),
+        Metrics::unregistered(),
+    );
+    wait_for(&mut handle.state(), Duration::from_secs(2 * 86_400), |s| {
+        s.attempts >= 13
+    })
+    .await;
+    assert!(handle.current().is_some());
+    let gaps = &source.gaps()[1..];
+    assert!(
+        gaps.iter().all(|g| *g <= Duration::from_secs(60)),
+        "{gaps:?}"
+    );
+    assert!(gaps[10] >= Duration::from_secs(30), "{gaps:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_no_token_held_attempts_are_at_most_15_s_apart() {
     let source = Scripted::new(vec![]);
     let (handle, _task) = spawn(
         source.clone(),
         RefreshPolicy::default(),
         Metrics::unregistered(),
     );
-    wait_attempts(&handle, 12).await;
-    let gaps = source.gaps();
+    wait_attempts(&handle, 40).await;
+    let calls = source.calls.lock().unwrap().clone();
+    let start = calls[0];
+    let after_a_minute: Vec<Duration> = calls
+        .windows(2)
+        .filter(|w| w[0] - start >= Duration::from_secs(60))
+        .map(|w| w[1] - w[0])
+        .collect();
+    assert!(after_a_minute.len() > 10, "{after_a_minute:?}");
     assert!(
-        gaps.iter().all(|g| *g <= Duration::from_secs(60)),
-        "{gaps:?}"
+        after_a_minute.iter().all(|g| between(*g, 7_500, 15_000)),
+        "{after_a_minute:?}"
     );
-    assert!(gaps[10] >= Duration::from_secs(30), "{gaps:?}");
+    // Jittered, so that a fleet that lost its tokens together does not
+    // retry in the same second.
+    assert!(
+        after_a_minute.windows(2).any(|w| w[0] != w[1]),
+        "{after_a_minute:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn once_the_held_token_is_retired_the_next_attempt_is_within_15_s() {
+    // Renewal of the 100 s token at 70-85 s fails, and so does every retry;
+    // the token is retired at 90 s (its 10 s margin).
+    let source = Scripted::new(vec![token(100)]);
+    let (handle, _task) = spawn(
+        source.clone(),
+        RefreshPolicy::default(),
+        Metrics::unregistered(),
+    );
+    wait_attempts(&handle, 1).await;
+    let retired = Instant::now() + Duration::from_secs(90);
+    let mut state = handle.state();
+    wait_for(&mut state, Duration::from_secs(3600), |_| {
+        source
+            .calls
+            .lock()
+            .unwrap()
+            .last()
+            .is_some_and(|at| *at > retired + Duration::from_secs(60))
+    })
+    .await;
+    assert!(handle.current().is_none());
+    let calls = source.calls.lock().unwrap().clone();
+    let first_after = calls.iter().find(|at| **at >= retired).unwrap();
+    assert!(
+        *first_after - retired <= Duration::from_secs(15),
+        "first attempt {:?} after retirement",
+        *first_after - retired
+    );
+    for pair in calls.windows(2).filter(|w| w[0] >= retired) {
+        assert!(pair[1] - pair[0] <= Duration::from_secs(15), "{calls:?}");
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -188,16 +258,33 @@ async fn new_credentials_skip_the_backoff_but_not_a_retry_after() {
     assert!(between(gap, 45_000, 49_500), "retried after {gap:?}");
 }
 
+fn refused() -> Result<Issued, ExchangeError> {
+    Err(ExchangeError::Rejected {
+        status: 401,
+        error: Some("invalid_client".into()),
+        description: None,
+    })
+}
+
 #[tokio::test(start_paused = true)]
-async fn refused_credentials_are_not_retried_quickly() {
-    let source = Scripted::new(vec![
-        Err(ExchangeError::Rejected {
-            status: 401,
-            error: Some("invalid_client".into()),
-            description: None,
-        }),
-        token(100),
-    ]);
+async fn refused_credentials_are_not_retried_quickly_while_a_token_is_held() {
+    let source = Scripted::new(vec![token(1000), refused(), token(100)]);
+    let (handle, _task) = spawn(
+        source.clone(),
+        RefreshPolicy::default(),
+        Metrics::unregistered(),
+    );
+    wait_attempts(&handle, 3).await;
+    assert!(
+        source.gaps()[1] >= Duration::from_secs(30),
+        "{:?}",
+        source.gaps()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_no_token_refused_credentials_are_retried_within_15_s() {
+    let source = Scripted::new(vec![refused(), token(100)]);
     let (handle, _task) = spawn(
         source.clone(),
         RefreshPolicy::default(),
@@ -205,7 +292,7 @@ async fn refused_credentials_are_not_retried_quickly() {
     );
     wait_attempts(&handle, 2).await;
     assert!(
-        source.gaps()[0] >= Duration::from_secs(30),
+        between(source.gaps()[0], 7_500, 15_000),
         "{:?}",
         source.gaps()
     );
@@ -223,13 +310,53 @@ async fn expired_token_is_not_handed_out_while_renewal_fails() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn failed_forced_renewal_drops_the_rejected_token() {
+async fn failed_forced_renewal_keeps_the_rejected_token_until_it_expires() {
     let source = Scripted::new(vec![token(100)]);
-    let (handle, _task) = spawn(source, RefreshPolicy::default(), Metrics::unregistered());
+    let (handle, _task) = spawn(
+        source.clone(),
+        RefreshPolicy::default(),
+        Metrics::unregistered(),
+    );
     wait_attempts(&handle, 1).await;
     let rejected = handle.current().unwrap();
     let err = handle.renew_after_rejection(&rejected).await.unwrap_err();
     assert_eq!(err, Unavailable::RenewalFailed(server_error()));
+    // No new token can be had: the held one is still sent, at once and
+    // without another token request, for the upstream to judge.
+    let calls = source.calls.lock().unwrap().len();
+    assert_eq!(handle.get().await.unwrap().generation(), 1);
+    assert_eq!(
+        handle.renew_after_rejection(&rejected).await.unwrap_err(),
+        Unavailable::Throttled
+    );
+    assert_eq!(source.calls.lock().unwrap().len(), calls);
+    // Until it is retired, 90 s after it was requested.
+    tokio::time::sleep_until(rejected.expires_at()).await;
+    assert_eq!(handle.get().await.unwrap_err(), Unavailable::NoToken);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_token_is_retired_its_expiry_margin_before_it_expires() {
+    let policy = RefreshPolicy::default();
+    assert_eq!(policy.expiry_margin, Duration::from_secs(10));
+    // The margin, or a tenth of a short lifetime.
+    assert_eq!(
+        policy.usable_lifetime(Duration::from_secs(300)),
+        Duration::from_secs(290)
+    );
+    assert_eq!(
+        policy.usable_lifetime(Duration::from_secs(20)),
+        Duration::from_secs(18)
+    );
+    let source = Scripted::new(vec![token(300)]);
+    let (handle, _task) = spawn(source, policy, Metrics::unregistered());
+    wait_attempts(&handle, 1).await;
+    let requested = Instant::now();
+    let held = handle.current().unwrap();
+    assert_eq!(held.expires_at(), requested + Duration::from_secs(290));
+    tokio::time::sleep(Duration::from_millis(289_999)).await;
+    assert!(handle.current().is_some());
+    tokio::time::sleep(Duration::from_millis(1)).await;
     assert!(handle.current().is_none());
 }
 

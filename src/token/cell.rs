@@ -11,8 +11,12 @@ use tokio::time::Instant;
 
 use crate::Secret;
 
-/// A bearer token with its expiry, and the `Authorization` value built once
-/// so the request path only clones it.
+/// A bearer token with the moment lanyard stops sending it, and the
+/// `Authorization` value built once so the request path only clones it.
+///
+/// "Expiry" here is that moment: the expiry `expires_in` gives less the
+/// expiry margin ([`super::RefreshPolicy::usable_lifetime`]), so readiness,
+/// the expiry gauge and the request path agree on one instant.
 pub struct Token {
     authorization: HeaderValue,
     /// Monotonic, so a wall-clock jump cannot extend or cut its life.
@@ -29,7 +33,7 @@ pub struct Token {
 pub struct InvalidToken;
 
 impl Token {
-    /// A token with the given lifetime, counted from `requested`: the
+    /// A token sent for `lifetime`, counted from `requested`: the
     /// moment its request was sent, which is no later than the endpoint
     /// started the clock, so lanyard never holds a token longer than the
     /// service honours it.
@@ -120,16 +124,6 @@ impl TokenCell {
 
     pub(crate) fn store(&self, token: Arc<Token>) {
         self.slot.store(Some(token));
-    }
-
-    /// Drops the held token if it is still the given generation; true
-    /// when it did.
-    pub(crate) fn clear_generation(&self, generation: u64) -> bool {
-        let previous = self.slot.rcu(|current| match current {
-            Some(token) if token.generation == generation => None,
-            other => other.clone(),
-        });
-        previous.is_some_and(|token| token.generation == generation)
     }
 }
 

@@ -4,9 +4,11 @@
 //! One task owns all token requests, so at most one is ever in flight. It
 //! renews at a jittered fraction of each token's lifetime, backs off
 //! exponentially (with jitter) on failure, honours `Retry-After`, and keeps
-//! the held token while it is valid. Readers only load from the cell; the
-//! one exception is a request the upstream answered 401, which asks for a
-//! forced renewal that every such request shares.
+//! the held token while it is valid: a token is retired its expiry margin
+//! before it expires, and until then it is sent even after an upstream 401
+//! if no new token can be had (README "Token lifetime"). Readers only load
+//! from the cell; the one exception is a request the upstream answered 401,
+//! which asks for a forced renewal that every such request shares.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -64,6 +66,13 @@ pub struct RefreshPolicy {
     /// Longest wait between forced renewals while fresh tokens keep being
     /// rejected.
     pub max_forced_interval: Duration,
+    /// A token is retired this long before `sent_at + expires_in`, or a
+    /// tenth of its lifetime if that is shorter.
+    pub expiry_margin: Duration,
+    /// Longest wait between attempts while no usable token is held: every
+    /// second without one is an outage for the apps. Jittered over its
+    /// upper half; a `Retry-After` still wins.
+    pub no_token_max_delay: Duration,
 }
 
 impl Default for RefreshPolicy {
@@ -79,11 +88,21 @@ impl Default for RefreshPolicy {
             max_retry_after: Duration::from_secs(3600),
             min_forced_interval: Duration::from_secs(5),
             max_forced_interval: Duration::from_secs(300),
+            expiry_margin: crate::config::DEFAULT_EXPIRY_MARGIN,
+            no_token_max_delay: Duration::from_secs(15),
         }
     }
 }
 
 impl RefreshPolicy {
+    /// How long a token of the given lifetime is sent: all of it but the
+    /// expiry margin, which is at most a tenth of the lifetime so that a
+    /// short-lived token is not retired as soon as it arrives. Renewal, at
+    /// 70-85% of the lifetime, always comes before retirement.
+    pub fn usable_lifetime(&self, lifetime: Duration) -> Duration {
+        lifetime.saturating_sub(self.expiry_margin.min(lifetime / 10))
+    }
+
     /// Delay before renewing a token of the given lifetime.
     pub fn renew_delay(&self, lifetime: Duration) -> Duration {
         let (low, high) = self.renew_fraction;
@@ -101,8 +120,9 @@ impl RefreshPolicy {
             .min(self.max_forced_interval)
     }
 
-    /// Delay before retrying after the `failures`-th failure in a row.
-    pub fn retry_delay(&self, failures: u32, err: &ExchangeError) -> Duration {
+    /// Delay before retrying after the `failures`-th failure in a row,
+    /// while the held token stays usable for `held_for` (zero: none held).
+    pub fn retry_delay(&self, failures: u32, err: &ExchangeError, held_for: Duration) -> Duration {
         let exponent = failures.saturating_sub(1).min(20);
         let ceiling = self
             .backoff_initial
@@ -116,6 +136,12 @@ impl RefreshPolicy {
         if err.is_rejection() {
             delay = delay.max(self.rejected_delay.mul_f64(1.0 + 0.5 * fastrand::f64()));
         }
+        // Once the held token is retired, no wait may exceed the no-token
+        // cap: the gentler backoff is for when a token still serves. The cap
+        // is drawn from its upper half so a fleet that lost its tokens
+        // together comes back spread out, not in one second.
+        let cap = held_for + self.no_token_max_delay.mul_f64(0.5 + 0.5 * fastrand::f64());
+        delay = delay.min(cap);
         if let Some(after) = err.retry_after() {
             let after = after.min(self.max_retry_after);
             delay = delay.max(after + after.mul_f64(0.1 * fastrand::f64()));
@@ -170,8 +196,9 @@ struct Shared {
     forced_not_before_ms: AtomicU64,
     /// The refresher is backing off from failed token requests.
     backing_off: AtomicBool,
-    /// Generation of the token the last forced renewal replaced.
-    forced_for: AtomicU64,
+    /// Generation of the token a forced renewal in flight is replacing;
+    /// 0 when none is in flight.
+    renewing: AtomicU64,
     epoch: Instant,
 }
 
@@ -219,21 +246,19 @@ impl TokenHandle {
         self.shared.state.clone()
     }
 
-    /// A token for a request: the held one when valid; when the upstream
-    /// has already rejected it, the shared renewal's result instead of a
-    /// token known to fail.
+    /// A token for a request: the held one while usable. When the upstream
+    /// has rejected it, the shared renewal's result; when no new token can
+    /// be had (the endpoint down or failing, renewals throttled), the held
+    /// one still, so that the upstream judges each request: one replica's
+    /// 401 must not become an outage of lanyard's own making.
     pub async fn get(&self) -> Result<Arc<Token>, Unavailable> {
-        match self.shared.cell.valid() {
-            Some(token) if token.is_rejected() => {
-                match self.renew_after_rejection(&token).await {
-                    // No renewal now: let the upstream judge the token
-                    // again rather than fail the request here.
-                    Err(Unavailable::Throttled) if !token.is_expired() => Ok(token),
-                    other => other,
-                }
-            }
-            Some(token) => Ok(token),
-            None => Err(Unavailable::NoToken),
+        let token = self.shared.cell.valid().ok_or(Unavailable::NoToken)?;
+        if !token.is_rejected() {
+            return Ok(token);
+        }
+        match self.renew_after_rejection(&token).await {
+            Ok(fresh) => Ok(fresh),
+            Err(_) => self.shared.cell.valid().ok_or(Unavailable::NoToken),
         }
     }
 
@@ -260,14 +285,10 @@ impl TokenHandle {
         if let Some(token) = self.newer_than(generation) {
             return Ok(token);
         }
-        if self.shared.forced_for.load(Ordering::Acquire) >= generation {
-            // This token's renewal was already forced: join it, unless it
-            // failed and dropped the token.
-            let held = self.shared.cell.load().map(|t| t.generation());
-            if held != Some(generation) {
-                // Replaced since the check above, or dropped.
-                return self.newer_than(generation).ok_or(Unavailable::NoToken);
-            }
+        if self.shared.renewing.load(Ordering::Acquire) == generation {
+            // This token's renewal is in flight: join it. The refresher
+            // clears `renewing` before it publishes the outcome, which the
+            // loop below then sees.
         } else if self.shared.declines_forced() {
             return Err(Unavailable::Throttled);
         } else {
@@ -334,7 +355,7 @@ pub fn spawn<S: TokenSource>(
         state: state_rx,
         forced_not_before_ms: AtomicU64::new(0),
         backing_off: AtomicBool::new(false),
-        forced_for: AtomicU64::new(0),
+        renewing: AtomicU64::new(0),
         epoch: Instant::now(),
     });
     let handle = TokenHandle {
@@ -385,7 +406,7 @@ impl Forcing {
                 "the upstream rejected a fresh token again; spacing out forced renewals"
             );
         }
-        shared.forced_for.store(generation, Ordering::Release);
+        shared.renewing.store(generation, Ordering::Release);
         let not_before = shared.millis_since_epoch() + next_interval.as_millis() as u64;
         shared
             .forced_not_before_ms
@@ -493,7 +514,7 @@ async fn run<S: TokenSource>(
         match result.and_then(|issued| {
             let token = Token::new(
                 &issued.access_token,
-                issued.lifetime,
+                policy.usable_lifetime(issued.lifetime),
                 generation + 1,
                 started,
             )
@@ -524,6 +545,7 @@ async fn run<S: TokenSource>(
                 tracing::info!(
                     generation,
                     expires_in_s = issued.lifetime.as_secs(),
+                    sent_for_s = policy.usable_lifetime(issued.lifetime).as_secs(),
                     renew_in_s = delay.as_secs(),
                     forced,
                     "token obtained"
@@ -538,15 +560,21 @@ async fn run<S: TokenSource>(
                     .token_requests
                     .with_label_values(&[err.kind()])
                     .inc();
-                if forced && shared.cell.clear_generation(generation) {
-                    // The upstream refused the held token and no
-                    // replacement came: it is of no use to anyone.
-                    metrics.token_expiry.set(0.0);
-                }
-                let delay = policy.retry_delay(failures, &err);
+                let held = shared.cell.valid();
+                let held_for = held.as_ref().map_or(Duration::ZERO, |t| t.remaining());
+                let delay = policy.retry_delay(failures, &err, held_for);
                 next = Instant::now() + delay;
                 retry_after_until = err.retry_after().map(|_| next);
-                let held_s = shared.cell.valid().map(|t| t.remaining().as_secs());
+                let held_s = held.map(|t| t.remaining().as_secs());
+                if forced && held_s.is_some() {
+                    // The upstream may have been one replica with stale
+                    // keys: the token is still within its lifetime, so it
+                    // keeps being sent and the upstream judges each request.
+                    tracing::warn!(
+                        held_token_valid_for_s = held_s,
+                        "the upstream rejected the token and no new one can be had yet; still sending it until it expires"
+                    );
+                }
                 tracing::warn!(
                     error = %err,
                     kind = err.kind(),
@@ -562,6 +590,11 @@ async fn run<S: TokenSource>(
         shared
             .backing_off
             .store(state.consecutive_failures > 0, Ordering::Release);
+        if forced {
+            // Before publishing, so that a caller who finds no renewal in
+            // flight sees this outcome, and one who joined it is woken.
+            shared.renewing.store(0, Ordering::Release);
+        }
         state_tx.send_replace(state);
     }
 }
