@@ -20,9 +20,12 @@ use http::uri::{Authority, Scheme};
 use http::{HeaderValue, Request, Response, Uri, Version, header};
 use http_body_util::{Either, Full};
 use hyper::body::Incoming;
-use lanyard::pool::{Pool, PooledBody};
+use lanyard::pool::{Pool, PooledBody, UpstreamLimit};
 use lanyard::proxy::StreamedBody;
 use lanyard::server::{self, Handler, Limits, Share};
+
+/// As lanyard's default: the benchmark's 256 connections each get one.
+const MAX_UPSTREAM_CONNECTIONS: usize = 256;
 
 struct Bare {
     pool: Rc<Pool>,
@@ -114,7 +117,12 @@ fn run(listen: &str, upstream: &str, authorization: &str, threads: &str) -> Resu
         workers.push(std::thread::spawn(move || {
             // Built on its thread: a pool belongs to one thread.
             let handler = Bare {
-                pool: Rc::new(Pool::new(connector, scheme, authority)),
+                pool: Rc::new(Pool::new(
+                    connector,
+                    scheme,
+                    authority,
+                    UpstreamLimit::new(MAX_UPSTREAM_CONNECTIONS),
+                )),
                 authorization,
             };
             runtime.block_on(server::serve_sharing(

@@ -118,7 +118,11 @@ impl Sidecar {
             Upstream::new(base),
             tokens.clone(),
             metrics.clone(),
-            config.upstream_timeout,
+            proxy::ProxyLimits {
+                upstream_timeout: config.upstream_timeout,
+                body_timeout: config.body_timeout,
+                max_upstream_connections: config.max_upstream_connections,
+            },
         );
         let draining = Arc::new(AtomicBool::new(false));
         let admin = Admin::new(tokens.clone(), registry, draining.clone());

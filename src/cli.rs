@@ -101,9 +101,18 @@ pub struct SettingFlags {
     /// Time a client has to send a request's headers, also the idle keep-alive limit [env: LANYARD_HEADER_TIMEOUT] [default: 30]
     #[arg(long, global = true, value_name = "DURATION")]
     pub header_timeout: Option<String>,
+    /// Time a request body may stay silent before the request is given up [env: LANYARD_BODY_TIMEOUT] [default: 30]
+    #[arg(long, global = true, value_name = "DURATION")]
+    pub body_timeout: Option<String>,
+    /// Largest request head a client may send, e.g. 64KiB [env: LANYARD_MAX_HEADER_BYTES] [default: 64KiB]
+    #[arg(long, global = true, value_name = "BYTES")]
+    pub max_header_bytes: Option<String>,
     /// Most client connections the proxy holds open at once [env: LANYARD_MAX_CONNECTIONS] [default: 1024]
     #[arg(long, global = true, value_name = "N")]
     pub max_connections: Option<String>,
+    /// Most connections to the upstream, across all proxy threads [env: LANYARD_MAX_UPSTREAM_CONNECTIONS] [default: 256]
+    #[arg(long, global = true, value_name = "N")]
+    pub max_upstream_connections: Option<String>,
     /// Runtime worker threads [env: LANYARD_WORKER_THREADS] [default: CPUs available, at most 4]
     #[arg(long, global = true, value_name = "N")]
     pub worker_threads: Option<String>,
@@ -142,7 +151,13 @@ impl SettingFlags {
         flags.set(&config::EXPIRY_MARGIN, self.expiry_margin.clone());
         flags.set(&config::SHUTDOWN_GRACE, self.shutdown_grace.clone());
         flags.set(&config::HEADER_TIMEOUT, self.header_timeout.clone());
+        flags.set(&config::BODY_TIMEOUT, self.body_timeout.clone());
+        flags.set(&config::MAX_HEADER_BYTES, self.max_header_bytes.clone());
         flags.set(&config::MAX_CONNECTIONS, self.max_connections.clone());
+        flags.set(
+            &config::MAX_UPSTREAM_CONNECTIONS,
+            self.max_upstream_connections.clone(),
+        );
         flags.set(&config::WORKER_THREADS, self.worker_threads.clone());
         flags.set(&config::RFC7523_FIELDS, self.rfc7523_fields.clone());
         flags.set(&config::LOG_FORMAT, self.log_format.clone());

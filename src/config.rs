@@ -63,7 +63,10 @@ settings! {
     EXPIRY_MARGIN = ("expiry_margin", "LANYARD_EXPIRY_MARGIN", Some("--expiry-margin"), false);
     SHUTDOWN_GRACE = ("shutdown_grace", "LANYARD_SHUTDOWN_GRACE", Some("--shutdown-grace"), false);
     HEADER_TIMEOUT = ("header_timeout", "LANYARD_HEADER_TIMEOUT", Some("--header-timeout"), false);
+    BODY_TIMEOUT = ("body_timeout", "LANYARD_BODY_TIMEOUT", Some("--body-timeout"), false);
+    MAX_HEADER_BYTES = ("max_header_bytes", "LANYARD_MAX_HEADER_BYTES", Some("--max-header-bytes"), false);
     MAX_CONNECTIONS = ("max_connections", "LANYARD_MAX_CONNECTIONS", Some("--max-connections"), false);
+    MAX_UPSTREAM_CONNECTIONS = ("max_upstream_connections", "LANYARD_MAX_UPSTREAM_CONNECTIONS", Some("--max-upstream-connections"), false);
     WORKER_THREADS = ("worker_threads", "LANYARD_WORKER_THREADS", Some("--worker-threads"), false);
     RFC7523_FIELDS = ("rfc7523_fields", "LANYARD_RFC7523_FIELDS", Some("--rfc7523-fields"), false);
     LOG_FORMAT = ("log_format", "LANYARD_LOG_FORMAT", Some("--log-format"), false);
@@ -94,6 +97,26 @@ pub const DEFAULT_TOKEN_TIMEOUT: Duration = Duration::from_secs(10);
 /// idle keep-alive connection, is disconnected, so slow or idle
 /// connections cannot pile up.
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+/// A request body silent this long is given up: the HTTP/1.1 connection is
+/// closed, the HTTP/2 stream reset. Of the order of the header timeout, so
+/// a client stalling its body holds a connection no longer than one
+/// stalling its headers.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Request header bytes per connection (HTTP/1.1: the whole request head;
+/// HTTP/2: each header list). Envoy allows 60 KiB and nginx 32 KiB; API
+/// clients send a few KiB. With the connection limit it bounds memory
+/// (README "Limits").
+pub const DEFAULT_MAX_HEADER_BYTES: usize = 64 * 1024;
+/// hyper's smallest read buffer: a request head must fit in one.
+pub const MIN_MAX_HEADER_BYTES: usize = 8 * 1024;
+/// Beyond this a header limit is no limit.
+pub const MAX_MAX_HEADER_BYTES: usize = 1024 * 1024;
+/// Upstream connections across all proxy threads: an app's concurrency is
+/// tens of requests, and each HTTP/2 stream from a client no longer costs a
+/// connection of its own; beyond it, requests wait for a pooled one.
+pub const DEFAULT_MAX_UPSTREAM_CONNECTIONS: usize = 256;
+/// More than one process should hold to one upstream.
+pub const MAX_MAX_UPSTREAM_CONNECTIONS: usize = 65_536;
 /// One app's connection pool needs tens of connections; a thousand leaves
 /// room for bursts while keeping memory and file descriptors bounded.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
@@ -357,7 +380,10 @@ pub struct Config {
     pub expiry_margin: Duration,
     pub shutdown_grace: Duration,
     pub header_timeout: Duration,
+    pub body_timeout: Duration,
+    pub max_header_bytes: usize,
     pub max_connections: usize,
+    pub max_upstream_connections: usize,
     /// Proxy threads for `run` and `demo`, each with its own runtime.
     pub worker_threads: usize,
     pub rfc7523_fields: bool,
@@ -489,6 +515,37 @@ fn parse_count(raw: &str, max: usize, what: &str) -> Result<usize, String> {
         Ok(n) => Ok(n),
         Err(_) => Err(format!("`{raw}` is not a whole number of {what}")),
     }
+}
+
+/// A byte count: plain bytes, or with a `KiB` or `MiB` suffix, from
+/// [`MIN_MAX_HEADER_BYTES`] to [`MAX_MAX_HEADER_BYTES`].
+fn parse_header_bytes(raw: &str) -> Result<usize, String> {
+    let raw = raw.trim();
+    let split = raw.find(|c: char| !c.is_ascii_digit()).unwrap_or(raw.len());
+    let (digits, unit) = raw.split_at(split);
+    let scale = match unit.trim() {
+        "" => 1,
+        "KiB" => 1024,
+        "MiB" => 1024 * 1024,
+        _ => {
+            return Err(format!(
+                "`{raw}` is not a size (use bytes, or a value like 64KiB)"
+            ));
+        }
+    };
+    let bytes = digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| format!("`{raw}` is not a size (use bytes, or a value like 64KiB)"))?;
+    if !(MIN_MAX_HEADER_BYTES..=MAX_MAX_HEADER_BYTES).contains(&bytes) {
+        return Err(format!(
+            "{bytes} bytes is outside {} KiB to {} KiB",
+            MIN_MAX_HEADER_BYTES / 1024,
+            MAX_MAX_HEADER_BYTES / 1024
+        ));
+    }
+    Ok(bytes)
 }
 
 /// One per CPU this process may use, up to [`DEFAULT_MAX_WORKER_THREADS`].
@@ -751,6 +808,17 @@ impl Config {
         let header_timeout = l
             .parse(&HEADER_TIMEOUT, positive)
             .map_or(DEFAULT_HEADER_TIMEOUT, |d| d.value);
+        let body_timeout = l
+            .parse(&BODY_TIMEOUT, positive)
+            .map_or(DEFAULT_BODY_TIMEOUT, |d| d.value);
+        let max_header_bytes = l
+            .parse(&MAX_HEADER_BYTES, parse_header_bytes)
+            .map_or(DEFAULT_MAX_HEADER_BYTES, |n| n.value);
+        let max_upstream_connections = l
+            .parse(&MAX_UPSTREAM_CONNECTIONS, |s| {
+                parse_count(s, MAX_MAX_UPSTREAM_CONNECTIONS, "connections")
+            })
+            .map_or(DEFAULT_MAX_UPSTREAM_CONNECTIONS, |n| n.value);
         let max_connections = l
             .parse(&MAX_CONNECTIONS, |s| {
                 parse_count(s, MAX_MAX_CONNECTIONS, "connections")
@@ -818,7 +886,10 @@ impl Config {
             expiry_margin,
             shutdown_grace,
             header_timeout,
+            body_timeout,
+            max_header_bytes,
             max_connections,
+            max_upstream_connections,
             worker_threads,
             rfc7523_fields,
             log_format,
@@ -961,6 +1032,51 @@ mod tests {
                 "LANYARD_MAX_CONNECTIONS (environment variable LANYARD_MAX_CONNECTIONS): `lots` is not a whole number of connections"
             ]
         );
+    }
+
+    #[test]
+    fn body_timeout_header_bytes_and_upstream_connections_are_checked() {
+        let base = ("SERVICE_API_URL", "https://api.example.com");
+        let config = load(&[base]).unwrap();
+        assert_eq!(config.body_timeout, Duration::from_secs(30));
+        assert_eq!(config.max_header_bytes, 64 * 1024);
+        assert_eq!(config.max_upstream_connections, 256);
+        let config = load(&[
+            base,
+            ("LANYARD_BODY_TIMEOUT", "5s"),
+            ("LANYARD_MAX_HEADER_BYTES", "16KiB"),
+            ("LANYARD_MAX_UPSTREAM_CONNECTIONS", "8"),
+        ])
+        .unwrap();
+        assert_eq!(config.body_timeout, Duration::from_secs(5));
+        assert_eq!(config.max_header_bytes, 16 * 1024);
+        assert_eq!(config.max_upstream_connections, 8);
+        assert_eq!(
+            load(&[base, ("LANYARD_MAX_HEADER_BYTES", "20000")])
+                .unwrap()
+                .max_header_bytes,
+            20000
+        );
+
+        let err = load(&[
+            base,
+            ("LANYARD_BODY_TIMEOUT", "0"),
+            ("LANYARD_MAX_HEADER_BYTES", "1KiB"),
+            ("LANYARD_MAX_UPSTREAM_CONNECTIONS", "0"),
+        ])
+        .unwrap_err();
+        assert_eq!(
+            err.lines()[..3],
+            [
+                "LANYARD_BODY_TIMEOUT (environment variable LANYARD_BODY_TIMEOUT): must be greater than zero",
+                "LANYARD_MAX_HEADER_BYTES (environment variable LANYARD_MAX_HEADER_BYTES): 1024 bytes is outside 8 KiB to 1024 KiB",
+                "LANYARD_MAX_UPSTREAM_CONNECTIONS (environment variable LANYARD_MAX_UPSTREAM_CONNECTIONS): must be at least 1",
+            ]
+        );
+        for bad in ["64kb", "lots", "99999999999999999999MiB", "-1"] {
+            let err = load(&[base, ("LANYARD_MAX_HEADER_BYTES", bad)]).unwrap_err();
+            assert!(err.lines()[0].contains("is not a size"), "{bad}: {err}");
+        }
     }
 
     #[test]

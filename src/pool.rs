@@ -36,6 +36,21 @@ use crate::proxy::UpstreamBody;
 /// connection just as it is reused.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(50);
 
+/// The process-wide cap on upstream connections, shared by every proxy
+/// thread's pool: each open connection holds one of its permits.
+#[derive(Clone)]
+pub struct UpstreamLimit {
+    permits: std::sync::Arc<tokio::sync::Semaphore>,
+}
+
+impl UpstreamLimit {
+    pub fn new(max_connections: usize) -> UpstreamLimit {
+        UpstreamLimit {
+            permits: std::sync::Arc::new(tokio::sync::Semaphore::new(max_connections)),
+        }
+    }
+}
+
 /// Connections to one upstream.
 pub struct Pool {
     connector: Connector,
@@ -52,6 +67,7 @@ pub struct Pool {
     http2: RefCell<Option<http2::SendRequest<UpstreamBody>>>,
     http2_builder: http2::Builder<TokioExecutor>,
     idle_timeout: Duration,
+    limit: UpstreamLimit,
 }
 
 struct Idle {
@@ -132,7 +148,12 @@ impl SendError {
 }
 
 impl Pool {
-    pub fn new(connector: Connector, scheme: Scheme, authority: Authority) -> Pool {
+    pub fn new(
+        connector: Connector,
+        scheme: Scheme,
+        authority: Authority,
+        limit: UpstreamLimit,
+    ) -> Pool {
         let target = Uri::builder()
             .scheme(scheme.clone())
             .authority(authority.clone())
@@ -155,6 +176,7 @@ impl Pool {
             http2: RefCell::new(None),
             http2_builder: http2::Builder::new(TokioExecutor::new()),
             idle_timeout: IDLE_TIMEOUT,
+            limit,
         }
     }
 

@@ -31,7 +31,7 @@ use crate::config::{TargetUrl, is_loopback_host};
 use crate::error::ProxyError;
 use crate::http_client::{Connector, FailureKind};
 use crate::metrics::Metrics;
-use crate::pool::{Pool, PooledBody};
+use crate::pool::{Pool, PooledBody, UpstreamLimit};
 use crate::server::Handler;
 use crate::token::{Token, TokenHandle};
 
@@ -374,6 +374,18 @@ async fn classify_body(
     Ok(ClientBody::Whole(concat(chunks, read), Some(reservation)))
 }
 
+/// The proxy's own limits, from the settings.
+#[derive(Debug, Clone, Copy)]
+pub struct ProxyLimits {
+    /// Time to the upstream's response headers (`LANYARD_UPSTREAM_TIMEOUT`).
+    pub upstream_timeout: Duration,
+    /// Longest silence within a request body (`LANYARD_BODY_TIMEOUT`).
+    pub body_timeout: Duration,
+    /// Upstream connections across all threads
+    /// (`LANYARD_MAX_UPSTREAM_CONNECTIONS`).
+    pub max_upstream_connections: usize,
+}
+
 /// What every proxy thread's [`Proxy`] is built from: built once, and
 /// sent to each thread.
 #[derive(Clone)]
@@ -384,6 +396,8 @@ pub struct Shared {
     tokens: TokenHandle,
     metrics: Metrics,
     timeout: Duration,
+    body_timeout: Duration,
+    upstream_limit: UpstreamLimit,
     replay_budget: ReplayBudget,
     started: Instant,
     forbidden_logged_at: Arc<AtomicU64>,
@@ -398,7 +412,7 @@ impl Shared {
         upstream: Upstream,
         tokens: TokenHandle,
         metrics: Metrics,
-        timeout: Duration,
+        limits: ProxyLimits,
     ) -> Shared {
         Shared {
             connector,
@@ -406,7 +420,9 @@ impl Shared {
             upstream,
             tokens,
             metrics,
-            timeout,
+            timeout: limits.upstream_timeout,
+            body_timeout: limits.body_timeout,
+            upstream_limit: UpstreamLimit::new(limits.max_upstream_connections),
             replay_budget: ReplayBudget::new(),
             started: Instant::now(),
             forbidden_logged_at: Arc::new(AtomicU64::new(0)),
@@ -440,6 +456,7 @@ impl Proxy {
                 shared.connector.clone(),
                 upstream.scheme.clone(),
                 upstream.authority.clone(),
+                shared.upstream_limit.clone(),
             )),
             listen: shared.listen,
             upstream: upstream.clone(),
