@@ -20,9 +20,10 @@ use http::uri::{Authority, Scheme};
 use http::{HeaderValue, Request, Response, Uri, Version, header};
 use http_body_util::{Either, Full};
 use hyper::body::Incoming;
+use lanyard::client_body::ClientBody;
 use lanyard::pool::{Pool, PooledBody, UpstreamLimit};
 use lanyard::proxy::StreamedBody;
-use lanyard::server::{self, Handler, Limits, Share};
+use lanyard::server::{self, Abort, Handler, Limits, Share};
 
 /// As lanyard's default: the benchmark's 256 connections each get one.
 const MAX_UPSTREAM_CONNECTIONS: usize = 256;
@@ -35,17 +36,21 @@ struct Bare {
 impl Handler for Bare {
     type Body = Either<PooledBody, Full<Bytes>>;
 
-    fn handle(&self, req: Request<Incoming>) -> impl Future<Output = Response<Self::Body>> {
+    fn handle(
+        &self,
+        req: Request<Incoming>,
+    ) -> impl Future<Output = Result<Response<Self::Body>, Abort>> {
         let (mut parts, body) = req.into_parts();
         parts.version = Version::HTTP_11;
         parts.headers.remove(header::HOST);
         parts
             .headers
             .insert(header::AUTHORIZATION, self.authorization.clone());
+        let body = ClientBody::new(body, Duration::from_secs(60));
         let request = Request::from_parts(parts, Either::Right(StreamedBody::streaming(body)));
         let sent = self.pool.send(request);
         async move {
-            match sent.await {
+            Ok(match sent.await {
                 Ok(response) => response.map(Either::Left),
                 Err(err) => {
                     let mut answer =
@@ -53,7 +58,7 @@ impl Handler for Bare {
                     *answer.status_mut() = http::StatusCode::BAD_GATEWAY;
                     answer
                 }
-            }
+            })
         }
     }
 }
@@ -98,10 +103,17 @@ fn run(listen: &str, upstream: &str, authorization: &str, threads: &str) -> Resu
     let limits = Limits {
         header_timeout: Duration::from_secs(60),
         max_connections: 10_000,
+        max_header_bytes: 64 * 1024,
+        refusal: Bytes::from_static(
+            b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n",
+        ),
+        evict_waiting: false,
     };
 
     let mut workers = Vec::new();
+    let upstream_limits = UpstreamLimit::new(MAX_UPSTREAM_CONNECTIONS);
     for share in Share::group(limits.max_connections, threads) {
+        let (upstream_limit, limits) = (upstream_limits.clone(), limits.clone());
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -117,12 +129,7 @@ fn run(listen: &str, upstream: &str, authorization: &str, threads: &str) -> Resu
         workers.push(std::thread::spawn(move || {
             // Built on its thread: a pool belongs to one thread.
             let handler = Bare {
-                pool: Rc::new(Pool::new(
-                    connector,
-                    scheme,
-                    authority,
-                    UpstreamLimit::new(MAX_UPSTREAM_CONNECTIONS),
-                )),
+                pool: Rc::new(Pool::new(connector, scheme, authority, upstream_limit)),
                 authorization,
             };
             runtime.block_on(server::serve_sharing(

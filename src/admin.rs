@@ -12,7 +12,7 @@ use hyper::body::Incoming;
 use prometheus::{Encoder, Registry, TextEncoder};
 use serde_json::json;
 
-use crate::server::Handler;
+use crate::server::{Abort, Handler};
 use crate::token::TokenHandle;
 
 /// Ready only while the token has at least this long to go before it is
@@ -103,15 +103,15 @@ impl Admin {
 impl Handler for Admin {
     type Body = Full<Bytes>;
 
-    async fn handle(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    async fn handle(&self, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Abort> {
         if req.method() != Method::GET && req.method() != Method::HEAD {
             let mut response = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
             response
                 .headers_mut()
                 .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
-            return response;
+            return Ok(response);
         }
-        match req.uri().path() {
+        Ok(match req.uri().path() {
             "/healthz" => text(StatusCode::OK, "ok\n"),
             "/readyz" => self.readiness(),
             "/metrics" => self.metrics(),
@@ -119,7 +119,7 @@ impl Handler for Admin {
                 StatusCode::NOT_FOUND,
                 "not found: try /healthz, /readyz or /metrics\n",
             ),
-        }
+        })
     }
 }
 

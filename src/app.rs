@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use bytes::Bytes;
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -14,7 +15,8 @@ use tracing::Instrument;
 
 use crate::admin::Admin;
 use crate::commands::{Failure, Wiring};
-use crate::config::Config;
+use crate::config::{Config, MIN_MAX_HEADER_BYTES};
+use crate::error::ProxyError;
 use crate::metrics::Metrics;
 use crate::proxy::{self, Proxy, Upstream};
 use crate::reload;
@@ -27,34 +29,56 @@ use crate::token::refresher::{self, RefreshPolicy};
 const ADMIN_GRACE: Duration = Duration::from_secs(1);
 /// Probes and scrapes need a handful; the admin listener is often reachable
 /// from the whole network, so a flood must not take file descriptors the
-/// proxy needs.
+/// proxy needs. At the limit a new connection evicts the oldest one that
+/// has sent no request yet (`server::Limits::evict_waiting`), so a flood of
+/// half-open connections cannot keep the probes out.
 const ADMIN_MAX_CONNECTIONS: usize = 64;
+/// Probes and scrapes send their request as they connect; a client that
+/// has not within this is not one of them.
+const ADMIN_HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// What a connection beyond the admin listener's limit is told: only when
+/// every one of its connections is busy with a request.
+const ADMIN_REFUSAL: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: 81\r\nconnection: close\r\n\r\nthe admin listener is answering its 64 connections' requests already; retry soon\n";
 
 /// The admin listener's accept queue: probes and scrapes come a few at a
 /// time; std's default.
 const ADMIN_BACKLOG: usize = 128;
 
-/// Descriptors beyond the client connections: upstream and token
-/// connections, listeners, the credentials file, logs.
-const SPARE_FILE_DESCRIPTORS: u64 = 256;
+/// Descriptors beyond client, upstream and admin connections: the token
+/// endpoint's connection, listeners, the credentials file, logs, refusals
+/// being answered.
+const SPARE_FILE_DESCRIPTORS: usize = 128;
 
-/// Raises the soft open-file limit toward the hard one, as far as the
-/// connection limit needs: each client connection may pair with an upstream
-/// connection, and many runtimes start processes at a soft limit of 1024.
-fn raise_open_file_limit(max_connections: usize) {
-    let wanted = (max_connections as u64)
-        .saturating_mul(2)
-        .saturating_add(SPARE_FILE_DESCRIPTORS);
-    match rlimit::increase_nofile_limit(wanted) {
-        Ok(limit) if limit < wanted => tracing::warn!(
-            open_file_limit = limit,
-            wanted,
-            max_connections,
-            "the open-file limit is below what LANYARD_MAX_CONNECTIONS needs; lower it or raise the hard limit (ulimit -Hn, LimitNOFILE=)"
-        ),
-        Ok(_) => {}
-        Err(err) => tracing::warn!(error = %err, "cannot read or raise the open-file limit"),
+/// The proxy's connection limit once the open-file limit is budgeted.
+///
+/// Client connections, upstream connections and the admin listener's
+/// connections together must never exhaust the descriptors the process
+/// has: when they run out, `accept` fails for every listener, the admin
+/// probes included. The soft limit is raised toward the hard one as far as
+/// the settings need (many runtimes start processes at 1024); if it cannot
+/// go that far, the proxy's connection limit is lowered to what fits, with
+/// a warning naming both settings.
+fn budget_file_descriptors(max_connections: usize, max_upstream: usize) -> usize {
+    let others = max_upstream + ADMIN_MAX_CONNECTIONS + SPARE_FILE_DESCRIPTORS;
+    let wanted = max_connections.saturating_add(others);
+    let limit = match rlimit::increase_nofile_limit(wanted as u64) {
+        Ok(limit) => usize::try_from(limit).unwrap_or(usize::MAX),
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot read or raise the open-file limit");
+            return max_connections;
+        }
+    };
+    if limit >= wanted {
+        return max_connections;
     }
+    let fits = limit.saturating_sub(others).max(1);
+    tracing::warn!(
+        open_file_limit = limit,
+        wanted,
+        max_connections = fits,
+        "the open-file limit cannot hold LANYARD_MAX_CONNECTIONS and LANYARD_MAX_UPSTREAM_CONNECTIONS together; serving at most max_connections client connections. Raise the hard limit (ulimit -Hn, LimitNOFILE=) or lower the settings"
+    );
+    fits
 }
 
 /// A running sidecar.
@@ -88,7 +112,8 @@ impl Sidecar {
         let admin_addr = local_addr(&admin_listener)?;
         let (metrics, registry) = Metrics::with_registry()
             .map_err(|err| Failure::Runtime(format!("cannot register metrics: {err}")))?;
-        raise_open_file_limit(config.max_connections);
+        let max_connections =
+            budget_file_descriptors(config.max_connections, config.max_upstream_connections);
 
         let (tokens, refresher) = refresher::spawn(
             wiring.exchanger.clone(),
@@ -131,11 +156,17 @@ impl Sidecar {
         let grace = config.shutdown_grace;
         let proxy_limits = server::Limits {
             header_timeout: config.header_timeout,
-            max_connections: config.max_connections,
+            max_connections,
+            max_header_bytes: config.max_header_bytes,
+            refusal: ProxyError::TooManyConnections.http1_bytes().into(),
+            evict_waiting: false,
         };
         let admin_limits = server::Limits {
-            header_timeout: config.header_timeout,
+            header_timeout: ADMIN_HEADER_TIMEOUT,
             max_connections: ADMIN_MAX_CONNECTIONS,
+            max_header_bytes: MIN_MAX_HEADER_BYTES,
+            refusal: Bytes::from_static(ADMIN_REFUSAL),
+            evict_waiting: true,
         };
         let connection_metrics = server::ConnectionMetrics {
             open: metrics.proxy_connections.clone(),
@@ -157,7 +188,7 @@ impl Sidecar {
         let admin_done = start_thread(
             "lanyard-admin".to_string(),
             into_std(admin_listener, "admin")?,
-            server::Share::alone(admin_limits.max_connections),
+            server::Share::alone(ADMIN_MAX_CONNECTIONS),
             move || admin,
             proxy_drained,
             &admin_serving,
@@ -320,7 +351,11 @@ fn start_thread<H: Handler>(
     // The thread logs where its starter does (a test's capture, say), not
     // only to the global subscriber.
     let dispatch = tracing::dispatcher::get_default(tracing::Dispatch::clone);
-    let (grace, limits, metrics) = (serving.grace, serving.limits, serving.metrics.clone());
+    let (grace, limits, metrics) = (
+        serving.grace,
+        serving.limits.clone(),
+        serving.metrics.clone(),
+    );
     let span = serving.span.clone();
     let (done, drained) = oneshot::channel();
     let (started_tx, started) = std::sync::mpsc::sync_channel(1);

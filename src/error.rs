@@ -27,6 +27,10 @@ pub enum ProxyError {
     /// The client's request body could not be read (the client went away
     /// or broke the framing). Not in CONTRACT §7, which is silent on it.
     BadRequest,
+    /// The path has a `.` or `..` segment, which an upstream normalising
+    /// it would resolve above the base URL's prefix. Answered as
+    /// `bad_request`, with its own sentence.
+    DotSegment,
     /// The listener holds `LANYARD_MAX_CONNECTIONS` connections already.
     /// Not in CONTRACT §7, which has no connection limit.
     TooManyConnections,
@@ -43,7 +47,7 @@ impl ProxyError {
             ProxyError::ForbiddenTarget => "forbidden_target",
             ProxyError::MethodNotAllowed => "method_not_allowed",
             ProxyError::UriTooLong => "uri_too_long",
-            ProxyError::BadRequest => "bad_request",
+            ProxyError::BadRequest | ProxyError::DotSegment => "bad_request",
             ProxyError::TooManyConnections => "too_many_connections",
         }
     }
@@ -55,7 +59,9 @@ impl ProxyError {
             }
             ProxyError::UpstreamUnreachable | ProxyError::UpstreamTls => StatusCode::BAD_GATEWAY,
             ProxyError::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
-            ProxyError::ForbiddenTarget | ProxyError::BadRequest => StatusCode::BAD_REQUEST,
+            ProxyError::ForbiddenTarget | ProxyError::BadRequest | ProxyError::DotSegment => {
+                StatusCode::BAD_REQUEST
+            }
             ProxyError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ProxyError::UriTooLong => StatusCode::URI_TOO_LONG,
         }
@@ -81,6 +87,9 @@ impl ProxyError {
                 "the request target is too long to forward once joined to the service's base path"
             }
             ProxyError::BadRequest => "the request body could not be read",
+            ProxyError::DotSegment => {
+                "the request path has a . or .. segment (perhaps percent-encoded), which could leave the service's base path; lanyard does not forward it"
+            }
             ProxyError::TooManyConnections => {
                 "lanyard holds as many connections as it allows (LANYARD_MAX_CONNECTIONS); reuse connections or retry"
             }
@@ -143,6 +152,7 @@ mod tests {
             (ProxyError::MethodNotAllowed, 405),
             (ProxyError::UriTooLong, 414),
             (ProxyError::BadRequest, 400),
+            (ProxyError::DotSegment, 400),
             (ProxyError::TooManyConnections, 503),
         ];
         for (error, status) in all {

@@ -13,6 +13,7 @@
 //! - [`commands`]: what `lanyard token` and `lanyard check` do.
 //! - [`app`]: the sidecar assembled, `lanyard run` and `lanyard demo`.
 //! - [`proxy`]: the forwarding service: token, header rewrite, streaming, 401 retry.
+//! - [`client_body`]: a client's request body, bounded in time, its failures told apart from the upstream's.
 //! - [`admin`]: `/healthz`, `/readyz`, `/metrics`.
 //! - [`server`]: the accept loop over a given listener, with graceful shutdown.
 //! - [`error`]: lanyard's own error responses.
@@ -24,6 +25,7 @@
 pub mod admin;
 pub mod app;
 pub mod cli;
+pub mod client_body;
 pub mod commands;
 pub mod config;
 pub mod credentials;

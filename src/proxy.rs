@@ -27,12 +27,13 @@ use prometheus::{Histogram, IntCounter};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use crate::client_body::{ClientBody as TimedBody, ClientBodyError};
 use crate::config::{TargetUrl, is_loopback_host};
 use crate::error::ProxyError;
 use crate::http_client::{Connector, FailureKind};
 use crate::metrics::Metrics;
-use crate::pool::{Pool, PooledBody, UpstreamLimit};
-use crate::server::Handler;
+use crate::pool::{Pool, PooledBody, SendError, UpstreamLimit};
+use crate::server::{Abort, Handler};
 use crate::token::{Token, TokenHandle};
 
 /// A body up to this size can be replayed after a 401 (CONTRACT §4) or a
@@ -105,18 +106,22 @@ impl Upstream {
     /// target, costs nothing.
     pub fn path_for(&self, request: &Uri) -> Result<Uri, http::Error> {
         let target = request.path_and_query().map_or("", PathAndQuery::as_str);
-        // `OPTIONS *` and other non-path targets address the base itself.
-        let pq = if target.starts_with('/') { target } else { "/" };
+        // `OPTIONS *` and other non-path targets address the base itself;
+        // an absolute-form target with no path (`http://host?q`) keeps its
+        // query.
+        let (slash, pq) = match target.as_bytes().first() {
+            Some(b'/') => ("", target),
+            Some(b'?') => ("/", target),
+            _ => ("/", ""),
+        };
         if self.prefix.is_empty() {
-            if request.scheme().is_none() && pq == target {
+            if request.scheme().is_none() && slash.is_empty() {
                 return Ok(request.clone());
             }
-            return Ok(Uri::from_maybe_shared(Bytes::copy_from_slice(
-                pq.as_bytes(),
-            ))?);
+            return Ok(Uri::from_maybe_shared(Bytes::from(format!("{slash}{pq}")))?);
         }
         Ok(Uri::from_maybe_shared(Bytes::from(format!(
-            "{}{pq}",
+            "{}{slash}{pq}",
             self.prefix
         )))?)
     }
@@ -148,7 +153,7 @@ impl Upstream {
 pub struct StreamedBody {
     /// Read already, sent first.
     prefix: Option<Bytes>,
-    inner: Incoming,
+    inner: TimedBody,
     copy: Option<BodyCopy>,
 }
 
@@ -162,11 +167,11 @@ struct BodyCopy {
 
 impl StreamedBody {
     /// A client body passed through as it arrives, never replayed.
-    pub fn streaming(inner: Incoming) -> Self {
+    pub fn streaming(inner: TimedBody) -> Self {
         Self::after(None, inner)
     }
 
-    fn after(prefix: Option<Bytes>, inner: Incoming) -> Self {
+    fn after(prefix: Option<Bytes>, inner: TimedBody) -> Self {
         StreamedBody {
             prefix,
             inner,
@@ -177,7 +182,7 @@ impl StreamedBody {
     /// A body whose copy arrives on the returned channel if it ends within
     /// the limit and the replay budget; the channel closes otherwise.
     fn copied(
-        inner: Incoming,
+        inner: TimedBody,
         budget: &ReplayBudget,
     ) -> (Self, oneshot::Receiver<(Bytes, Reservation)>) {
         let (done, copied) = oneshot::channel();
@@ -221,12 +226,12 @@ impl StreamedBody {
 
 impl hyper::body::Body for StreamedBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = ClientBodyError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, ClientBodyError>>> {
         if let Some(prefix) = self.prefix.take() {
             return Poll::Ready(Some(Ok(Frame::data(prefix))));
         }
@@ -333,10 +338,7 @@ enum ClientBody {
 
 /// Reads a body of known small length whole; streams any other body at
 /// once, keeping a replay copy of one of unknown length.
-async fn classify_body(
-    mut body: Incoming,
-    budget: &ReplayBudget,
-) -> Result<ClientBody, ProxyError> {
+async fn classify_body(mut body: TimedBody, budget: &ReplayBudget) -> Result<ClientBody, Refusal> {
     let Some(len) = body.size_hint().exact() else {
         let (body, copied) = StreamedBody::copied(body, budget);
         return Ok(ClientBody::Copied(body, copied));
@@ -353,7 +355,7 @@ async fn classify_body(
     let mut chunks = Vec::new();
     let mut read = 0u64;
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|_| ProxyError::BadRequest)?;
+        let frame = frame?;
         // Request trailers have no place in a replayable body; dropped.
         let Ok(data) = frame.into_data() else {
             continue;
@@ -384,6 +386,32 @@ pub struct ProxyLimits {
     /// Upstream connections across all threads
     /// (`LANYARD_MAX_UPSTREAM_CONNECTIONS`).
     pub max_upstream_connections: usize,
+}
+
+/// Why the proxy passes no upstream answer on.
+enum Refusal {
+    /// lanyard answers itself (CONTRACT §7).
+    Answer(ProxyError),
+    /// The client stalled or left mid-request: the exchange ends with no
+    /// answer (README "Failure behaviour", clients of the proxy).
+    Abort,
+}
+
+impl From<ProxyError> for Refusal {
+    fn from(error: ProxyError) -> Self {
+        Refusal::Answer(error)
+    }
+}
+
+impl From<ClientBodyError> for Refusal {
+    fn from(error: ClientBodyError) -> Self {
+        tracing::debug!(error = %error, "the client's request body failed");
+        if error.answerable() {
+            Refusal::Answer(ProxyError::BadRequest)
+        } else {
+            Refusal::Abort
+        }
+    }
 }
 
 /// What every proxy thread's [`Proxy`] is built from: built once, and
@@ -440,6 +468,7 @@ pub struct Proxy {
     metrics: Metrics,
     request_metrics: RequestMetrics,
     timeout: Duration,
+    body_timeout: Duration,
     replay_budget: ReplayBudget,
     started: Instant,
     /// Seconds since `started` (plus one) of the last 403 hint; 0: never.
@@ -464,6 +493,7 @@ impl Proxy {
             request_metrics: RequestMetrics::new(shared.metrics.clone()),
             metrics: shared.metrics.clone(),
             timeout: shared.timeout,
+            body_timeout: shared.body_timeout,
             replay_budget: shared.replay_budget.clone(),
             started: shared.started,
             forbidden_logged_at: shared.forbidden_logged_at.clone(),
@@ -477,12 +507,12 @@ impl Proxy {
     fn forward(
         &self,
         req: Request<Incoming>,
-    ) -> impl Future<Output = Result<Response<PooledBody>, ProxyError>> {
+    ) -> impl Future<Output = Result<Response<PooledBody>, Refusal>> {
         async move {
             // CONNECT would make lanyard a tunnel; an upstream honouring TRACE
             // would echo the injected token back to the client.
             if req.method() == Method::CONNECT || req.method() == Method::TRACE {
-                return Err(ProxyError::MethodNotAllowed);
+                return Err(ProxyError::MethodNotAllowed.into());
             }
             // Absolute form is an HTTP/1 notion; an HTTP/2 request always
             // carries `:authority`, and lanyard never forwards to it anyway.
@@ -490,7 +520,12 @@ impl Proxy {
                 && let Some(target) = req.uri().authority()
                 && !self.upstream.accepts_target(target, self.listen)
             {
-                return Err(ProxyError::ForbiddenTarget);
+                return Err(ProxyError::ForbiddenTarget.into());
+            }
+            // The prefix of SERVICE_API_URL is a boundary: a path that an
+            // upstream could normalise above it is refused, not forwarded.
+            if has_dot_segment(req.uri().path()) {
+                return Err(ProxyError::DotSegment.into());
             }
             let token = self
                 .tokens
@@ -499,6 +534,7 @@ impl Proxy {
                 .map_err(|_| ProxyError::TokenUnavailable)?;
 
             let (mut parts, body) = req.into_parts();
+            let body = TimedBody::new(body, self.body_timeout);
             // The only way joining fails is a target too long once prefixed.
             parts.uri = self
                 .upstream
@@ -568,7 +604,7 @@ impl Proxy {
         body: StreamedBody,
         copied: oneshot::Receiver<(Bytes, Reservation)>,
         token: Arc<Token>,
-    ) -> Result<Response<PooledBody>, ProxyError> {
+    ) -> Result<Response<PooledBody>, Refusal> {
         // Kept for a replay, should the whole body arrive.
         let (method, uri, headers) = (
             parts.method.clone(),
@@ -618,7 +654,7 @@ impl Proxy {
         unauthorized: Response<PooledBody>,
         rejected: &Arc<Token>,
         mut replay: Replay,
-    ) -> Result<Response<PooledBody>, ProxyError> {
+    ) -> Result<Response<PooledBody>, Refusal> {
         let renewed =
             tokio::time::timeout(self.timeout, self.tokens.renew_after_rejection(rejected)).await;
         let Ok(Ok(token)) = renewed else {
@@ -640,7 +676,7 @@ impl Proxy {
         &self,
         request: Request<UpstreamBody>,
         replay: Option<&Replay>,
-    ) -> impl Future<Output = Result<Response<PooledBody>, ProxyError>> {
+    ) -> impl Future<Output = Result<Response<PooledBody>, Refusal>> {
         async move {
             // An upstream may close a pooled connection (its idle timeout) just
             // as lanyard sends on it: the request fails with no answer, though
@@ -673,6 +709,16 @@ impl Proxy {
                     }
                     Ok(response)
                 }
+                // The client's body broke off or stalled as it was sent: the
+                // client's failure, not the upstream's.
+                Ok(Err(SendError::Request(ref err)))
+                    if let Some(body) = ClientBodyError::find(err) =>
+                {
+                    Err(match body.answerable() {
+                        true => Refusal::Answer(ProxyError::BadRequest),
+                        false => Refusal::Abort,
+                    })
+                }
                 Ok(Err(err)) => {
                     let (kind, error) = match err.kind() {
                         FailureKind::Tls => ("tls", ProxyError::UpstreamTls),
@@ -684,7 +730,7 @@ impl Proxy {
                         .with_label_values(&[kind])
                         .inc();
                     tracing::warn!(error = %err, kind, "upstream request failed");
-                    Err(error)
+                    Err(error.into())
                 }
                 Err(_) => {
                     self.metrics
@@ -695,7 +741,7 @@ impl Proxy {
                         timeout_ms = self.timeout.as_millis() as u64,
                         "upstream did not answer in time"
                     );
-                    Err(ProxyError::UpstreamTimeout)
+                    Err(ProxyError::UpstreamTimeout.into())
                 }
             }
         }
@@ -736,7 +782,10 @@ impl Handler for Proxy {
         clippy::manual_async_fn,
         reason = "an async fn holds its arguments twice"
     )]
-    fn handle(&self, req: Request<Incoming>) -> impl Future<Output = Response<ProxyBody>> {
+    fn handle(
+        &self,
+        req: Request<Incoming>,
+    ) -> impl Future<Output = Result<Response<ProxyBody>, Abort>> {
         async move {
             let started = Instant::now();
             let method = method_index(req.method());
@@ -744,9 +793,11 @@ impl Handler for Proxy {
             let path =
                 tracing::enabled!(tracing::Level::DEBUG).then(|| req.uri().path().to_owned());
 
+            // An aborted exchange has no status to count.
             let response = match self.forward(req).await {
                 Ok(response) => response.map(Either::Left),
-                Err(error) => error.response().map(Either::Right),
+                Err(Refusal::Answer(error)) => error.response().map(Either::Right),
+                Err(Refusal::Abort) => return Err(Abort),
             };
 
             let elapsed = started.elapsed();
@@ -761,7 +812,7 @@ impl Handler for Proxy {
                     "proxied"
                 );
             }
-            response
+            Ok(response)
         }
     }
 }
@@ -868,6 +919,52 @@ impl RequestMetrics {
     }
 }
 
+/// Whether a path has a `.` or `..` segment (RFC 3986 §3.3), counting
+/// `%2e` as a dot and `%2f`, `%5c` and `\\` as separators, as an upstream
+/// that decodes before it normalises (RFC 3986 §5.2.4) would: such a path
+/// could resolve above the base URL's prefix. Scans in place, since most
+/// paths have no dot or percent sign at all.
+fn has_dot_segment(path: &str) -> bool {
+    let bytes = path.as_bytes();
+    if !bytes.iter().any(|&b| b == b'.' || b == b'%') {
+        return false;
+    }
+    let (mut dots, mut other) = (0usize, false);
+    let mut i = 0;
+    loop {
+        // What the byte (or the %XX escape) at `i` stands for.
+        let (token, width) = match bytes.get(i) {
+            None => (None, 0),
+            Some(b'%') if i + 3 <= bytes.len() => {
+                match [
+                    bytes[i + 1].to_ascii_lowercase(),
+                    bytes[i + 2].to_ascii_lowercase(),
+                ] {
+                    [b'2', b'e'] => (Some(b'.'), 3),
+                    [b'2', b'f'] | [b'5', b'c'] => (Some(b'/'), 3),
+                    _ => (Some(b'%'), 1),
+                }
+            }
+            Some(b'\\') => (Some(b'/'), 1),
+            Some(&b) => (Some(b), 1),
+        };
+        match token {
+            None | Some(b'/') => {
+                if !other && (dots == 1 || dots == 2) {
+                    return true;
+                }
+                if token.is_none() {
+                    return false;
+                }
+                (dots, other) = (0, false);
+            }
+            Some(b'.') => dots += 1,
+            Some(_) => other = true,
+        }
+        i += width;
+    }
+}
+
 /// Removes hop-by-hop headers, including those the `Connection` header names.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     // Most messages carry none: one pass over the few names present finds
@@ -948,6 +1045,43 @@ mod tests {
     }
 
     #[test]
+    fn dot_segments_are_found_literal_encoded_and_behind_encoded_slashes() {
+        for path in [
+            "/..",
+            "/../other",
+            "/a/./b",
+            "/a/..",
+            "/..//x",
+            "/%2e%2e/x",
+            "/%2E%2e/x",
+            "/.%2e/x",
+            "/%2e/x",
+            "/a%2f..%2fb",
+            "/a%2F%2e%2e",
+            "/a\\..\\b",
+            "/a%5c..",
+        ] {
+            assert!(has_dot_segment(path), "{path}");
+        }
+        for path in [
+            "/",
+            "/v1/things",
+            "/file.json",
+            "/...",
+            "/a/.../b",
+            "/.well-known/x",
+            "/a..b",
+            "/%2e%2e%2e",
+            "/100%25",
+            "/%",
+            "/%2",
+            "/x%2",
+        ] {
+            assert!(!has_dot_segment(path), "{path}");
+        }
+    }
+
+    #[test]
     fn the_403_hint_is_due_at_most_once_a_minute() {
         let last = AtomicU64::new(0);
         assert!(hint_due(&last, 1));
@@ -966,6 +1100,16 @@ mod tests {
             ("http://127.0.0.1:9000", "/", "/"),
             ("http://127.0.0.1:9000", "*", "/"),
             ("http://127.0.0.1:9000", "http://127.0.0.1:9000/y?b", "/y?b"),
+            (
+                "http://127.0.0.1:9000",
+                "http://127.0.0.1:9000?q=1",
+                "/?q=1",
+            ),
+            (
+                "http://127.0.0.1:9000/base",
+                "http://127.0.0.1:9000?q",
+                "/base/?q",
+            ),
             ("http://127.0.0.1:9000/base", "/x?q", "/base/x?q"),
             ("http://127.0.0.1:9000/base", "*", "/base/"),
         ];

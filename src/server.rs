@@ -8,6 +8,8 @@
 //! idle keep-alive connections), and an HTTP/2 connection with no request
 //! in flight for that long is closed gracefully.
 
+use std::cell::Cell;
+use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -32,8 +34,6 @@ use tokio::task::LocalSet;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::error::ProxyError;
-
 /// What an HTTP/2 client sends first (RFC 9113 §3.4); anything else is
 /// HTTP/1.1.
 const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -50,14 +50,34 @@ const MAX_REFUSALS_IN_FLIGHT: usize = 64;
 /// "Connection limit reached" is logged at most this often.
 const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(60);
 
-/// What one client may hold.
-#[derive(Debug, Clone, Copy)]
+/// HTTP/2 streams one client connection may have open at once, as Envoy
+/// allows (nginx: 128). Together with the process-wide budget below, it
+/// keeps one connection from holding every stream.
+pub const MAX_CONCURRENT_STREAMS: u32 = 100;
+
+/// What the listener's clients may hold.
+#[derive(Debug, Clone)]
 pub struct Limits {
     /// Time to start a request on a new connection, to send a request's
     /// headers (HTTP/1.1), and to stay idle (both protocols).
     pub header_timeout: Duration,
-    /// Connections held at once; more are answered 503 and closed.
+    /// Connections held at once; more are answered with `refusal` and
+    /// closed. Also the number of HTTP/2 streams in flight across all
+    /// connections: a stream beyond it is reset at once, so that memory
+    /// held by request headers is bounded by connections, not by
+    /// connections times streams (README "Limits").
     pub max_connections: usize,
+    /// The largest request head (HTTP/1.1) or header list (HTTP/2).
+    pub max_header_bytes: usize,
+    /// What a connection over the limit is told, as raw HTTP/1.1 with
+    /// `connection: close`: the listener's owner names its own setting.
+    pub refusal: Bytes,
+    /// At the limit, a new connection takes the place of the oldest one
+    /// that has not yet sent a whole request, rather than being refused.
+    /// For a listener whose few clients send their request at once (the
+    /// admin listener's probes and scrapes): a flood of half-open
+    /// connections then only ever evicts itself.
+    pub evict_waiting: bool,
 }
 
 /// Where the accept loop reports connections, when the caller exports it.
@@ -77,8 +97,25 @@ pub trait Handler: 'static {
     type Body: hyper::body::Body<Data = Bytes, Error: Into<Box<dyn std::error::Error + Send + Sync>>>
         + 'static;
 
-    fn handle(&self, req: Request<Incoming>) -> impl Future<Output = Response<Self::Body>>;
+    fn handle(
+        &self,
+        req: Request<Incoming>,
+    ) -> impl Future<Output = Result<Response<Self::Body>, Abort>>;
 }
+
+/// Ends an exchange without an answer: the HTTP/1.1 connection is closed,
+/// the HTTP/2 stream reset. For a client that stalled or left mid-request,
+/// when no answer could reach it or none should be waited for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Abort;
+
+impl std::fmt::Display for Abort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("exchange ended without an answer")
+    }
+}
+
+impl std::error::Error for Abort {}
 
 /// How the drain ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,6 +145,8 @@ pub struct Share {
 
 struct Group {
     slots: Arc<Semaphore>,
+    /// HTTP/2 streams in flight across the group's connections.
+    streams: Arc<Semaphore>,
     /// Connections each member serves, counting those handed to it and
     /// not yet picked up.
     open: Box<[AtomicUsize]>,
@@ -142,6 +181,7 @@ impl Share {
             .unzip();
         let group = Arc::new(Group {
             slots: Arc::new(Semaphore::new(max_connections)),
+            streams: Arc::new(Semaphore::new(max_connections)),
             open: inboxes.iter().map(|_| AtomicUsize::new(0)).collect(),
             inboxes: inboxes.into(),
         });
@@ -163,6 +203,7 @@ impl Share {
             index: 0,
             group: Arc::new(Group {
                 slots: Arc::new(Semaphore::new(max_connections)),
+                streams: Arc::new(Semaphore::new(max_connections)),
                 open: Box::new([AtomicUsize::new(0)]),
                 inboxes: Box::new([inbox]),
             }),
@@ -286,7 +327,8 @@ async fn accept_loop<H: Handler>(
     metrics: Option<ConnectionMetrics>,
     mut share: Share,
 ) -> Drained {
-    let protocols = Rc::new(Protocols::new(limits));
+    let protocols = Rc::new(Protocols::new(&limits));
+    let streams = share.group.streams.clone();
     let mut shutdown = pin!(shutdown);
     // Owned here so connections still open when the grace runs out are
     // aborted, not left running detached.
@@ -296,16 +338,20 @@ async fn accept_loop<H: Handler>(
     let mut last_refusal_log: Option<Instant> = None;
     // Asks every connection to finish what it is doing and close.
     let (stopping_tx, stopping) = watch::channel(false);
-    let served = |(stream, peer, counted, slot): Taken| {
+    // Connections that have not yet sent a whole request, oldest first,
+    // when the listener evicts them at its limit.
+    let mut waiting: VecDeque<Waiting> = VecDeque::new();
+    let served = |(stream, peer, counted, slot): Taken, started: Rc<Cell<bool>>| {
         // Requests are small and latency-bound; Nagle only adds delay.
         let _ = stream.set_nodelay(true);
         let handler = handler.clone();
         let protocols = protocols.clone();
         let stopping = stopping.clone();
         let metrics = metrics.clone();
+        let streams = streams.clone();
         async move {
             let _open = metrics.as_ref().map(OpenConnection::new);
-            serve_connection(stream, handler, &protocols, stopping).await;
+            serve_connection(stream, handler, &protocols, streams, &started, stopping).await;
             drop((slot, counted));
         }
         .instrument(tracing::debug_span!("connection", %peer))
@@ -323,7 +369,19 @@ async fn accept_loop<H: Handler>(
                     }
                 };
                 while connections.try_join_next().is_some() {}
-                let Ok(slot) = slots.clone().try_acquire_owned() else {
+                let mut slot = slots.clone().try_acquire_owned();
+                if slot.is_err() && limits.evict_waiting && evict_oldest(&mut waiting) {
+                    // The evicted task gives its slot back once it is
+                    // dropped, which happens as this thread runs its tasks.
+                    for _ in 0..EVICTION_TURNS {
+                        tokio::task::yield_now().await;
+                        slot = slots.clone().try_acquire_owned();
+                        if slot.is_ok() {
+                            break;
+                        }
+                    }
+                }
+                let Ok(slot) = slot else {
                     if let Some(metrics) = &metrics {
                         metrics.refused.inc();
                     }
@@ -336,8 +394,9 @@ async fn accept_loop<H: Handler>(
                         );
                     }
                     if let Ok(permit) = refusals.clone().try_acquire_owned() {
+                        let refusal = limits.refusal.clone();
                         connections.spawn_local(async move {
-                            refuse(stream).await;
+                            refuse(stream, &refusal).await;
                             drop(permit);
                         });
                     }
@@ -357,7 +416,12 @@ async fn accept_loop<H: Handler>(
             }
             () = &mut shutdown => break,
         };
-        connections.spawn_local(served(taken));
+        let started = Rc::new(Cell::new(false));
+        let task = connections.spawn_local(served(taken, started.clone()));
+        if limits.evict_waiting {
+            waiting.retain(|w| !w.started.get() && !w.task.is_finished());
+            waiting.push_back(Waiting { task, started });
+        }
     }
     drop(listener);
     // Connections handed over before this thread stopped are served as
@@ -366,7 +430,7 @@ async fn accept_loop<H: Handler>(
     share.inbox.close();
     while let Ok(handed) = share.inbox.try_recv() {
         if let Some(taken) = take(handed) {
-            connections.spawn_local(served(taken));
+            connections.spawn_local(served(taken, Rc::new(Cell::new(false))));
         }
     }
     let _ = stopping_tx.send(true);
@@ -379,6 +443,31 @@ async fn accept_loop<H: Handler>(
             Drained::GraceExpired
         }
     }
+}
+
+/// Turns of the thread's tasks an eviction waits for the evicted
+/// connection's slot: one is normally enough.
+const EVICTION_TURNS: usize = 4;
+
+/// A connection that may be evicted until it has sent a whole request.
+struct Waiting {
+    task: tokio::task::AbortHandle,
+    started: Rc<Cell<bool>>,
+}
+
+/// Ends the oldest connection still waiting for its first request; false
+/// when every connection has started one.
+fn evict_oldest(waiting: &mut VecDeque<Waiting>) -> bool {
+    while let Some(oldest) = waiting.pop_front() {
+        if !oldest.started.get() && !oldest.task.is_finished() {
+            oldest.task.abort();
+            tracing::debug!(
+                "at the connection limit: closing the oldest connection that has sent no request"
+            );
+            return true;
+        }
+    }
+    false
 }
 
 /// The two protocol builders, configured once per listener.
@@ -403,18 +492,24 @@ where
 }
 
 impl Protocols {
-    fn new(limits: Limits) -> Self {
+    fn new(limits: &Limits) -> Self {
         let mut http1 = http1::Builder::new();
+        // The read buffer holds an unfinished request head; hyper's own
+        // ceiling is about 400 KiB, which a thousand slow clients turn into
+        // 400 MB. A head that does not fit gets 431.
         http1
             .timer(TokioTimer::new())
-            .header_read_timeout(limits.header_timeout);
+            .header_read_timeout(limits.header_timeout)
+            .max_buf_size(limits.max_header_bytes);
         let mut http2 = http2::Builder::new(LocalExecutor);
         // Pings find peers that vanished without closing; the idle timer in
         // `drive` ends those that stay but send nothing.
         http2
             .timer(TokioTimer::new())
             .keep_alive_interval(limits.header_timeout)
-            .keep_alive_timeout(limits.header_timeout);
+            .keep_alive_timeout(limits.header_timeout)
+            .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+            .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX));
         Protocols {
             http1,
             http2,
@@ -429,6 +524,8 @@ async fn serve_connection<H: Handler>(
     mut stream: TcpStream,
     handler: Rc<H>,
     protocols: &Protocols,
+    streams: Arc<Semaphore>,
+    started: &Rc<Cell<bool>>,
     mut stopping: watch::Receiver<bool>,
 ) {
     // hyper-util's auto-detection waits for these bytes with no timeout, so
@@ -468,13 +565,27 @@ async fn serve_connection<H: Handler>(
     // ends an idle HTTP/1.1 connection.
     let activity = is_http2.then(|| Arc::new(Activity::new()));
     let tracked = activity.clone();
+    let started = started.clone();
     let service = service_fn(move |req| {
+        started.set(true);
         let handler = handler.clone();
         let guard = tracked.as_ref().map(Activity::enter);
+        // An HTTP/2 stream takes one of the group's stream permits for its
+        // life; past the budget it is reset at once, its headers freed.
+        // (An HTTP/1.1 connection has one request at a time: its slot is
+        // its budget.)
+        let permit = match &tracked {
+            Some(_) => streams.clone().try_acquire_owned().map(Some),
+            None => Ok(None),
+        };
         async move {
+            let Ok(_permit) = permit else {
+                tracing::debug!("HTTP/2 streams in flight at their limit; resetting a stream");
+                return Err(Abort);
+            };
             let response = handler.handle(req).await;
             drop(guard);
-            Ok::<_, std::convert::Infallible>(response)
+            response
         }
     });
     if is_http2 {
@@ -656,13 +767,11 @@ impl Drop for OpenConnection {
     }
 }
 
-/// Answers a connection over the limit with 503 `too_many_connections`,
-/// best effort, then closes it.
-async fn refuse(mut stream: TcpStream) {
+/// Answers a connection over the limit with the listener's refusal, best
+/// effort, then closes it.
+async fn refuse(mut stream: TcpStream, refusal: &[u8]) {
     let answer = async {
-        stream
-            .write_all(&ProxyError::TooManyConnections.http1_bytes())
-            .await?;
+        stream.write_all(refusal).await?;
         stream.shutdown().await?;
         // Read (and discard) until the client closes: closing with its
         // request unread would reset the connection and lose the answer.

@@ -88,6 +88,19 @@ async fn request_on(stream: &mut TcpStream, path: &str) -> u16 {
     String::from_utf8_lossy(&head[9..12]).parse().unwrap()
 }
 
+/// The sum of every series of a counter, 0 when none has been created.
+async fn metric_sum(running: &sidecar::Running, name: &str) -> f64 {
+    let scrape = get(&format!("{}/metrics", running.admin)).await;
+    String::from_utf8_lossy(&scrape.body)
+        .lines()
+        .filter(|line| {
+            line.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with(['{', ' ']))
+        })
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 async fn metric(running: &sidecar::Running, name: &str) -> f64 {
     let scrape = get(&format!("{}/metrics", running.admin)).await;
     String::from_utf8_lossy(&scrape.body)
@@ -302,4 +315,210 @@ async fn a_flood_of_idle_connections_is_bounded_and_other_clients_are_served() {
     assert_eq!(get(&format!("{}/after", running.proxy)).await.status, 200);
     let open = metric(&running, "lanyard_proxy_connections").await;
     assert!(open <= 2.0, "{open} connections still open");
+}
+
+/// A request head announcing a body that never comes.
+const STALLED_BODY: &[u8] = b"POST /upload HTTP/1.1\r\nhost: lanyard\r\ncontent-length: 10\r\n\r\n";
+
+#[tokio::test]
+async fn stalled_bodies_free_their_connection_slots_within_the_body_timeout() {
+    const LIMIT: usize = 20;
+    let (upstream, running) = sidecar_with(&[
+        ("LANYARD_MAX_CONNECTIONS", &LIMIT.to_string()),
+        // Room for a loaded machine to open the 21st connection while the
+        // 20 still hold their slots.
+        ("LANYARD_BODY_TIMEOUT", "3s"),
+    ])
+    .await;
+    let mut stalled = Vec::new();
+    for _ in 0..LIMIT {
+        let mut stream = connect(&running).await;
+        stream.write_all(STALLED_BODY).await.unwrap();
+        stalled.push(stream);
+    }
+    // While they hold every slot, the next client is refused...
+    let refused = exchange(
+        &running,
+        b"GET /x HTTP/1.1\r\nhost: lanyard\r\nconnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
+    // ...until the body timeout closes each of them, unanswered.
+    for mut stream in stalled {
+        let answer = read_to_close(&mut stream).await;
+        assert_eq!(answer, "", "a stalled request got an answer");
+    }
+    assert_eq!(get(&format!("{}/after", running.proxy)).await.status, 200);
+    // A streamed body that stops halfway is cut off the same way.
+    let mut halfway = connect(&running).await;
+    halfway
+        .write_all(b"POST /upload HTTP/1.1\r\nhost: lanyard\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n")
+        .await
+        .unwrap();
+    read_to_close(&mut halfway).await;
+    assert_eq!(
+        metric_sum(&running, "lanyard_upstream_errors_total").await,
+        0.0
+    );
+    assert!(upstream.requests() >= 1);
+}
+
+/// A body that never yields a frame.
+struct Stall;
+
+impl hyper::body::Body for Stall {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, Self::Error>>> {
+        std::task::Poll::Pending
+    }
+}
+
+#[tokio::test]
+async fn a_stalled_http2_stream_is_reset_and_the_connection_goes_idle() {
+    let (_upstream, running) = sidecar_with(&[
+        ("LANYARD_BODY_TIMEOUT", "1s"),
+        ("LANYARD_HEADER_TIMEOUT", "1s"),
+    ])
+    .await;
+    let io = hyper_util::rt::TokioIo::new(connect(&running).await);
+    let (mut sender, connection) =
+        hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), io)
+            .await
+            .unwrap();
+    let connection = tokio::spawn(connection);
+    let request = http::Request::post(format!("{}/upload", running.proxy))
+        .body(Stall)
+        .unwrap();
+    let answer = tokio::time::timeout(CLOSE_WITHIN, sender.send_request(request))
+        .await
+        .expect("the stream ended in time");
+    assert!(answer.is_err(), "the stalled stream was answered");
+    // With its only stream gone, the connection is idle, and closed.
+    tokio::time::timeout(CLOSE_WITHIN, connection)
+        .await
+        .expect("the idle connection was closed")
+        .unwrap()
+        .ok();
+}
+
+#[tokio::test]
+async fn a_malformed_chunk_is_the_clients_400_not_an_upstream_error() {
+    let (logs, _guard) = support::logs::Logs::capture();
+    let (_upstream, running) = sidecar_with(&[]).await;
+    let answer = exchange(
+        &running,
+        b"POST /upload HTTP/1.1\r\nhost: lanyard\r\ntransfer-encoding: chunked\r\n\r\n10000000000000005\r\nhello\r\n0\r\n\r\n",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("lanyard-error: bad_request"), "{answer}");
+    // A client that hangs up mid-body is simply closed.
+    let mut gone = connect(&running).await;
+    gone.write_all(
+        b"POST /upload HTTP/1.1\r\nhost: lanyard\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhel",
+    )
+    .await
+    .unwrap();
+    drop(gone);
+    // Once the proxy has let go of every connection, the hang-up has been
+    // dealt with; then nothing may have been blamed on the upstream.
+    tokio::time::timeout(CLOSE_WITHIN, async {
+        while metric(&running, "lanyard_proxy_connections").await > 0.0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the proxy closed the connections");
+    assert_eq!(get(&format!("{}/after", running.proxy)).await.status, 200);
+    assert_eq!(
+        metric_sum(&running, "lanyard_upstream_errors_total").await,
+        0.0
+    );
+    assert!(
+        !logs
+            .events()
+            .iter()
+            .any(|e| e["fields"]["message"] == "upstream request failed"),
+        "{:?}",
+        logs.events()
+    );
+}
+
+#[tokio::test]
+async fn a_client_looping_on_a_path_that_answers_401_cannot_make_the_pod_unready() {
+    let (_upstream, running) = sidecar_with(&[]).await;
+    let readyz = format!("{}/readyz", running.admin);
+    for _ in 0..30 {
+        assert_eq!(
+            get(&format!("{}/status/401", running.proxy)).await.status,
+            401
+        );
+        assert_eq!(get(&readyz).await.status, 200);
+    }
+    // The rest of the API still gets the token.
+    assert_eq!(
+        get(&format!("{}/elsewhere", running.proxy)).await.status,
+        200
+    );
+}
+
+#[tokio::test]
+async fn paths_that_could_leave_the_base_prefix_are_refused() {
+    let upstream = TestUpstream::start(None).await;
+    let base = format!("{}/prefix", upstream.url);
+    let running = sidecar::start(mock().await, &base, &[]).await;
+    running.ready().await;
+    for path in [
+        "/../other",
+        "/%2e%2e/other",
+        "/..//x",
+        "/a/%2E%2E%2F..%2Fother",
+        "/a/./b",
+    ] {
+        let request = format!("GET {path} HTTP/1.1\r\nhost: lanyard\r\nconnection: close\r\n\r\n");
+        let answer = exchange(&running, request.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{path}: {answer}");
+        assert!(answer.contains("lanyard-error: bad_request"), "{path}");
+    }
+    assert_eq!(upstream.requests(), 0, "a request escaped the prefix");
+    // Dots inside a segment are ordinary.
+    let answer = get(&format!("{}/v1/file.json", running.proxy)).await;
+    assert_eq!(answer.json()["path"], "/prefix/v1/file.json");
+}
+
+#[tokio::test]
+async fn an_absolute_form_target_with_no_path_keeps_its_query() {
+    let (_upstream, running) = sidecar_with(&[]).await;
+    let upstream = running.sidecar.proxy_addr;
+    let request = format!(
+        "GET http://{upstream}?q=1 HTTP/1.1\r\nhost: {upstream}\r\nconnection: close\r\n\r\n"
+    );
+    let answer = exchange(&running, request.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains(r#""path":"/?q=1""#), "{answer}");
+}
+
+#[tokio::test]
+async fn healthz_answers_while_500_half_open_sockets_sit_on_the_admin_port() {
+    let (_upstream, running) = sidecar_with(&[]).await;
+    let admin = running.admin.trim_start_matches("http://").to_string();
+    let mut flood = Vec::new();
+    for _ in 0..500 {
+        let mut stream = TcpStream::connect(&admin).await.unwrap();
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        flood.push(stream);
+    }
+    for _ in 0..5 {
+        assert_eq!(get(&format!("{}/healthz", running.admin)).await.status, 200);
+        assert_eq!(get(&format!("{}/readyz", running.admin)).await.status, 200);
+    }
+    drop(flood);
 }

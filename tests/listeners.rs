@@ -13,7 +13,7 @@ use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
-use lanyard::server::{self, Handler, Limits, Share};
+use lanyard::server::{self, Abort, Handler, Limits, Share};
 use support::sidecar::{self, get};
 use support::upstream::TestUpstream;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -34,12 +34,14 @@ struct Named {
 impl Handler for Named {
     type Body = Full<Bytes>;
 
-    async fn handle(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    async fn handle(&self, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Abort> {
         if req.uri().path() == "/hold" {
             self.holding.notify_one();
             std::future::pending::<()>().await;
         }
-        Response::new(Full::new(Bytes::from_static(self.name.as_bytes())))
+        Ok(Response::new(Full::new(Bytes::from_static(
+            self.name.as_bytes(),
+        ))))
     }
 }
 
@@ -55,6 +57,11 @@ async fn pair(
     let limits = Limits {
         header_timeout: Duration::from_secs(30),
         max_connections: 100,
+        max_header_bytes: 64 * 1024,
+        refusal: Bytes::from_static(
+            b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n",
+        ),
+        evict_waiting: false,
     };
     let accepting = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = accepting.local_addr().unwrap();
@@ -70,7 +77,13 @@ async fn pair(
     let stop_a_when_dropped = async {
         let _ = stopped_a.await;
     };
-    serve_on_thread(accepting, named("a"), stop_a_when_dropped, limits, a);
+    serve_on_thread(
+        accepting,
+        named("a"),
+        stop_a_when_dropped,
+        limits.clone(),
+        a,
+    );
     serve_on_thread(idle, named("b"), stop_b, limits, b);
     (addr, holding, stop_a)
 }

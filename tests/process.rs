@@ -613,3 +613,64 @@ async fn the_proxy_accept_queue_fits_the_connection_limit() {
     let (code, log) = process.finish().await;
     assert_eq!(code, Some(0), "{log}");
 }
+
+#[tokio::test]
+async fn a_low_open_file_limit_lowers_the_connection_limit_so_probes_still_get_answers() {
+    // 600 descriptors cannot hold the defaults (1024 client, 256 upstream
+    // and 64 admin connections, 128 spare): lanyard serves 600 - 448 = 152
+    // client connections, and the admin listener keeps its own.
+    let dir = tempfile::tempdir().unwrap();
+    let mock = mock().await;
+    let vars = settings(&mock, dir.path(), &[]);
+    let mut child = Command::new("bash")
+        .args([
+            "-c",
+            r#"ulimit -n 600 && exec "$0" run"#,
+            env!("CARGO_BIN_EXE_lanyard"),
+        ])
+        .env_clear()
+        .envs(vars)
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("LANYARD_LISTEN", "127.0.0.1:0")
+        .env("LANYARD_ADMIN_LISTEN", "127.0.0.1:0")
+        .env("LANYARD_LOG_FORMAT", "json")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let lines = forward_lines(child.stderr.take().unwrap());
+    let mut process = Process {
+        child,
+        proxy: String::new(),
+        admin: String::new(),
+        lines,
+        stdout: None,
+        log: Vec::new(),
+    };
+    let warning = process
+        .wait_for_log("the open-file limit cannot hold LANYARD_MAX_CONNECTIONS and LANYARD_MAX_UPSTREAM_CONNECTIONS together; serving at most max_connections client connections. Raise the hard limit (ulimit -Hn, LimitNOFILE=) or lower the settings")
+        .await;
+    assert_eq!(warning["fields"]["max_connections"], 152);
+    let started = process.wait_for_log("lanyard started").await;
+    let proxy = started["fields"]["proxy"].as_str().unwrap().to_string();
+    let admin = format!("http://{}", started["fields"]["admin"].as_str().unwrap());
+
+    // More clients than fit: the proxy refuses the surplus, and the
+    // descriptors left over still answer the probes.
+    let mut held = Vec::new();
+    for _ in 0..300 {
+        held.push(tokio::net::TcpStream::connect(&proxy).await.unwrap());
+    }
+    for _ in 0..3 {
+        assert_eq!(
+            get(&format!("{admin}/healthz")).await.status,
+            StatusCode::OK
+        );
+    }
+    drop(held);
+    process.terminate();
+    let (code, log) = process.finish().await;
+    assert_eq!(code, Some(0), "{log}");
+    assert!(!log.contains("accept failed"), "{log}");
+}

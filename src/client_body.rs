@@ -1,0 +1,117 @@
+//! A client's request body, bounded in time, with its failures told apart
+//! from the upstream's.
+//!
+//! The header timeout ends once a request's headers are in; without a
+//! bound of its own, a body announced and never sent would hold its
+//! connection (or HTTP/2 stream) for ever. And when a body breaks off
+//! while it is being forwarded, the upstream request fails with it: that
+//! failure is the client's, answered 400 when an answer can still reach
+//! it, and never counted or logged as the upstream's (README "Failure
+//! behaviour", clients of the proxy).
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use tokio::time::{Instant, Sleep};
+
+/// A request body that fails once it has been silent for `idle`.
+pub struct ClientBody {
+    inner: Incoming,
+    idle: Duration,
+    /// Made at the first wait only: a body that arrives with its headers,
+    /// as most small ones do, costs no timer.
+    timer: Option<Pin<Box<Sleep>>>,
+}
+
+/// Why a client's body could not be read to its end.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientBodyError {
+    #[error("the request body was silent for longer than LANYARD_BODY_TIMEOUT")]
+    Stalled,
+    #[error("the client closed the connection or stream before its body ended")]
+    Gone(#[source] hyper::Error),
+    #[error("the request body is malformed")]
+    Malformed(#[source] hyper::Error),
+}
+
+impl ClientBodyError {
+    fn new(err: hyper::Error) -> Self {
+        // An HTTP/1.1 connection closed mid-body, or an HTTP/2 stream the
+        // client reset: nobody is left to answer.
+        if err.is_incomplete_message() || err.is_canceled() || err.is_closed() {
+            ClientBodyError::Gone(err)
+        } else {
+            ClientBodyError::Malformed(err)
+        }
+    }
+
+    /// Whether a 400 can still tell the client what went wrong; otherwise
+    /// the exchange is simply ended.
+    pub fn answerable(&self) -> bool {
+        matches!(self, ClientBodyError::Malformed(_))
+    }
+
+    /// This error, if it is somewhere in `err`'s chain: a request sent
+    /// upstream fails with its body's error as the cause.
+    pub fn find<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a ClientBodyError> {
+        let mut next = Some(err);
+        while let Some(err) = next {
+            if let Some(found) = err.downcast_ref::<ClientBodyError>() {
+                return Some(found);
+            }
+            next = err.source();
+        }
+        None
+    }
+}
+
+impl ClientBody {
+    pub fn new(inner: Incoming, idle: Duration) -> Self {
+        ClientBody {
+            inner,
+            idle,
+            timer: None,
+        }
+    }
+}
+
+impl Body for ClientBody {
+    type Data = Bytes;
+    type Error = ClientBodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, ClientBodyError>>> {
+        match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(frame) => {
+                let idle = self.idle;
+                if let Some(timer) = &mut self.timer {
+                    timer.as_mut().reset(Instant::now() + idle);
+                }
+                Poll::Ready(frame.map(|frame| frame.map_err(ClientBodyError::new)))
+            }
+            Poll::Pending => {
+                let idle = self.idle;
+                let timer = self
+                    .timer
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
+                match timer.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Some(Err(ClientBodyError::Stalled))),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
