@@ -27,7 +27,7 @@ use prometheus::{Histogram, IntCounter};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::client_body::{ClientBody as TimedBody, ClientBodyError};
+use crate::client_body::{ClientBody, ClientBodyError};
 use crate::config::{TargetUrl, is_loopback_host};
 use crate::error::ProxyError;
 use crate::http_client::{Connector, FailureKind};
@@ -153,7 +153,7 @@ impl Upstream {
 pub struct StreamedBody {
     /// Read already, sent first.
     prefix: Option<Bytes>,
-    inner: TimedBody,
+    inner: ClientBody,
     copy: Option<BodyCopy>,
 }
 
@@ -167,11 +167,11 @@ struct BodyCopy {
 
 impl StreamedBody {
     /// A client body passed through as it arrives, never replayed.
-    pub fn streaming(inner: TimedBody) -> Self {
+    pub fn streaming(inner: ClientBody) -> Self {
         Self::after(None, inner)
     }
 
-    fn after(prefix: Option<Bytes>, inner: TimedBody) -> Self {
+    fn after(prefix: Option<Bytes>, inner: ClientBody) -> Self {
         StreamedBody {
             prefix,
             inner,
@@ -182,7 +182,7 @@ impl StreamedBody {
     /// A body whose copy arrives on the returned channel if it ends within
     /// the limit and the replay budget; the channel closes otherwise.
     fn copied(
-        inner: TimedBody,
+        inner: ClientBody,
         budget: &ReplayBudget,
     ) -> (Self, oneshot::Receiver<(Bytes, Reservation)>) {
         let (done, copied) = oneshot::channel();
@@ -326,7 +326,7 @@ impl Drop for Reservation {
 }
 
 /// A request body, sorted by whether and when it can be sent twice.
-enum ClientBody {
+enum BodyPlan {
     /// Whole, at most [`MAX_REPLAY_BODY`] bytes, read before sending.
     Whole(Bytes, Option<Reservation>),
     /// Of unknown length: streamed, with a copy that arrives if it fits.
@@ -338,16 +338,16 @@ enum ClientBody {
 
 /// Reads a body of known small length whole; streams any other body at
 /// once, keeping a replay copy of one of unknown length.
-async fn classify_body(mut body: TimedBody, budget: &ReplayBudget) -> Result<ClientBody, Refusal> {
+async fn plan_body(mut body: ClientBody, budget: &ReplayBudget) -> Result<BodyPlan, Refusal> {
     let Some(len) = body.size_hint().exact() else {
         let (body, copied) = StreamedBody::copied(body, budget);
-        return Ok(ClientBody::Copied(body, copied));
+        return Ok(BodyPlan::Copied(body, copied));
     };
     if len == 0 && body.is_end_stream() {
-        return Ok(ClientBody::Whole(Bytes::new(), None));
+        return Ok(BodyPlan::Whole(Bytes::new(), None));
     }
     if len > MAX_REPLAY_BODY {
-        return Ok(ClientBody::Streaming(StreamedBody::streaming(body)));
+        return Ok(BodyPlan::Streaming(StreamedBody::streaming(body)));
     }
     // The budget is taken as bytes arrive, not as declared, so a client
     // that announces a body and sends nothing holds none of it.
@@ -366,14 +366,11 @@ async fn classify_body(mut body: TimedBody, budget: &ReplayBudget) -> Result<Cli
         if !fits {
             // Past the budget: send what was read, then stream the rest.
             let prefix = concat(chunks, read);
-            return Ok(ClientBody::Streaming(StreamedBody::after(
-                Some(prefix),
-                body,
-            )));
+            return Ok(BodyPlan::Streaming(StreamedBody::after(Some(prefix), body)));
         }
     }
     // hyper holds the client to its Content-Length, so `read` is `len`.
-    Ok(ClientBody::Whole(concat(chunks, read), Some(reservation)))
+    Ok(BodyPlan::Whole(concat(chunks, read), Some(reservation)))
 }
 
 /// The proxy's own limits, from the settings.
@@ -534,7 +531,7 @@ impl Proxy {
                 .map_err(|_| ProxyError::TokenUnavailable)?;
 
             let (mut parts, body) = req.into_parts();
-            let body = TimedBody::new(body, self.body_timeout);
+            let body = ClientBody::new(body, self.body_timeout);
             // The only way joining fails is a target too long once prefixed.
             parts.uri = self
                 .upstream
@@ -564,14 +561,14 @@ impl Proxy {
             // hyper moves the handler's future into place for each request, so
             // the common one (a small body, an answer other than 401) stays
             // small. Unboxed, it was 11 KiB.
-            let (bytes, _reservation) = match classify_body(body, &self.replay_budget).await? {
-                ClientBody::Whole(bytes, reservation) => (bytes, reservation),
-                ClientBody::Streaming(body) => {
+            let (bytes, _reservation) = match plan_body(body, &self.replay_budget).await? {
+                BodyPlan::Whole(bytes, reservation) => (bytes, reservation),
+                BodyPlan::Streaming(body) => {
                     let request = Request::from_parts(parts, Either::Right(body));
                     let response = Box::pin(self.send(request, None)).await?;
                     return Ok(self.unauthorized_passes(response, token));
                 }
-                ClientBody::Copied(body, copied) => {
+                BodyPlan::Copied(body, copied) => {
                     return Box::pin(self.forward_copied(parts, body, copied, token)).await;
                 }
             };
