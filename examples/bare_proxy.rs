@@ -23,7 +23,7 @@ use hyper::body::Incoming;
 use lanyard::client_body::ClientBody;
 use lanyard::pool::{Pool, PooledBody, UpstreamLimit};
 use lanyard::proxy::StreamedBody;
-use lanyard::server::{self, Abort, Handler, Limits, Share};
+use lanyard::server::{self, Abort, Handler, Limits, Member};
 
 /// As lanyard's default: the benchmark's 256 connections each get one.
 const MAX_UPSTREAM_CONNECTIONS: usize = 256;
@@ -112,7 +112,7 @@ fn run(listen: &str, upstream: &str, authorization: &str, threads: &str) -> Resu
 
     let mut workers = Vec::new();
     let upstream_limits = UpstreamLimit::new(MAX_UPSTREAM_CONNECTIONS);
-    for share in Share::group(limits.max_connections, threads) {
+    for share in Member::group(limits.max_connections, threads) {
         let (upstream_limit, limits) = (upstream_limits.clone(), limits.clone());
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -132,7 +132,7 @@ fn run(listen: &str, upstream: &str, authorization: &str, threads: &str) -> Resu
                 pool: Rc::new(Pool::new(connector, scheme, authority, upstream_limit)),
                 authorization,
             };
-            runtime.block_on(server::serve_sharing(
+            runtime.block_on(server::serve(
                 listener,
                 handler,
                 std::future::pending(),

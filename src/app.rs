@@ -137,7 +137,7 @@ impl Sidecar {
                 )
             })
             .unzip();
-        let proxy = proxy::Shared::new(
+        let proxy = proxy::ProxySetup::new(
             wiring.connector,
             proxy_addr,
             Upstream::new(base),
@@ -188,7 +188,7 @@ impl Sidecar {
         let admin_done = start_thread(
             "lanyard-admin".to_string(),
             into_std(admin_listener, "admin")?,
-            server::Share::alone(ADMIN_MAX_CONNECTIONS),
+            server::Member::alone(ADMIN_MAX_CONNECTIONS),
             move || admin,
             proxy_drained,
             &admin_serving,
@@ -296,18 +296,18 @@ impl Sidecar {
 /// thread, with no hand-offs between threads and no lock on its path. Each
 /// accepts from the same listener, and one that accepts a connection while
 /// another serves fewer hands it over, once, before its first read
-/// ([`server::Share`]). Each reports how its drain ended on the returned
+/// ([`server::Member`]). Each reports how its drain ended on the returned
 /// channels once `stopped` turns true.
 fn start_proxy_workers(
     listener: std::net::TcpListener,
-    proxy: &proxy::Shared,
+    proxy: &proxy::ProxySetup,
     threads: usize,
     stopped: &watch::Receiver<bool>,
     serving: Serving,
 ) -> Result<Vec<oneshot::Receiver<Drained>>, Failure> {
-    let shares = server::Share::group(serving.limits.max_connections, threads);
+    let members = server::Member::group(serving.limits.max_connections, threads);
     let mut workers = Vec::with_capacity(threads);
-    for (n, share) in shares.into_iter().enumerate() {
+    for (n, share) in members.into_iter().enumerate() {
         let listener = listener
             .try_clone()
             .map_err(|err| failed("cannot share the proxy listener", err))?;
@@ -343,7 +343,7 @@ struct Serving {
 fn start_thread<H: Handler>(
     name: String,
     listener: std::net::TcpListener,
-    share: server::Share,
+    share: server::Member,
     handler: impl FnOnce() -> H + Send + 'static,
     shutdown: impl Future<Output = ()> + Send + 'static,
     serving: &Serving,
@@ -378,8 +378,7 @@ fn start_thread<H: Handler>(
             };
             let serve = async move {
                 let handler = handler();
-                server::serve_sharing(listener, handler, shutdown, grace, limits, metrics, share)
-                    .await
+                server::serve(listener, handler, shutdown, grace, limits, metrics, share).await
             };
             let _ = done.send(runtime.block_on(serve.instrument(span)));
         })

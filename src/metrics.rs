@@ -1,6 +1,10 @@
 //! Prometheus metrics (CONTRACT §6), registered once into a registry the
 //! application owns, never a global one.
 
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use http::{Method, StatusCode};
 use prometheus::{
     Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry,
@@ -154,5 +158,73 @@ impl Metrics {
     pub fn unregistered() -> Self {
         // Registering into a fresh registry cannot collide.
         Self::register(&Registry::new()).unwrap_or_else(|_| unreachable!("fresh registry"))
+    }
+}
+
+/// The proxy's per-request series, cached: see [`RequestSeries`].
+///
+/// The `method` label values: a bounded set, since arbitrary methods would
+/// grow the series forever.
+pub const METHODS: [&str; 10] = [
+    "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE", "other",
+];
+/// Status codes 100..=599, one slot each.
+const STATUSES: usize = 500;
+
+pub fn method_index(method: &Method) -> usize {
+    match *method {
+        Method::GET => 0,
+        Method::HEAD => 1,
+        Method::POST => 2,
+        Method::PUT => 3,
+        Method::PATCH => 4,
+        Method::DELETE => 5,
+        Method::OPTIONS => 6,
+        Method::CONNECT => 7,
+        Method::TRACE => 8,
+        _ => 9,
+    }
+}
+
+/// The per-request series, resolved once and cached, so the request path
+/// neither locks the metric vectors nor hashes label values. Series are
+/// created on first use, so the exposition shows only what happened.
+pub struct RequestSeries {
+    counts: Box<[OnceLock<IntCounter>]>,
+    durations: [OnceLock<Histogram>; METHODS.len()],
+    metrics: Metrics,
+}
+
+impl RequestSeries {
+    pub fn new(metrics: Metrics) -> Self {
+        RequestSeries {
+            counts: (0..METHODS.len() * STATUSES)
+                .map(|_| OnceLock::new())
+                .collect(),
+            durations: Default::default(),
+            metrics,
+        }
+    }
+
+    pub fn observe(&self, method: usize, status: StatusCode, elapsed: Duration) {
+        let count = || {
+            self.metrics
+                .proxy_requests
+                .with_label_values(&[METHODS[method], status.as_str()])
+        };
+        match usize::from(status.as_u16()).checked_sub(100) {
+            Some(code) if code < STATUSES => self.counts[method * STATUSES + code]
+                .get_or_init(count)
+                .inc(),
+            // Codes past 599 are legal but odd; they take the slow path.
+            _ => count().inc(),
+        }
+        self.durations[method]
+            .get_or_init(|| {
+                self.metrics
+                    .proxy_request_duration
+                    .with_label_values(&[METHODS[method]])
+            })
+            .observe(elapsed.as_secs_f64());
     }
 }

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
-use lanyard::server::{self, Abort, Handler, Limits, Share};
+use lanyard::server::{self, Abort, Handler, Limits, Member};
 use support::sidecar::{self, get};
 use support::upstream::TestUpstream;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -67,12 +67,12 @@ async fn pair(
     let addr = accepting.local_addr().unwrap();
     let idle = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let holding = Arc::new(Notify::new());
-    let mut shares = Share::group(limits.max_connections, 2).into_iter();
+    let mut members = Member::group(limits.max_connections, 2).into_iter();
     let named = |name| Named {
         name,
         holding: holding.clone(),
     };
-    let (a, b) = (shares.next().unwrap(), shares.next().unwrap());
+    let (a, b) = (members.next().unwrap(), members.next().unwrap());
     let (stop_a, stopped_a) = oneshot::channel::<()>();
     let stop_a_when_dropped = async {
         let _ = stopped_a.await;
@@ -93,7 +93,7 @@ fn serve_on_thread(
     handler: Named,
     stop: impl Future<Output = ()> + Send + 'static,
     limits: Limits,
-    share: Share,
+    share: Member,
 ) {
     listener.set_nonblocking(true).unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -104,7 +104,7 @@ fn serve_on_thread(
         runtime.block_on(async move {
             let listener = TcpListener::from_std(listener).unwrap();
             let grace = Duration::from_secs(60);
-            server::serve_sharing(listener, handler, stop, grace, limits, None, share).await
+            server::serve(listener, handler, stop, grace, limits, None, share).await
         })
     });
 }

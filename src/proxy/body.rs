@@ -1,0 +1,276 @@
+//! Request bodies on their way upstream: read whole when small enough to
+//! replay after a 401, streamed otherwise (keeping a copy while it may
+//! still fit), with a process-wide budget for the copies.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use http_body_util::{BodyExt, Either, Full};
+use hyper::body::{Body as _, Frame, SizeHint};
+use tokio::sync::oneshot;
+
+use crate::client_body::{ClientBody, ClientBodyError};
+
+/// A body up to this size can be replayed after a 401 or a connection
+/// closed unanswered (README "Proxy"); larger bodies are not retried.
+pub const MAX_REPLAY_BODY: u64 = 64 * 1024;
+/// Bytes all requests together may hold for replays.
+const REPLAY_BUDGET: u64 = 32 * 1024 * 1024;
+
+/// What the proxy sends upstream: a buffered, replayable body, or the
+/// client's body streamed through.
+pub type UpstreamBody = Either<Full<Bytes>, StreamedBody>;
+
+/// A client body forwarded as it arrives. When its length is unknown, the
+/// first [`MAX_REPLAY_BODY`] bytes are also kept, so that a request whose
+/// body turns out to fit can still be replayed after a 401 without the
+/// upload waiting for 64 KiB first (a streaming or interactive client
+/// would stall).
+pub struct StreamedBody {
+    /// Read already, sent first.
+    prefix: Option<Bytes>,
+    inner: ClientBody,
+    copy: Option<BodyCopy>,
+}
+
+/// The kept copy, handed over once the body has ended within the limit.
+struct BodyCopy {
+    chunks: Vec<Bytes>,
+    len: u64,
+    reservation: Reservation,
+    done: oneshot::Sender<(Bytes, Reservation)>,
+}
+
+impl StreamedBody {
+    /// A client body passed through as it arrives, never replayed.
+    pub fn streaming(inner: ClientBody) -> Self {
+        Self::after(None, inner)
+    }
+
+    fn after(prefix: Option<Bytes>, inner: ClientBody) -> Self {
+        StreamedBody {
+            prefix,
+            inner,
+            copy: None,
+        }
+    }
+
+    /// A body whose copy arrives on the returned channel if it ends within
+    /// the limit and the replay budget; the channel closes otherwise.
+    fn copied(
+        inner: ClientBody,
+        budget: &ReplayBudget,
+    ) -> (Self, oneshot::Receiver<(Bytes, Reservation)>) {
+        let (done, copied) = oneshot::channel();
+        let copy = BodyCopy {
+            chunks: Vec::new(),
+            len: 0,
+            reservation: budget.empty(),
+            done,
+        };
+        let body = StreamedBody {
+            prefix: None,
+            inner,
+            copy: Some(copy),
+        };
+        (body, copied)
+    }
+
+    fn keep(&mut self, data: &Bytes) {
+        let Some(copy) = &mut self.copy else { return };
+        let len = copy.len + data.len() as u64;
+        // A closed channel: the answer was not a 401, or came too long ago.
+        if len > MAX_REPLAY_BODY
+            || copy.done.is_closed()
+            || !copy.reservation.grow(data.len() as u64)
+        {
+            self.copy = None;
+            return;
+        }
+        copy.len = len;
+        copy.chunks.push(data.clone());
+    }
+
+    fn finish(&mut self) {
+        if let Some(copy) = self.copy.take() {
+            let _ = copy
+                .done
+                .send((concat(copy.chunks, copy.len), copy.reservation));
+        }
+    }
+}
+
+impl hyper::body::Body for StreamedBody {
+    type Data = Bytes;
+    type Error = ClientBodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, ClientBodyError>>> {
+        if let Some(prefix) = self.prefix.take() {
+            return Poll::Ready(Some(Ok(Frame::data(prefix))));
+        }
+        let frame = std::task::ready!(Pin::new(&mut self.inner).poll_frame(cx));
+        match &frame {
+            Some(Ok(frame)) => match frame.data_ref() {
+                Some(data) => self.keep(data),
+                // Trailers cannot be replayed faithfully.
+                None => self.copy = None,
+            },
+            Some(Err(_)) => self.copy = None,
+            None => self.finish(),
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        // While a copy is kept, the end is only believed once the body says
+        // so by ending: an HTTP/2 stream reset also reads as "ended".
+        self.prefix.is_none() && self.copy.is_none() && self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        let prefix = self.prefix.as_ref().map_or(0, |p| p.len() as u64);
+        let rest = self.inner.size_hint();
+        let mut hint = SizeHint::new();
+        hint.set_lower(rest.lower() + prefix);
+        if let Some(upper) = rest.upper() {
+            hint.set_upper(upper + prefix);
+        }
+        hint
+    }
+}
+
+fn concat(mut chunks: Vec<Bytes>, len: u64) -> Bytes {
+    match chunks.len() {
+        0 => Bytes::new(),
+        1 => chunks.pop().unwrap_or_default(),
+        _ => {
+            let mut whole = BytesMut::with_capacity(len as usize);
+            chunks
+                .iter()
+                .for_each(|chunk| whole.extend_from_slice(chunk));
+            whole.freeze()
+        }
+    }
+}
+
+/// Bytes held for replays across all requests. Each replayable body is
+/// small, but thousands of connections (and HTTP/2 streams) at once could
+/// hold a lot; past the budget, bodies stream without a replay copy.
+#[derive(Clone)]
+pub(super) struct ReplayBudget(Arc<AtomicU64>);
+
+impl ReplayBudget {
+    pub(super) fn new() -> Self {
+        ReplayBudget(Arc::new(AtomicU64::new(0)))
+    }
+
+    fn empty(&self) -> Reservation {
+        Reservation {
+            budget: self.clone(),
+            bytes: 0,
+        }
+    }
+}
+
+/// Bytes of the replay budget held until dropped.
+pub(super) struct Reservation {
+    budget: ReplayBudget,
+    bytes: u64,
+}
+
+impl Reservation {
+    fn grow(&mut self, bytes: u64) -> bool {
+        let held = self.budget.0.fetch_add(bytes, Ordering::Relaxed);
+        if held + bytes > REPLAY_BUDGET {
+            self.budget.0.fetch_sub(bytes, Ordering::Relaxed);
+            return false;
+        }
+        self.bytes += bytes;
+        true
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if self.bytes > 0 {
+            self.budget.0.fetch_sub(self.bytes, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A request body, sorted by whether and when it can be sent twice.
+pub(super) enum BodyPlan {
+    /// Whole, at most [`MAX_REPLAY_BODY`] bytes, read before sending.
+    Whole(Bytes, Option<Reservation>),
+    /// Of unknown length: streamed, with a copy that arrives if it fits.
+    Copied(StreamedBody, oneshot::Receiver<(Bytes, Reservation)>),
+    /// Known to be larger than the limit, or past the replay budget:
+    /// streamed, never replayed.
+    Streaming(StreamedBody),
+}
+
+/// Reads a body of known small length whole; streams any other body at
+/// once, keeping a replay copy of one of unknown length.
+pub(super) async fn plan_body(
+    mut body: ClientBody,
+    budget: &ReplayBudget,
+) -> Result<BodyPlan, ClientBodyError> {
+    let Some(len) = body.size_hint().exact() else {
+        let (body, copied) = StreamedBody::copied(body, budget);
+        return Ok(BodyPlan::Copied(body, copied));
+    };
+    if len == 0 && body.is_end_stream() {
+        return Ok(BodyPlan::Whole(Bytes::new(), None));
+    }
+    if len > MAX_REPLAY_BODY {
+        return Ok(BodyPlan::Streaming(StreamedBody::streaming(body)));
+    }
+    // The budget is taken as bytes arrive, not as declared, so a client
+    // that announces a body and sends nothing holds none of it.
+    let mut reservation = budget.empty();
+    let mut chunks = Vec::new();
+    let mut read = 0u64;
+    while let Some(frame) = body.frame().await {
+        let frame = frame?;
+        // Request trailers have no place in a replayable body; dropped.
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        read += data.len() as u64;
+        let fits = reservation.grow(data.len() as u64);
+        chunks.push(data);
+        if !fits {
+            // Past the budget: send what was read, then stream the rest.
+            let prefix = concat(chunks, read);
+            return Ok(BodyPlan::Streaming(StreamedBody::after(Some(prefix), body)));
+        }
+    }
+    // hyper holds the client to its Content-Length, so `read` is `len`.
+    Ok(BodyPlan::Whole(concat(chunks, read), Some(reservation)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_replay_budget_is_shared_and_given_back() {
+        let budget = ReplayBudget::new();
+        let mut big = budget.empty();
+        assert!(big.grow(REPLAY_BUDGET - 10));
+        assert!(!budget.empty().grow(11));
+        let mut small = budget.empty();
+        assert!(small.grow(10));
+        assert!(!small.grow(1));
+        drop(big);
+        assert!(small.grow(1));
+        drop(small);
+        assert_eq!(budget.0.load(Ordering::Relaxed), 0);
+    }
+}

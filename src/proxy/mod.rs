@@ -1,0 +1,551 @@
+//! The forwarding service: every request goes to the upstream base URL with
+//! the held token, bodies streamed both ways.
+//!
+//! The request path loads the token lock-free and never waits for the token
+//! endpoint, except after the upstream answered 401: then the token is
+//! renewed once for every request that saw it, and each request whose body
+//! can be replayed is retried once. A replayable idempotent request is also
+//! sent again once when the upstream closed a pooled connection under it
+//! without answering.
+//!
+//! - [`upstream`]: the base URL, joining targets onto it, the prefix boundary.
+//! - [`body`]: request bodies: whole or streamed, the replay copy and its budget.
+//! - [`headers`]: hop-by-hop headers.
+
+mod body;
+mod headers;
+mod upstream;
+
+pub use body::{MAX_REPLAY_BODY, StreamedBody, UpstreamBody};
+pub use headers::strip_hop_by_hop;
+pub use upstream::Upstream;
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::HeaderValue;
+use http::{HeaderMap, Method, Request, Response, StatusCode, Uri, Version, header};
+use http_body_util::{Either, Full};
+use hyper::body::Incoming;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use body::{BodyPlan, ReplayBudget, Reservation, plan_body};
+use upstream::has_dot_segment;
+
+use crate::client_body::{ClientBody, ClientBodyError};
+use crate::error::ProxyError;
+use crate::http_client::{Connector, FailureKind};
+use crate::metrics::{METHODS, Metrics, RequestSeries, method_index};
+use crate::pool::{Pool, PooledBody, SendError, UpstreamLimit};
+use crate::server::{Abort, Handler};
+use crate::token::{Token, TokenHandle};
+
+/// After a 401 to a body of unknown length, how long its end may take to
+/// arrive for the request to be replayed.
+const COPY_WAIT: Duration = Duration::from_secs(1);
+/// The 403 hint is logged at most this often: a misconfigured account
+/// would otherwise log on every request.
+const FORBIDDEN_LOG_INTERVAL: Duration = Duration::from_secs(60);
+
+/// What the proxy answers with: the upstream's streamed body, or lanyard's
+/// own small JSON error.
+pub type ProxyBody = Either<PooledBody, Full<Bytes>>;
+
+/// The proxy's own limits, from the settings.
+#[derive(Debug, Clone, Copy)]
+pub struct ProxyLimits {
+    /// Time to the upstream's response headers (`LANYARD_UPSTREAM_TIMEOUT`).
+    pub upstream_timeout: Duration,
+    /// Longest silence within a request body (`LANYARD_BODY_TIMEOUT`).
+    pub body_timeout: Duration,
+    /// Upstream connections across all threads
+    /// (`LANYARD_MAX_UPSTREAM_CONNECTIONS`).
+    pub max_upstream_connections: usize,
+}
+
+/// Why the proxy passes no upstream answer on.
+enum Refusal {
+    /// lanyard answers itself (CONTRACT §7).
+    Answer(ProxyError),
+    /// The client stalled or left mid-request: the exchange ends with no
+    /// answer (README "Failure behaviour", clients of the proxy).
+    Abort,
+}
+
+impl From<ProxyError> for Refusal {
+    fn from(error: ProxyError) -> Self {
+        Refusal::Answer(error)
+    }
+}
+
+impl From<ClientBodyError> for Refusal {
+    fn from(error: ClientBodyError) -> Self {
+        tracing::debug!(error = %error, "the client's request body failed");
+        if error.answerable() {
+            Refusal::Answer(ProxyError::BadRequest)
+        } else {
+            Refusal::Abort
+        }
+    }
+}
+
+/// What every proxy thread's [`Proxy`] is built from: built once, and
+/// sent to each thread.
+#[derive(Clone)]
+pub struct ProxySetup {
+    connector: Connector,
+    listen: SocketAddr,
+    upstream: Upstream,
+    tokens: TokenHandle,
+    metrics: Metrics,
+    timeout: Duration,
+    body_timeout: Duration,
+    upstream_limit: UpstreamLimit,
+    replay_budget: ReplayBudget,
+    started: Instant,
+    forbidden_logged_at: Arc<AtomicU64>,
+}
+
+impl ProxySetup {
+    /// `listen` is the proxy's own address, which absolute-form requests
+    /// may name.
+    pub fn new(
+        connector: Connector,
+        listen: SocketAddr,
+        upstream: Upstream,
+        tokens: TokenHandle,
+        metrics: Metrics,
+        limits: ProxyLimits,
+    ) -> ProxySetup {
+        ProxySetup {
+            connector,
+            listen,
+            upstream,
+            tokens,
+            metrics,
+            timeout: limits.upstream_timeout,
+            body_timeout: limits.body_timeout,
+            upstream_limit: UpstreamLimit::new(limits.max_upstream_connections),
+            replay_budget: ReplayBudget::new(),
+            started: Instant::now(),
+            forbidden_logged_at: Arc::new(AtomicU64::new(0)),
+        }
+    }
+}
+
+/// The forwarding service of one proxy thread, with that thread's own
+/// upstream connections.
+pub struct Proxy {
+    pool: Rc<Pool>,
+    listen: SocketAddr,
+    upstream: Upstream,
+    tokens: TokenHandle,
+    metrics: Metrics,
+    request_series: RequestSeries,
+    timeout: Duration,
+    body_timeout: Duration,
+    replay_budget: ReplayBudget,
+    started: Instant,
+    /// Seconds since `started` (plus one) of the last 403 hint; 0: never.
+    forbidden_logged_at: Arc<AtomicU64>,
+}
+
+impl Proxy {
+    /// A proxy for the calling thread: its own upstream connections,
+    /// everything else shared.
+    pub fn new(setup: &ProxySetup) -> Proxy {
+        let upstream = &setup.upstream;
+        Proxy {
+            pool: Rc::new(Pool::new(
+                setup.connector.clone(),
+                upstream.scheme.clone(),
+                upstream.authority.clone(),
+                setup.upstream_limit.clone(),
+            )),
+            listen: setup.listen,
+            upstream: upstream.clone(),
+            tokens: setup.tokens.clone(),
+            request_series: RequestSeries::new(setup.metrics.clone()),
+            metrics: setup.metrics.clone(),
+            timeout: setup.timeout,
+            body_timeout: setup.body_timeout,
+            replay_budget: setup.replay_budget.clone(),
+            started: setup.started,
+            forbidden_logged_at: setup.forbidden_logged_at.clone(),
+        }
+    }
+
+    #[allow(
+        clippy::manual_async_fn,
+        reason = "an async fn holds its arguments twice"
+    )]
+    fn forward(
+        &self,
+        req: Request<Incoming>,
+    ) -> impl Future<Output = Result<Response<PooledBody>, Refusal>> {
+        async move {
+            // CONNECT would make lanyard a tunnel; an upstream honouring TRACE
+            // would echo the injected token back to the client.
+            if req.method() == Method::CONNECT || req.method() == Method::TRACE {
+                return Err(ProxyError::MethodNotAllowed.into());
+            }
+            // Absolute form is an HTTP/1 notion; an HTTP/2 request always
+            // carries `:authority`, and lanyard never forwards to it anyway.
+            if req.version() < Version::HTTP_2
+                && let Some(target) = req.uri().authority()
+                && !self.upstream.accepts_target(target, self.listen)
+            {
+                return Err(ProxyError::ForbiddenTarget.into());
+            }
+            // The prefix of SERVICE_API_URL is a boundary: a path that an
+            // upstream could normalise above it is refused, not forwarded.
+            if has_dot_segment(req.uri().path()) {
+                return Err(ProxyError::DotSegment.into());
+            }
+            let token = self
+                .tokens
+                .get()
+                .await
+                .map_err(|_| ProxyError::TokenUnavailable)?;
+
+            let (mut parts, body) = req.into_parts();
+            let body = ClientBody::new(body, self.body_timeout);
+            // The only way joining fails is a target too long once prefixed.
+            parts.uri = self
+                .upstream
+                .path_for(&parts.uri)
+                .map_err(|_| ProxyError::UriTooLong)?;
+            // The pool picks HTTP/1.1 or HTTP/2 for the upstream by ALPN.
+            parts.version = Version::HTTP_11;
+            // `TE: trailers` is hop-by-hop but says the client takes trailers,
+            // which gRPC servers require; HTTP/2 allows just that value.
+            let trailers = parts
+                .headers
+                .get(header::TE)
+                .is_some_and(|te| te.as_bytes().eq_ignore_ascii_case(b"trailers"));
+            strip_hop_by_hop(&mut parts.headers);
+            if trailers {
+                parts
+                    .headers
+                    .insert(header::TE, HeaderValue::from_static("trailers"));
+            }
+            // Host is the upstream's: the pool sets it for HTTP/1.1.
+            parts.headers.remove(header::HOST);
+            parts
+                .headers
+                .insert(header::AUTHORIZATION, token.authorization().clone());
+
+            // The cold paths are boxed: a future holds every branch's state, and
+            // hyper moves the handler's future into place for each request, so
+            // the common one (a small body, an answer other than 401) stays
+            // small. Unboxed, it was 11 KiB.
+            let (bytes, _reservation) = match plan_body(body, &self.replay_budget).await? {
+                BodyPlan::Whole(bytes, reservation) => (bytes, reservation),
+                BodyPlan::Streaming(body) => {
+                    let request = Request::from_parts(parts, Either::Right(body));
+                    let response = Box::pin(self.send(request, None)).await?;
+                    return Ok(self.unauthorized_passes(response, token));
+                }
+                BodyPlan::Copied(body, copied) => {
+                    return Box::pin(self.forward_copied(parts, body, copied, token)).await;
+                }
+            };
+            // The one copy a replayable request costs: kept for a retry after
+            // a 401 or a connection the upstream closed unanswered.
+            let replay = Replay {
+                method: parts.method.clone(),
+                uri: parts.uri.clone(),
+                headers: parts.headers.clone(),
+                body: bytes.clone(),
+            };
+            let response = self
+                .send(
+                    Request::from_parts(parts, Either::Left(Full::new(bytes))),
+                    Some(&replay),
+                )
+                .await?;
+            if response.status() != StatusCode::UNAUTHORIZED {
+                return Ok(response);
+            }
+            Box::pin(self.retry_unauthorized(response, &token, replay)).await
+        }
+    }
+
+    /// A body of unknown length: streamed at once, replayed after a 401 if
+    /// its copy arrives whole.
+    async fn forward_copied(
+        &self,
+        parts: http::request::Parts,
+        body: StreamedBody,
+        copied: oneshot::Receiver<(Bytes, Reservation)>,
+        token: Arc<Token>,
+    ) -> Result<Response<PooledBody>, Refusal> {
+        // Kept for a replay, should the whole body arrive.
+        let (method, uri, headers) = (
+            parts.method.clone(),
+            parts.uri.clone(),
+            parts.headers.clone(),
+        );
+        let request = Request::from_parts(parts, Either::Right(body));
+        let response = self.send(request, None).await?;
+        if response.status() != StatusCode::UNAUTHORIZED {
+            return Ok(response);
+        }
+        // The upstream may answer before it has read the whole body; the
+        // rest is on its way unless the client is still writing.
+        let copy = tokio::time::timeout(COPY_WAIT, copied).await;
+        let Ok(Ok((body, _reservation))) = copy else {
+            return Ok(self.unauthorized_passes(response, token));
+        };
+        let replay = Replay {
+            method,
+            uri,
+            headers,
+            body,
+        };
+        self.retry_unauthorized(response, &token, replay).await
+    }
+
+    /// A 401 to a request that cannot be retried goes back to the client,
+    /// but the next requests should not carry a token the upstream refuses.
+    fn unauthorized_passes(
+        &self,
+        response: Response<PooledBody>,
+        token: Arc<Token>,
+    ) -> Response<PooledBody> {
+        if response.status() == StatusCode::UNAUTHORIZED {
+            let tokens = self.tokens.clone();
+            tokio::spawn(async move {
+                let _ = tokens.renew_after_rejection(&token).await;
+            });
+        }
+        response
+    }
+
+    /// After a 401: one shared renewal, then one retry with the new token;
+    /// when no new token comes, the 401 goes back to the client.
+    async fn retry_unauthorized(
+        &self,
+        unauthorized: Response<PooledBody>,
+        rejected: &Arc<Token>,
+        mut replay: Replay,
+    ) -> Result<Response<PooledBody>, Refusal> {
+        let renewed =
+            tokio::time::timeout(self.timeout, self.tokens.renew_after_rejection(rejected)).await;
+        let Ok(Ok(token)) = renewed else {
+            return Ok(unauthorized);
+        };
+        drop(unauthorized);
+        self.metrics.upstream_unauthorized_retries.inc();
+        replay
+            .headers
+            .insert(header::AUTHORIZATION, token.authorization().clone());
+        self.send(replay.request(), Some(&replay)).await
+    }
+
+    #[allow(
+        clippy::manual_async_fn,
+        reason = "an async fn holds its arguments twice"
+    )]
+    fn send(
+        &self,
+        request: Request<UpstreamBody>,
+        replay: Option<&Replay>,
+    ) -> impl Future<Output = Result<Response<PooledBody>, Refusal>> {
+        async move {
+            // An upstream may close a pooled connection (its idle timeout) just
+            // as lanyard sends on it: the request fails with no answer, though
+            // nothing is wrong. The pool resends only requests it had not
+            // started writing; an idempotent one with a whole body may be sent
+            // once more (RFC 9110 §9.2.2), within the same timeout.
+            // tests/upstream_faults.rs proves the failure this prevents.
+            let replay = replay.filter(|r| r.method.is_idempotent());
+            // Each future is built inside its `timeout_at` call and awaited at
+            // once: one bound to a local, or wrapped in another async block,
+            // would keep its own copy of the request in this future's space.
+            let deadline = Instant::now() + self.timeout;
+            let first = tokio::time::timeout_at(deadline, self.pool.send(request)).await;
+            let answer = match (first, replay) {
+                (Ok(Err(err)), Some(replay)) if err.closed_unanswered() => {
+                    tracing::debug!(error = %err, "the upstream closed the connection without answering; sending the request once more");
+                    Box::pin(tokio::time::timeout_at(
+                        deadline,
+                        self.pool.send(replay.request()),
+                    ))
+                    .await
+                }
+                (first, _) => first,
+            };
+            match answer {
+                Ok(Ok(mut response)) => {
+                    strip_hop_by_hop(response.headers_mut());
+                    if response.status() == StatusCode::FORBIDDEN {
+                        self.forbidden();
+                    }
+                    Ok(response)
+                }
+                // The client's body broke off or stalled as it was sent: the
+                // client's failure, not the upstream's.
+                Ok(Err(SendError::Request(ref err)))
+                    if let Some(body) = ClientBodyError::find(err) =>
+                {
+                    Err(match body.answerable() {
+                        true => Refusal::Answer(ProxyError::BadRequest),
+                        false => Refusal::Abort,
+                    })
+                }
+                Ok(Err(err)) => {
+                    let (kind, error) = match err.kind() {
+                        FailureKind::Tls => ("tls", ProxyError::UpstreamTls),
+                        FailureKind::Connect => ("connect", ProxyError::UpstreamUnreachable),
+                        FailureKind::Other => ("other", ProxyError::UpstreamUnreachable),
+                    };
+                    self.metrics
+                        .upstream_errors
+                        .with_label_values(&[kind])
+                        .inc();
+                    tracing::warn!(error = %err, kind, "upstream request failed");
+                    Err(error.into())
+                }
+                Err(_) => {
+                    self.metrics
+                        .upstream_errors
+                        .with_label_values(&["timeout"])
+                        .inc();
+                    tracing::warn!(
+                        timeout_ms = self.timeout.as_millis() as u64,
+                        "upstream did not answer in time"
+                    );
+                    Err(ProxyError::UpstreamTimeout.into())
+                }
+            }
+        }
+    }
+
+    fn forbidden(&self) {
+        self.metrics.upstream_forbidden.inc();
+        let now = self.started.elapsed().as_secs() + 1;
+        if hint_due(&self.forbidden_logged_at, now) {
+            tracing::warn!(
+                "the service answered 403: the service account likely lacks the role for this API \
+                 (verifications.api or credentials.api) or membership of the project's group \
+                 (seed §5.4, §7); logged at most once a minute, counted in lanyard_upstream_forbidden_total"
+            );
+        }
+    }
+}
+
+/// Whether a hint last logged at `last` (seconds, 0 for never) is due
+/// again at `now`; claims it if so, so concurrent requests log it once.
+fn hint_due(last: &AtomicU64, now: u64) -> bool {
+    let then = last.load(Ordering::Relaxed);
+    let due = then == 0 || now.saturating_sub(then) >= FORBIDDEN_LOG_INTERVAL.as_secs();
+    due && last
+        .compare_exchange(then, now, Ordering::Relaxed, Ordering::Relaxed)
+        .is_ok()
+}
+
+impl Handler for Proxy {
+    type Body = ProxyBody;
+
+    // The request path is written as functions returning `async` blocks,
+    // not as `async fn`s: an `async fn` keeps a second copy of its
+    // arguments in its future (rust-lang/rust#62958), so each layer held
+    // the request twice, and hyper moves this future into place for every
+    // request.
+    #[allow(
+        clippy::manual_async_fn,
+        reason = "an async fn holds its arguments twice"
+    )]
+    fn handle(
+        &self,
+        req: Request<Incoming>,
+    ) -> impl Future<Output = Result<Response<ProxyBody>, Abort>> {
+        async move {
+            let started = Instant::now();
+            let method = method_index(req.method());
+            let _in_flight = InFlight::enter(&self.metrics);
+            let path =
+                tracing::enabled!(tracing::Level::DEBUG).then(|| req.uri().path().to_owned());
+
+            // An aborted exchange has no status to count.
+            let response = match self.forward(req).await {
+                Ok(response) => response.map(Either::Left),
+                Err(Refusal::Answer(error)) => error.response().map(Either::Right),
+                Err(Refusal::Abort) => return Err(Abort),
+            };
+
+            let elapsed = started.elapsed();
+            let status = response.status();
+            self.request_series.observe(method, status, elapsed);
+            if let Some(path) = path {
+                tracing::debug!(
+                    method = METHODS[method],
+                    path,
+                    status = status.as_u16(),
+                    latency_ms = elapsed.as_secs_f64() * 1000.0,
+                    "proxied"
+                );
+            }
+            Ok(response)
+        }
+    }
+}
+
+/// What it takes to send a replayable request again.
+struct Replay {
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl Replay {
+    fn request(&self) -> Request<UpstreamBody> {
+        let mut request = Request::new(Either::Left(Full::new(self.body.clone())));
+        *request.method_mut() = self.method.clone();
+        *request.uri_mut() = self.uri.clone();
+        *request.version_mut() = Version::HTTP_11;
+        *request.headers_mut() = self.headers.clone();
+        request
+    }
+}
+
+/// Keeps `lanyard_proxy_in_flight_requests` right even when a handler is
+/// dropped mid-request (client gone).
+struct InFlight<'a>(&'a Metrics);
+
+impl<'a> InFlight<'a> {
+    fn enter(metrics: &'a Metrics) -> Self {
+        metrics.proxy_in_flight.inc();
+        InFlight(metrics)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.proxy_in_flight.dec();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_403_hint_is_due_at_most_once_a_minute() {
+        let last = AtomicU64::new(0);
+        assert!(hint_due(&last, 1));
+        assert!(!hint_due(&last, 1), "claimed once");
+        assert!(!hint_due(&last, 31));
+        assert!(!hint_due(&last, 60));
+        assert!(hint_due(&last, 61));
+        assert!(!hint_due(&last, 62));
+        assert!(hint_due(&last, 200));
+    }
+}

@@ -1,0 +1,170 @@
+//! The accept loops of one listener, one per proxy thread, sharing its
+//! connection limit and keeping their numbers of connections even.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio::net::TcpStream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+
+/// One accept loop's part in a group that serves one listener from
+/// several threads: the group members the connection limit and keeps the
+/// threads' numbers of connections even.
+///
+/// Threads woken together by a new connection race to accept it, and the
+/// one with the least to do wins, so the connections of a burst pile up
+/// on whichever thread was idle at that instant. In the benchmark one
+/// thread held twice the other's connections, and a request cost a fifth
+/// more CPU at 256 connections than with them even (bench/run.sh). So a
+/// thread that accepts a connection while another serves fewer hands it
+/// over.
+pub struct Member {
+    index: usize,
+    pub(super) group: Arc<Group>,
+    pub(super) inbox: mpsc::UnboundedReceiver<Handed>,
+}
+
+pub(super) struct Group {
+    pub(super) slots: Arc<Semaphore>,
+    /// HTTP/2 streams in flight across the group's connections.
+    pub(super) streams: Arc<Semaphore>,
+    /// Connections each member serves, counting those handed to it and
+    /// not yet picked up.
+    open: Box<[AtomicUsize]>,
+    inboxes: Box<[mpsc::UnboundedSender<Handed>]>,
+}
+
+/// A connection accepted by one member for another to serve.
+pub(super) struct Handed {
+    stream: std::net::TcpStream,
+    peer: SocketAddr,
+    slot: OwnedSemaphorePermit,
+    counted: Counted,
+}
+
+/// One connection in its member's count, until dropped.
+pub(super) struct Counted {
+    group: Arc<Group>,
+    index: usize,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.group.open[self.index].fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Member {
+    /// The members of a group of `members` accept loops, one for each.
+    pub fn group(max_connections: usize, members: usize) -> Vec<Member> {
+        let (inboxes, receivers): (Vec<_>, Vec<_>) = (0..members.max(1))
+            .map(|_| mpsc::unbounded_channel())
+            .unzip();
+        let group = Arc::new(Group {
+            slots: Arc::new(Semaphore::new(max_connections)),
+            streams: Arc::new(Semaphore::new(max_connections)),
+            open: inboxes.iter().map(|_| AtomicUsize::new(0)).collect(),
+            inboxes: inboxes.into(),
+        });
+        receivers
+            .into_iter()
+            .enumerate()
+            .map(|(index, inbox)| Member {
+                index,
+                group: group.clone(),
+                inbox,
+            })
+            .collect()
+    }
+
+    /// The share of an accept loop that serves its listener alone.
+    pub fn alone(max_connections: usize) -> Member {
+        let (inbox, receiver) = mpsc::unbounded_channel();
+        Member {
+            index: 0,
+            group: Arc::new(Group {
+                slots: Arc::new(Semaphore::new(max_connections)),
+                streams: Arc::new(Semaphore::new(max_connections)),
+                open: Box::new([AtomicUsize::new(0)]),
+                inboxes: Box::new([inbox]),
+            }),
+            inbox: receiver,
+        }
+    }
+
+    pub(super) fn count(&self, index: usize) -> Counted {
+        self.group.open[index].fetch_add(1, Ordering::Relaxed);
+        Counted {
+            group: self.group.clone(),
+            index,
+        }
+    }
+
+    /// The member serving the fewest connections, if it serves fewer than
+    /// this one.
+    fn less_busy(&self) -> Option<usize> {
+        let open = |index: usize| self.group.open[index].load(Ordering::Relaxed);
+        let least = (0..self.group.open.len()).min_by_key(|&index| open(index))?;
+        (open(least) < open(self.index)).then_some(least)
+    }
+
+    /// Counts a connection accepted here, and hands it to a less busy
+    /// member if there is one; gives it back when it stays here.
+    pub(super) fn place(
+        &self,
+        stream: TcpStream,
+        peer: SocketAddr,
+        slot: OwnedSemaphorePermit,
+    ) -> Option<Taken> {
+        let Some(other) = self.less_busy() else {
+            return Some((stream, peer, self.count(self.index), slot));
+        };
+        // Leaving this thread's reactor is a system call that cannot fail
+        // for an open socket; should it, the connection is lost either way.
+        let stream = match stream.into_std() {
+            Ok(stream) => stream,
+            Err(err) => {
+                tracing::warn!(error = %err, %peer, "cannot hand a connection to another proxy thread");
+                return None;
+            }
+        };
+        // Counted at once: the next connection, accepted before the other
+        // thread picks this one up, must see it.
+        let handed = Handed {
+            stream,
+            peer,
+            slot,
+            counted: self.count(other),
+        };
+        match self.group.inboxes[other].send(handed) {
+            Ok(()) => None,
+            // That thread has stopped accepting (it closes its inbox as it
+            // stops): this one serves the connection itself.
+            Err(mpsc::error::SendError(handed)) => {
+                let counted = self.count(self.index);
+                match TcpStream::from_std(handed.stream) {
+                    Ok(stream) => Some((stream, peer, counted, handed.slot)),
+                    Err(err) => {
+                        tracing::warn!(error = %err, %peer, "cannot take back a connection another proxy thread refused");
+                        None
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A connection to serve, with its place in the counts and the limit.
+pub(super) type Taken = (TcpStream, SocketAddr, Counted, OwnedSemaphorePermit);
+
+/// A connection another thread handed over, registered with this one.
+pub(super) fn take(handed: Handed) -> Option<Taken> {
+    match TcpStream::from_std(handed.stream) {
+        Ok(stream) => Some((stream, handed.peer, handed.counted, handed.slot)),
+        Err(err) => {
+            tracing::warn!(error = %err, peer = %handed.peer, "cannot take a connection from another proxy thread");
+            None
+        }
+    }
+}
