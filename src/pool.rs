@@ -10,11 +10,25 @@
 //!
 //! A pool belongs to one proxy thread, and is used by that thread's
 //! connections only: it is taken and given back with no lock.
+//!
+//! Every pool draws on one [`UpstreamLimit`] (`LANYARD_MAX_UPSTREAM_CONNECTIONS`):
+//! each open connection, HTTP/1 or the shared HTTP/2 one, holds a permit
+//! until its task ends. A request that finds no idle connection and no
+//! free permit waits for whichever comes first: a connection given back
+//! to its own pool, or a permit; the caller's upstream timeout bounds the
+//! wait. So the streams of an HTTP/2 client, all served by one thread,
+//! take turns on that thread's connections instead of opening one each.
+//! Reusing an idle connection needs no permit, and costs no more than
+//! before: a flag marks a connection idle so that, should requests wait on
+//! another thread, the connection can close and pass its permit on (the
+//! rule is in `src/pool/limit.rs`).
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::pin::Pin;
+use std::pin::{Pin, pin};
 use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -25,31 +39,22 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::{http1, http2};
 use hyper_util::client::legacy::connect::Connection as _;
 use hyper_util::rt::TokioExecutor;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use tower_service::Service as _;
 
 use crate::http_client::{self, Connector, FailureKind};
 use crate::proxy::UpstreamBody;
 
+mod limit;
+
+pub use limit::UpstreamLimit;
+use limit::{Permit, PoolCount};
+
 /// Below the idle timeouts common in front of APIs (AWS ALB 60 s, nginx
 /// 75 s): closing first avoids most races with an upstream closing a
 /// connection just as it is reused.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(50);
-
-/// The process-wide cap on upstream connections, shared by every proxy
-/// thread's pool: each open connection holds one of its permits.
-#[derive(Clone)]
-pub struct UpstreamLimit {
-    permits: std::sync::Arc<tokio::sync::Semaphore>,
-}
-
-impl UpstreamLimit {
-    pub fn new(max_connections: usize) -> UpstreamLimit {
-        UpstreamLimit {
-            permits: std::sync::Arc::new(tokio::sync::Semaphore::new(max_connections)),
-        }
-    }
-}
 
 /// Connections to one upstream.
 pub struct Pool {
@@ -67,18 +72,30 @@ pub struct Pool {
     http2: RefCell<Option<http2::SendRequest<UpstreamBody>>>,
     http2_builder: http2::Builder<TokioExecutor>,
     idle_timeout: Duration,
-    limit: UpstreamLimit,
+    /// This pool's part in the process-wide connection limit.
+    count: PoolCount,
+    /// Wakes this pool's waiting requests, one for each connection given
+    /// back to `idle`, or all once an HTTP/2 connection can take them.
+    released: Notify,
+}
+
+/// An HTTP/1 connection's handle.
+struct Http1 {
+    sender: http1::SendRequest<UpstreamBody>,
+    /// Set while the connection sits in `idle`, where its task may close
+    /// it for a request waiting on another thread; see `limit`.
+    idle: Arc<AtomicBool>,
 }
 
 struct Idle {
-    sender: http1::SendRequest<UpstreamBody>,
+    conn: Http1,
     since: Instant,
 }
 
 /// A connection ready for one request.
 enum Checkout {
     Http1 {
-        sender: http1::SendRequest<UpstreamBody>,
+        conn: Http1,
         reused: bool,
     },
     Http2 {
@@ -176,7 +193,8 @@ impl Pool {
             http2: RefCell::new(None),
             http2_builder: http2::Builder::new(TokioExecutor::new()),
             idle_timeout: IDLE_TIMEOUT,
-            limit,
+            count: limit.join(),
+            released: Notify::new(),
         }
     }
 
@@ -196,15 +214,15 @@ impl Pool {
         async move {
             loop {
                 let attempt = match self.checkout().await? {
-                    Checkout::Http1 { mut sender, reused } => {
+                    Checkout::Http1 { mut conn, reused } => {
                         request
                             .headers_mut()
                             .entry(header::HOST)
                             .or_insert_with(|| self.host.clone());
-                        match sender.try_send_request(request).await {
+                        match conn.sender.try_send_request(request).await {
                             Ok(response) => {
                                 let release = Release {
-                                    sender,
+                                    conn,
                                     pool: self.clone(),
                                 };
                                 return Ok(
@@ -256,26 +274,59 @@ impl Pool {
                 reused: true,
             });
         }
-        while let Some(Idle { mut sender, .. }) = self.pop_idle() {
-            if sender.is_ready() {
-                return Ok(Checkout::Http1 {
-                    sender,
-                    reused: true,
-                });
+        // While requests of this thread wait, a new one queues behind them:
+        // a connection given back now was given for the first of them.
+        if !self.count.has_waiters() {
+            if let Some(conn) = self.reuse_idle().await {
+                return Ok(Checkout::Http1 { conn, reused: true });
             }
-            // Only connections whose response has ended are pooled, so this
-            // waits for hyper to finish that exchange, or to close the
-            // connection because it cannot be kept.
-            if sender.ready().await.is_ok() {
-                return Ok(Checkout::Http1 {
-                    sender,
-                    reused: true,
-                });
+            if let Some(permit) = self.count.try_acquire() {
+                // Boxed: connecting and the handshakes would make every
+                // request's future larger for the rare one that needs them.
+                return Box::pin(self.connect(permit)).await;
             }
         }
-        // Boxed: connecting and the handshakes would make every request's
-        // future larger for the rare one that needs them.
-        Box::pin(self.connect()).await
+        Box::pin(self.wait()).await
+    }
+
+    /// Waits for a connection given back to this pool, in turn with this
+    /// thread's other waiting requests, or for a permit to open one,
+    /// whichever comes first. Unbounded here: the caller's upstream timeout
+    /// ends the wait by dropping it.
+    async fn wait(self: &Rc<Self>) -> Result<Checkout, SendError> {
+        let mut queued = Queued::new(self);
+        // Created once, so the request keeps its place in the semaphore's
+        // queue across wake-ups.
+        let mut permit = pin!(self.count.acquire());
+        let mut woken = false;
+        loop {
+            // Registered before looking, so a connection given back after
+            // the look still wakes this request.
+            let mut released = pin!(self.released.notified());
+            released.as_mut().enable();
+            if let Some(sender) = self.shared_http2() {
+                return Ok(Checkout::Http2 {
+                    sender,
+                    reused: true,
+                });
+            }
+            // A request that has just queued leaves what is idle to those
+            // woken for it before.
+            if woken && let Some(conn) = self.reuse_idle().await {
+                return Ok(Checkout::Http1 { conn, reused: true });
+            }
+            tokio::select! {
+                biased;
+                () = &mut released => woken = true,
+                permit = &mut permit => {
+                    let permit = permit.map_err(|err| SendError::Connect(err.into()))?;
+                    // No longer waiting while it connects, so no other
+                    // thread gives up a connection for it.
+                    queued.leave();
+                    return self.connect(permit).await;
+                }
+            }
+        }
     }
 
     fn shared_http2(&self) -> Option<http2::SendRequest<UpstreamBody>> {
@@ -290,20 +341,50 @@ impl Pool {
         }
     }
 
+    /// An idle connection ready for a request, if there is one.
+    async fn reuse_idle(&self) -> Option<Http1> {
+        while let Some(Idle { mut conn, .. }) = self.pop_idle() {
+            if conn.sender.is_ready() {
+                return Some(conn);
+            }
+            // Only connections whose response has ended are pooled, so this
+            // waits for hyper to finish that exchange, or to close the
+            // connection because it cannot be kept.
+            if conn.sender.ready().await.is_ok() {
+                return Some(conn);
+            }
+        }
+        None
+    }
+
     /// The most recently used idle connection still open and fresh;
     /// stale ones met on the way are closed.
     fn pop_idle(&self) -> Option<Idle> {
         let mut idle = self.idle.borrow_mut();
         while let Some(entry) = idle.pop_back() {
-            if !entry.sender.is_closed() && entry.since.elapsed() < self.idle_timeout {
+            if !entry.conn.sender.is_closed() && entry.since.elapsed() < self.idle_timeout {
+                // Should its task have just closed it for another thread,
+                // the request comes back unsent and goes on another.
+                entry.conn.idle.store(false, Ordering::Relaxed);
                 return Some(entry);
             }
         }
         None
     }
 
-    fn release(&self, sender: http1::SendRequest<UpstreamBody>) {
-        if sender.is_closed() {
+    fn release(&self, conn: Http1) {
+        if conn.sender.is_closed() {
+            return;
+        }
+        // Marked before looking for waiters: a request that starts waiting
+        // on another thread after this look wakes the connection's task,
+        // which then sees the mark and closes it. SeqCst on both sides
+        // (`UpstreamLimit::waiting`) keeps one of the two from missing the
+        // other.
+        conn.idle.store(true, Ordering::SeqCst);
+        if self.count.wanted_elsewhere() {
+            // Dropping the handle ends the connection, and its task gives
+            // the permit to the request waiting longest.
             return;
         }
         let now = Instant::now();
@@ -316,10 +397,20 @@ impl Pool {
         {
             idle.pop_front();
         }
-        idle.push_back(Idle { sender, since: now });
+        idle.push_back(Idle { conn, since: now });
+        drop(idle);
+        if self.count.has_waiters() {
+            self.released.notify_one();
+        }
     }
 
-    async fn connect(self: &Rc<Self>) -> Result<Checkout, SendError> {
+    /// Closes every idle connection, freeing their permits.
+    fn close_idle(&self) {
+        self.idle.borrow_mut().clear();
+    }
+
+    /// Opens a connection that holds `permit` for as long as it is open.
+    async fn connect(self: &Rc<Self>, permit: Permit) -> Result<Checkout, SendError> {
         let mut connector = self.connector.clone();
         std::future::poll_fn(|cx| connector.poll_ready(cx))
             .await
@@ -338,30 +429,81 @@ impl Pool {
                 if let Err(err) = connection.await {
                     tracing::debug!(error = %err, "upstream HTTP/2 connection ended with an error");
                 }
+                drop(permit);
             });
             // Should several connect at once, the last one is kept; the
             // others serve their first request and close.
             *self.http2.borrow_mut() = Some(sender.clone());
+            // It can take every request waiting here.
+            self.released.notify_waiters();
             return Ok(Checkout::Http2 {
                 sender,
                 reused: false,
             });
         }
         let (sender, connection) = http1::handshake(io).await.map_err(SendError::Handshake)?;
+        let idle = Arc::new(AtomicBool::new(false));
+        let marked = idle.clone();
+        let limit = self.count.limit().clone();
         tokio::spawn(async move {
-            if let Err(err) = connection.await {
-                tracing::debug!(error = %err, "upstream connection ended with an error");
+            tokio::select! {
+                // The connection first: the other branch is one atomic load
+                // until a request waits elsewhere.
+                biased;
+                ended = connection => {
+                    if let Err(err) = ended {
+                        tracing::debug!(error = %err, "upstream connection ended with an error");
+                    }
+                }
+                () = limit.until_wanted_elsewhere(permit.counts(), marked) => {
+                    tracing::debug!("closing an idle upstream connection for a request waiting on another proxy thread");
+                }
             }
+            drop(permit);
         });
         Ok(Checkout::Http1 {
-            sender,
+            conn: Http1 { sender, idle },
             reused: false,
         })
     }
 }
 
+/// A request counted as waiting for a connection, until it leaves.
+struct Queued<'a> {
+    pool: &'a Pool,
+    waiting: Option<limit::Waiting<'a>>,
+}
+
+impl<'a> Queued<'a> {
+    fn new(pool: &'a Pool) -> Queued<'a> {
+        Queued {
+            pool,
+            waiting: Some(pool.count.wait()),
+        }
+    }
+
+    fn leave(&mut self) {
+        let Some(waiting) = self.waiting.take() else {
+            return;
+        };
+        drop(waiting);
+        // With this request gone, what is idle here may be what a request
+        // on another thread waits for: the last waiter of a pool takes one
+        // connection and can leave others idle.
+        if self.pool.count.wanted_elsewhere() {
+            self.pool.close_idle();
+        }
+    }
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        self.leave();
+    }
+}
+
 struct Release {
-    sender: http1::SendRequest<UpstreamBody>,
+    conn: Http1,
     pool: Rc<Pool>,
 }
 
@@ -380,8 +522,8 @@ impl PooledBody {
     }
 
     fn release(&mut self) {
-        if let Some(Release { sender, pool }) = self.release.take() {
-            pool.release(sender);
+        if let Some(Release { conn, pool }) = self.release.take() {
+            pool.release(conn);
         }
     }
 }

@@ -9,6 +9,8 @@
 //! - `/hold`: announces the request, then answers once the test calls
 //!   [`TestUpstream::release_held`];
 //! - `/status/N`: answers status N.
+//!
+//! It counts the requests and the TCP connections it receives.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -36,6 +38,8 @@ pub struct TestUpstream {
     pub addr: SocketAddr,
     pub url: String,
     requests: Arc<AtomicU64>,
+    /// TCP connections accepted so far.
+    accepted: Arc<AtomicU64>,
     /// Counts requests that reached `/slow`, so a test can act while one is
     /// in flight.
     slow_started: watch::Receiver<u64>,
@@ -59,12 +63,15 @@ impl TestUpstream {
         let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
         let mut tasks = JoinSet::new();
         let counter = requests.clone();
+        let accepted = Arc::new(AtomicU64::new(0));
+        let accepted_counter = accepted.clone();
         tasks.spawn(async move {
             let mut connections = JoinSet::new();
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     continue;
                 };
+                accepted_counter.fetch_add(1, Ordering::SeqCst);
                 let counter = counter.clone();
                 let slow_tx = slow_tx.clone();
                 let released = released.clone();
@@ -96,6 +103,7 @@ impl TestUpstream {
             addr,
             url,
             requests,
+            accepted,
             slow_started,
             release,
             _tasks: tasks,
@@ -105,6 +113,11 @@ impl TestUpstream {
     /// Requests received so far.
     pub fn requests(&self) -> u64 {
         self.requests.load(Ordering::SeqCst)
+    }
+
+    /// TCP connections accepted so far, open or closed since.
+    pub fn connections(&self) -> u64 {
+        self.accepted.load(Ordering::SeqCst)
     }
 
     /// Lets every `/hold` request answer.
