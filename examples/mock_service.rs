@@ -1,7 +1,8 @@
-//! The service's stand-in for `bench/soak.sh` and `bench/run.sh`: the
-//! embedded mock on a loopback port with two service accounts, so a soak
-//! run can rotate the sidecar from one to the other and a benchmark has a
-//! real token endpoint.
+//! The service's stand-in for `bench/soak.sh`, `bench/run.sh` and
+//! `bench/fleet.sh`: the embedded mock on a loopback port with two service
+//! accounts, so a soak run can rotate the sidecar from one to the other, a
+//! benchmark has a real token endpoint, and a fleet run can take that
+//! endpoint down and bring it back.
 //!
 //! ```text
 //! cargo run --release --example mock_service -- DIR [--expires-in SECONDS]
@@ -15,9 +16,24 @@
 //! tells the accounts apart in its traffic.
 //!
 //! Stdout, one `key=value` per line, ends with `ready=1` once the mock
-//! serves; then one `token_issued` line per token granted. On SIGTERM or
-//! SIGINT it prints the mock's counters as `stats_*` lines and exits 0.
-//! Nothing printed is secret: the keys are in the files only.
+//! serves. Then, one line per request to the token endpoint, with the
+//! status it was answered (`dropped` for a dropped connection) and the
+//! wall-clock time in milliseconds:
+//!
+//! ```text
+//! token_request=200 unix_ms=1767225600123 client_id=sa-soak-a
+//! token_request=503 unix_ms=1767225601456
+//! ```
+//!
+//! SIGUSR1 starts an outage of the token endpoint: it answers 503 to every
+//! request (no `Retry-After`) until SIGUSR2 ends it; the API keeps serving
+//! and tokens already issued stay valid. Each switch prints
+//! `token_outage=on unix_ms=...` or `token_outage=off unix_ms=...`. Should
+//! the printing fall thousands of requests behind, a `token_events_lost=N`
+//! line says how many went unprinted.
+//!
+//! On SIGTERM or SIGINT it prints the mock's counters as `stats_*` lines
+//! and exits 0. Nothing printed is secret: the keys are in the files only.
 
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
@@ -29,6 +45,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use lanyard::mock::{MockAccount, MockService, VERIFICATIONS_ROLE, generate_rsa_key};
 use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::broadcast::error::RecvError;
 
 const ORGANIZATION_ID: &str = "org-soak";
 const PROJECT_ID: &str = "proj-soak";
@@ -94,6 +111,9 @@ async fn run(args: Args) -> Result<(), String> {
     // not lost.
     let mut term = signal(SignalKind::terminate()).map_err(|e| format!("SIGTERM: {e}"))?;
     let mut int = signal(SignalKind::interrupt()).map_err(|e| format!("SIGINT: {e}"))?;
+    let mut outage_on = signal(SignalKind::user_defined1()).map_err(|e| format!("SIGUSR1: {e}"))?;
+    let mut outage_off =
+        signal(SignalKind::user_defined2()).map_err(|e| format!("SIGUSR2: {e}"))?;
 
     let mock = MockService::start()
         .await
@@ -131,28 +151,38 @@ async fn run(args: Args) -> Result<(), String> {
     println!("ready=1");
 
     let mut issued_to: BTreeMap<String, u64> = BTreeMap::new();
-    let mut counters = mock.watch_counters();
-    let mut seen_issued = 0;
+    let mut events_lost = 0;
+    let mut events = mock.token_events();
     loop {
         tokio::select! {
-            changed = counters.changed() => {
-                if changed.is_err() {
-                    return Err("the mock stopped".into());
+            event = events.recv() => match event {
+                Ok(event) => {
+                    let mut line = format!(
+                        "token_request={} unix_ms={}",
+                        event.status.map_or_else(|| "dropped".to_string(), |s| s.to_string()),
+                        unix_ms(event.at),
+                    );
+                    if let Some(client_id) = event.issued_to {
+                        line.push_str(&format!(" client_id={client_id}"));
+                        *issued_to.entry(client_id).or_default() += 1;
+                    }
+                    println!("{line}");
                 }
-                let issued = counters.borrow_and_update().tokens_issued;
-                if issued == seen_issued {
-                    continue;
+                Err(RecvError::Lagged(missed)) => {
+                    // Said, rather than silently short: a script computing
+                    // rates from these lines must know its count is low.
+                    events_lost += missed;
+                    println!("token_events_lost={missed} unix_ms={}", unix_ms(SystemTime::now()));
                 }
-                // Token requests come a few a minute, so no grant is missed
-                // between two wake-ups; were one missed, the tally would
-                // fall short of `stats_tokens_issued`, which says so.
-                seen_issued = issued;
-                let client_id = mock
-                    .last_accepted()
-                    .and_then(|log| log.form.get("client_id").cloned())
-                    .unwrap_or_else(|| "unknown".into());
-                *issued_to.entry(client_id.clone()).or_default() += 1;
-                println!("token_issued={client_id} unix={} total={issued}", unix_now());
+                Err(RecvError::Closed) => return Err("the mock stopped".into()),
+            },
+            _ = outage_on.recv() => {
+                mock.set_token_outage(true);
+                println!("token_outage=on unix_ms={}", unix_ms(SystemTime::now()));
+            }
+            _ = outage_off.recv() => {
+                mock.set_token_outage(false);
+                println!("token_outage=off unix_ms={}", unix_ms(SystemTime::now()));
             }
             _ = term.recv() => break,
             _ = int.recv() => break,
@@ -164,6 +194,7 @@ async fn run(args: Args) -> Result<(), String> {
     println!("stats_tokens_issued={}", counters.tokens_issued);
     println!("stats_token_refusals={}", mock.refusals().len());
     println!("stats_api_requests={}", counters.api_requests);
+    println!("stats_token_events_lost={events_lost}");
     for (label, client_id) in ACCOUNTS {
         let count = issued_to.get(client_id).copied().unwrap_or(0);
         println!("stats_tokens_issued_{label}={count}");
@@ -184,9 +215,8 @@ fn write_private(path: &Path, contents: &str) -> Result<(), String> {
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
+fn unix_ms(at: SystemTime) -> u128 {
+    at.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
         .unwrap_or_default()
 }

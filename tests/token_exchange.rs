@@ -559,6 +559,45 @@ async fn failures_are_classified_for_retry_decisions() {
 }
 
 #[tokio::test]
+async fn mock_token_outage_answers_503_until_switched_off() {
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let exchanger = exchanger(&mock, dir.path(), &[]);
+    let held = exchanger.fetch().await.unwrap();
+    let mut events = mock.token_events();
+
+    mock.push_fault(Fault::invalid_client());
+    mock.set_token_outage(true);
+    for _ in 0..3 {
+        assert_eq!(exchanger.fetch().await.unwrap_err().kind(), "server_error");
+    }
+    // The API keeps honouring what was issued before the outage.
+    assert!(mock.token_owner(held.access_token.expose()).is_some());
+
+    mock.set_token_outage(false);
+    // The queued fault waited for the outage to end, then the mock issues again.
+    assert!(exchanger.fetch().await.unwrap_err().is_rejection());
+    exchanger.fetch().await.unwrap();
+
+    let mut seen = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        seen.push((event.status, event.issued_to));
+    }
+    let refused = (Some(503), None);
+    assert_eq!(
+        seen,
+        [
+            refused.clone(),
+            refused.clone(),
+            refused,
+            (Some(401), None),
+            (Some(200), Some(CLIENT_ID.to_string())),
+        ]
+    );
+    assert_eq!(mock.counters().token_requests, 6);
+}
+
+#[tokio::test]
 async fn refused_connection_is_a_connect_failure() {
     let mock = mock().await;
     let dir = tempfile::tempdir().unwrap();

@@ -28,13 +28,13 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
 pub use api::ApiRequestLog;
 pub use keys::{GeneratedKey, generate_rsa_key};
-pub use token::TokenRequestLog;
+pub use token::{TokenEvent, TokenRequestLog};
 
 /// The token endpoint's path on the mock.
 pub const TOKEN_PATH: &str = "/oauth2/token";
@@ -49,6 +49,9 @@ pub const VERIFICATIONS_ROLE: &str = "verifications.api";
 pub const CREDENTIALS_ROLE: &str = "credentials.api";
 /// Short, so the demo shows renewals happening.
 pub const DEFAULT_EXPIRES_IN: i64 = 120;
+/// Token events a subscriber may fall behind by before it misses some: a
+/// fleet of sidecars recovering from an outage sends about one each.
+const TOKEN_EVENTS_BUFFERED: usize = 4096;
 
 /// A service account known to the mock.
 #[derive(Debug, Clone)]
@@ -134,6 +137,8 @@ struct Inner {
     seen_jti: HashMap<String, u64>,
     tokens: HashMap<String, IssuedToken>,
     faults: VecDeque<Fault>,
+    /// The token endpoint answers 503 to everything until switched off.
+    token_outage: bool,
     /// `None`: omit `expires_in` from token responses.
     expires_in: Option<i64>,
     /// Tokens are issued but never become known to the API.
@@ -166,6 +171,9 @@ pub struct MockCounters {
 pub(crate) struct State {
     inner: Mutex<Inner>,
     counters: watch::Sender<MockCounters>,
+    /// Every token request's answer, for subscribers that need each one
+    /// (the counters coalesce).
+    token_events: broadcast::Sender<TokenEvent>,
     audience: String,
     /// The mock's own base URL, for the links it hands out.
     base_url: String,
@@ -214,6 +222,7 @@ impl MockService {
                 ..Inner::default()
             }),
             counters: watch::Sender::new(MockCounters::default()),
+            token_events: broadcast::channel(TOKEN_EVENTS_BUFFERED).0,
             audience: format!("{base_url}/iam"),
             base_url,
         });
@@ -263,6 +272,14 @@ impl MockService {
     /// Queues a fault for the next token request.
     pub fn push_fault(&self, fault: Fault) {
         self.state.lock().faults.push_back(fault);
+    }
+
+    /// With `true`, the token endpoint answers every request with 503
+    /// until switched off again: an outage, as opposed to the one-shot
+    /// [`push_fault`](Self::push_fault). Queued faults wait for it to end.
+    /// Tokens already issued stay valid at the API.
+    pub fn set_token_outage(&self, on: bool) {
+        self.state.lock().token_outage = on;
     }
 
     /// Sets the `expires_in` of issued tokens; `None` omits the field.
@@ -339,6 +356,13 @@ impl MockService {
     /// Watch the counters to await an event without sleeping.
     pub fn watch_counters(&self) -> watch::Receiver<MockCounters> {
         self.state.counters.subscribe()
+    }
+
+    /// Every token request answered from now on, one event each, in
+    /// order. A subscriber more than a few thousand events behind misses
+    /// the oldest and is told how many (`RecvError::Lagged`).
+    pub fn token_events(&self) -> broadcast::Receiver<TokenEvent> {
+        self.state.token_events.subscribe()
     }
 
     /// The most recent token request that was granted.

@@ -45,6 +45,19 @@ impl std::fmt::Debug for TokenRequestLog {
     }
 }
 
+/// One answered token request, for a subscriber that needs every one
+/// ([`MockService::token_events`](super::MockService::token_events)).
+/// Holds nothing secret: no assertion, no token.
+#[derive(Debug, Clone)]
+pub struct TokenEvent {
+    /// When the answer was decided.
+    pub at: SystemTime,
+    /// The status answered; `None` when a fault dropped the connection.
+    pub status: Option<u16>,
+    /// The account a token was issued to, when one was.
+    pub issued_to: Option<String>,
+}
+
 /// An RFC 6749 §5.2 error answer.
 struct Refusal {
     status: StatusCode,
@@ -73,9 +86,35 @@ pub(super) async fn handle(
     req: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, Disconnect> {
     state.counters.send_modify(|c| c.token_requests += 1);
-    let fault = state.lock().faults.pop_front();
+    let (answer, issued_to) = answer(state, req).await;
+    // No subscriber is the usual case (tests), and not an error.
+    let _ = state.token_events.send(TokenEvent {
+        at: SystemTime::now(),
+        status: answer.as_ref().ok().map(|r| r.status().as_u16()),
+        issued_to,
+    });
+    answer
+}
+
+/// The answer to a token request, and the account a token went to.
+async fn answer(
+    state: &State,
+    req: Request<Incoming>,
+) -> (Result<Response<Full<Bytes>>, Disconnect>, Option<String>) {
+    let fault = {
+        let mut inner = state.lock();
+        if inner.token_outage {
+            // No Retry-After: an outage tests the client's own backoff.
+            let body = json!({
+                "error": "temporarily_unavailable",
+                "error_description": "the token endpoint is in a simulated outage",
+            });
+            return (Ok(json(StatusCode::SERVICE_UNAVAILABLE, &body)), None);
+        }
+        inner.faults.pop_front()
+    };
     match fault {
-        Some(Fault::Disconnect) => return Err(Disconnect),
+        Some(Fault::Disconnect) => return (Err(Disconnect), None),
         Some(Fault::Delay(delay)) => tokio::time::sleep(delay).await,
         Some(Fault::Pass) | None => {}
         Some(Fault::Respond {
@@ -89,23 +128,22 @@ pub(super) async fn handle(
             if let Some(value) = retry_after.and_then(|v| http::HeaderValue::from_str(&v).ok()) {
                 response.headers_mut().insert(header::RETRY_AFTER, value);
             }
-            return Ok(response);
+            return (Ok(response), None);
         }
     }
 
     match grant(state, req).await {
-        Ok(body) => Ok(json(StatusCode::OK, &body)),
+        Ok((body, client_id)) => (Ok(json(StatusCode::OK, &body)), Some(client_id)),
         Err(refusal) => {
             state.lock().refusals.push(refusal.description.clone());
-            Ok(json(
-                refusal.status,
-                &json!({"error": refusal.error, "error_description": refusal.description}),
-            ))
+            let body = json!({"error": refusal.error, "error_description": refusal.description});
+            (Ok(json(refusal.status, &body)), None)
         }
     }
 }
 
-async fn grant(state: &State, req: Request<Incoming>) -> Result<Value, Refusal> {
+/// Grants a token: the response body, and the account it went to.
+async fn grant(state: &State, req: Request<Incoming>) -> Result<(Value, String), Refusal> {
     if req.method() != Method::POST {
         return Err(refuse(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -199,7 +237,7 @@ async fn grant(state: &State, req: Request<Incoming>) -> Result<Value, Refusal> 
     if let Some(seconds) = expires_in {
         body["expires_in"] = json!(seconds);
     }
-    Ok(body)
+    Ok((body, account.client_id))
 }
 
 fn verify_assertion(
