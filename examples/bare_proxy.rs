@@ -112,7 +112,7 @@ fn run(listen: &str, upstream: &str, authorization: &str, threads: &str) -> Resu
 
     let mut workers = Vec::new();
     let upstream_limits = UpstreamLimit::new(MAX_UPSTREAM_CONNECTIONS);
-    for share in Member::group(limits.max_connections, threads) {
+    for share in Member::group(&limits, threads) {
         let (upstream_limit, limits) = (upstream_limits.clone(), limits.clone());
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()

@@ -188,7 +188,7 @@ impl Sidecar {
         let admin_done = start_thread(
             "lanyard-admin".to_string(),
             into_std(admin_listener, "admin")?,
-            server::Member::alone(ADMIN_MAX_CONNECTIONS),
+            server::Member::alone(&admin_serving.limits),
             move || admin,
             proxy_drained,
             &admin_serving,
@@ -305,7 +305,7 @@ fn start_proxy_workers(
     stopped: &watch::Receiver<bool>,
     serving: Serving,
 ) -> Result<Vec<oneshot::Receiver<Drained>>, Failure> {
-    let members = server::Member::group(serving.limits.max_connections, threads);
+    let members = server::Member::group(&serving.limits, threads);
     let mut workers = Vec::with_capacity(threads);
     for (n, share) in members.into_iter().enumerate() {
         let listener = listener

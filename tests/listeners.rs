@@ -67,7 +67,7 @@ async fn pair(
     let addr = accepting.local_addr().unwrap();
     let idle = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let holding = Arc::new(Notify::new());
-    let mut members = Member::group(limits.max_connections, 2).into_iter();
+    let mut members = Member::group(&limits, 2).into_iter();
     let named = |name| Named {
         name,
         holding: holding.clone(),

@@ -174,9 +174,12 @@ async fn streams_of_one_http2_client_share_the_limited_upstream_connections() {
         &mut requests,
     );
     upstream.slow_requests_started(8).await;
-    settle_with_in_flight(&running, 200).await;
+    // The client keeps the streams beyond the connection's limit of
+    // concurrent streams to itself until others end.
+    let concurrent = i64::from(lanyard::server::MAX_CONCURRENT_STREAMS);
+    settle_with_in_flight(&running, concurrent).await;
     assert_eq!(upstream.connections(), 8, "connections at once");
-    assert_eq!(upstream.requests(), 8, "the other 192 streams wait");
+    assert_eq!(upstream.requests(), 8, "the other streams wait");
 
     upstream.release_held();
     assert_eq!(all_ok(requests).await, 200);
@@ -209,7 +212,10 @@ async fn fifty_http2_clients_of_200_streams_open_no_more_than_the_limit() {
         clients.push(client);
     }
     upstream.slow_requests_started(8).await;
-    settle_with_in_flight(&running, 50 * 200).await;
+    // Each client holds the streams beyond its connection's limit of
+    // concurrent streams; 5,000 are in the sidecar's hands.
+    let concurrent = i64::from(lanyard::server::MAX_CONCURRENT_STREAMS);
+    settle_with_in_flight(&running, 50 * concurrent).await;
     // Once released, connections may close and open again as the two
     // proxy threads even out their shares, so the count is taken here,
     // where none can have closed.

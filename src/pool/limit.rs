@@ -49,10 +49,10 @@ use tokio::sync::{AcquireError, OwnedSemaphorePermit, Semaphore};
 #[derive(Clone)]
 pub struct UpstreamLimit {
     permits: Arc<Semaphore>,
-    shared: Arc<Shared>,
+    state: Arc<LimitState>,
 }
 
-struct Shared {
+struct LimitState {
     max: usize,
     /// Requests, on any thread, waiting for a permit.
     waiting: AtomicUsize,
@@ -86,7 +86,7 @@ impl UpstreamLimit {
     pub fn new(max_connections: usize) -> UpstreamLimit {
         UpstreamLimit {
             permits: Arc::new(Semaphore::new(max_connections)),
-            shared: Arc::new(Shared {
+            state: Arc::new(LimitState {
                 max: max_connections,
                 waiting: AtomicUsize::new(0),
                 pools: AtomicUsize::new(0),
@@ -97,7 +97,7 @@ impl UpstreamLimit {
 
     /// The cap.
     pub fn max(&self) -> usize {
-        self.shared.max
+        self.state.max
     }
 
     /// Permits no connection holds: how many more connections may open now.
@@ -113,19 +113,19 @@ impl UpstreamLimit {
     /// Requests, on every thread, waiting for a connection.
     pub fn waiting(&self) -> usize {
         // SeqCst pairs with the idle mark's store: see `Pool::release`.
-        self.shared.waiting.load(Ordering::SeqCst)
+        self.state.waiting.load(Ordering::SeqCst)
     }
 
     /// Most connections one pool may keep from requests waiting on another
     /// thread.
     fn fair_share(&self) -> usize {
-        let pools = self.shared.pools.load(Ordering::Relaxed).max(1);
+        let pools = self.state.pools.load(Ordering::Relaxed).max(1);
         (self.max() / pools).max(1)
     }
 
     /// Counts a new pool for [`UpstreamLimit::fair_share`].
     pub(super) fn join(&self) -> PoolCount {
-        self.shared.pools.fetch_add(1, Ordering::Relaxed);
+        self.state.pools.fetch_add(1, Ordering::Relaxed);
         PoolCount {
             limit: self.clone(),
             counts: Arc::new(Counts::default()),
@@ -197,7 +197,7 @@ impl UpstreamLimit {
 
     fn lock_tasks(&self) -> std::sync::MutexGuard<'_, Tasks> {
         // The map is whole after any panic: each change is one call.
-        self.shared
+        self.state
             .tasks
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -268,7 +268,7 @@ impl PoolCount {
         // Only the first waiter wakes idle connections elsewhere: while any
         // request waits, connections given back elsewhere close as they are
         // given back, so only those idle from before need waking.
-        if self.limit.shared.waiting.fetch_add(1, Ordering::SeqCst) == 0 {
+        if self.limit.state.waiting.fetch_add(1, Ordering::SeqCst) == 0 {
             self.limit.wake_idle_elsewhere(&self.counts);
         }
         Waiting { pool: self }
@@ -277,7 +277,7 @@ impl PoolCount {
 
 impl Drop for PoolCount {
     fn drop(&mut self) {
-        self.limit.shared.pools.fetch_sub(1, Ordering::Relaxed);
+        self.limit.state.pools.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -288,11 +288,7 @@ pub(super) struct Waiting<'a> {
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        self.pool
-            .limit
-            .shared
-            .waiting
-            .fetch_sub(1, Ordering::SeqCst);
+        self.pool.limit.state.waiting.fetch_sub(1, Ordering::SeqCst);
         self.pool.counts.waiters.fetch_sub(1, Ordering::Relaxed);
     }
 }

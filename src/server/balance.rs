@@ -8,6 +8,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
+use super::Limits;
+
+/// As many bytes of HTTP/2 request headers as the connection limit's worth
+/// of full HTTP/1.1 request heads: so HTTP/2 can hold no more header
+/// memory than HTTP/1.1 can (README "Limits"), while thousands of streams
+/// with ordinary small headers fit.
+fn header_budget(limits: &Limits) -> usize {
+    limits
+        .max_connections
+        .saturating_mul(limits.max_header_bytes)
+        .min(Semaphore::MAX_PERMITS)
+}
+
 /// One accept loop's part in a group that serves one listener from
 /// several threads: the group members the connection limit and keeps the
 /// threads' numbers of connections even.
@@ -27,8 +40,9 @@ pub struct Member {
 
 pub(super) struct Group {
     pub(super) slots: Arc<Semaphore>,
-    /// HTTP/2 streams in flight across the group's connections.
-    pub(super) streams: Arc<Semaphore>,
+    /// Header bytes of the HTTP/2 requests in flight across the group's
+    /// connections, one permit a byte.
+    pub(super) header_bytes: Arc<Semaphore>,
     /// Connections each member serves, counting those handed to it and
     /// not yet picked up.
     open: Box<[AtomicUsize]>,
@@ -56,14 +70,15 @@ impl Drop for Counted {
 }
 
 impl Member {
-    /// The members of a group of `members` accept loops, one for each.
-    pub fn group(max_connections: usize, members: usize) -> Vec<Member> {
+    /// The members of a group of `members` accept loops, one for each,
+    /// sharing `limits`' connection slots and header budget.
+    pub fn group(limits: &Limits, members: usize) -> Vec<Member> {
         let (inboxes, receivers): (Vec<_>, Vec<_>) = (0..members.max(1))
             .map(|_| mpsc::unbounded_channel())
             .unzip();
         let group = Arc::new(Group {
-            slots: Arc::new(Semaphore::new(max_connections)),
-            streams: Arc::new(Semaphore::new(max_connections)),
+            slots: Arc::new(Semaphore::new(limits.max_connections)),
+            header_bytes: Arc::new(Semaphore::new(header_budget(limits))),
             open: inboxes.iter().map(|_| AtomicUsize::new(0)).collect(),
             inboxes: inboxes.into(),
         });
@@ -78,14 +93,14 @@ impl Member {
             .collect()
     }
 
-    /// The share of an accept loop that serves its listener alone.
-    pub fn alone(max_connections: usize) -> Member {
+    /// The member of an accept loop that serves its listener alone.
+    pub fn alone(limits: &Limits) -> Member {
         let (inbox, receiver) = mpsc::unbounded_channel();
         Member {
             index: 0,
             group: Arc::new(Group {
-                slots: Arc::new(Semaphore::new(max_connections)),
-                streams: Arc::new(Semaphore::new(max_connections)),
+                slots: Arc::new(Semaphore::new(limits.max_connections)),
+                header_bytes: Arc::new(Semaphore::new(header_budget(limits))),
                 open: Box::new([AtomicUsize::new(0)]),
                 inboxes: Box::new([inbox]),
             }),

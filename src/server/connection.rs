@@ -86,7 +86,7 @@ pub(super) async fn serve_connection<H: Handler>(
     mut stream: TcpStream,
     handler: Rc<H>,
     protocols: &Protocols,
-    streams: Arc<Semaphore>,
+    header_bytes: Arc<Semaphore>,
     started: &Rc<Cell<bool>>,
     mut stopping: watch::Receiver<bool>,
 ) {
@@ -132,17 +132,22 @@ pub(super) async fn serve_connection<H: Handler>(
         started.set(true);
         let handler = handler.clone();
         let guard = tracked.as_ref().map(Activity::enter);
-        // An HTTP/2 stream takes one of the group's stream permits for its
-        // life; past the budget it is reset at once, its headers freed.
-        // (An HTTP/1.1 connection has one request at a time: its slot is
-        // its budget.)
+        // An HTTP/2 stream holds its headers' size in the group's budget
+        // for its life; past the budget it is reset at once, its headers
+        // freed. (An HTTP/1.1 request's headers live in its connection's
+        // read buffer, which the connection limit already bounds.)
         let permit = match &tracked {
-            Some(_) => streams.clone().try_acquire_owned().map(Some),
+            Some(_) => header_bytes
+                .clone()
+                .try_acquire_many_owned(header_list_size(&req))
+                .map(Some),
             None => Ok(None),
         };
         async move {
             let Ok(_permit) = permit else {
-                tracing::debug!("HTTP/2 streams in flight at their limit; resetting a stream");
+                tracing::debug!(
+                    "HTTP/2 request headers in flight at their limit; resetting a stream"
+                );
                 return Err(Abort);
             };
             let response = handler.handle(req).await;
@@ -158,6 +163,20 @@ pub(super) async fn serve_connection<H: Handler>(
         let connection = protocols.http1.serve_connection(io, service);
         drive(connection, stopping, None).await;
     }
+}
+
+/// A request's header list size as HTTP/2 counts it (RFC 9113 §6.5.2:
+/// each field's name and value plus 32), with the target's.
+fn header_list_size<B>(req: &http::Request<B>) -> u32 {
+    let fields: usize = req
+        .headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 32)
+        .sum();
+    let uri = req.uri();
+    let target = uri.path_and_query().map_or(0, |pq| pq.as_str().len())
+        + uri.authority().map_or(0, |a| a.as_str().len());
+    u32::try_from(fields + target + 32).unwrap_or(u32::MAX)
 }
 
 /// Runs a connection to its end; on shutdown, or after `idle` with no

@@ -59,12 +59,13 @@ pub struct Limits {
     /// headers (HTTP/1.1), and to stay idle (both protocols).
     pub header_timeout: Duration,
     /// Connections held at once; more are answered with `refusal` and
-    /// closed. Also the number of HTTP/2 streams in flight across all
-    /// connections: a stream beyond it is reset at once, so that memory
-    /// held by request headers is bounded by connections, not by
-    /// connections times streams (README "Limits").
+    /// closed.
     pub max_connections: usize,
-    /// The largest request head (HTTP/1.1) or header list (HTTP/2).
+    /// The largest request head (HTTP/1.1) or header list (HTTP/2). The
+    /// HTTP/2 requests in flight across all connections may hold
+    /// `max_connections` times this in headers; a stream beyond it is reset
+    /// at once, so that header memory is bounded by connections, not by
+    /// connections times streams (README "Limits").
     pub max_header_bytes: usize,
     /// What a connection over the limit is told, as raw HTTP/1.1 with
     /// `connection: close`: the listener's owner names its own setting.
@@ -164,7 +165,7 @@ async fn accept_loop<H: Handler>(
     mut share: Member,
 ) -> Drained {
     let protocols = Rc::new(Protocols::new(&limits));
-    let streams = share.group.streams.clone();
+    let header_bytes = share.group.header_bytes.clone();
     let mut shutdown = pin!(shutdown);
     // Owned here so connections still open when the grace runs out are
     // aborted, not left running detached.
@@ -184,10 +185,18 @@ async fn accept_loop<H: Handler>(
         let protocols = protocols.clone();
         let stopping = stopping.clone();
         let metrics = metrics.clone();
-        let streams = streams.clone();
+        let header_bytes = header_bytes.clone();
         async move {
             let _open = metrics.as_ref().map(OpenConnection::new);
-            serve_connection(stream, handler, &protocols, streams, &started, stopping).await;
+            serve_connection(
+                stream,
+                handler,
+                &protocols,
+                header_bytes,
+                &started,
+                stopping,
+            )
+            .await;
             drop((slot, counted));
         }
         .instrument(tracing::debug_span!("connection", %peer))
