@@ -1,25 +1,10 @@
 # shellcheck shell=bash disable=SC2154  # prog: set by the sourcing script
-# Shell helpers shared by bench/run.sh and bench/soak.sh. The sourcing
+# Shell helpers shared by bench/run.sh, bench/soak.sh and bench/fleet.sh. The sourcing
 # script sets `prog` (its name in messages) and defines `die_usage`.
 
-# As .ci/run does: install what the machine lacks from Debian; through sudo
-# when not root.
-apt_install() {
-    local sudo=()
-    if ((EUID != 0)); then
-        if ! command -v sudo >/dev/null 2>&1; then
-            echo "$prog: missing $*; install it (Debian: apt-get install $*)" >&2
-            exit 2
-        fi
-        sudo=(sudo DEBIAN_FRONTEND=noninteractive)
-    fi
-    export DEBIAN_FRONTEND=noninteractive
-    if [[ -z ${apt_updated:-} ]]; then
-        "${sudo[@]}" apt-get update -qq
-        apt_updated=1
-    fi
-    "${sudo[@]}" apt-get install -y -qq --no-install-recommends "$@" >/dev/null
-}
+# apt_install, shared with scripts/test and .ci/run.
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 
 # Option $1's value $2 must be a whole number.
 number() {
