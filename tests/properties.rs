@@ -14,8 +14,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use base64::Engine as _;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use lanyard::config::{
-    self, Config, ConfigError, CredentialSettings, Flags, Requirement, SETTINGS, Setting, Source,
-    Sourced,
+    self, AnySetting, Config, ConfigError, CredentialSettings, Flags, Requirement, SETTINGS,
+    Source, Sourced,
 };
 use lanyard::credentials::{self, parse_private_key};
 use lanyard::token::exchange::{self, MAX_TOKEN_LIFETIME};
@@ -31,7 +31,7 @@ const LEAK_RUN: usize = 20;
 /// Where the credentials file "is" for the in-memory loads.
 const CREDENTIALS_PATH: &str = "/run/secrets/lanyard/credentials.json";
 
-/// The fields of a credentials file (seed §2.2).
+/// The fields of a credentials file, the JSON downloaded from the Portal.
 const FILE_FIELDS: &[&str] = &[
     "type",
     "client_id",
@@ -89,12 +89,12 @@ fn assert_quotes_none(text: &str, runs: &[String]) -> Result<(), TestCaseError> 
 
 /// The ways a value of `setting` can have reached lanyard, as its error
 /// lines spell them.
-fn is_source_of(setting: &Setting, source: &str) -> bool {
-    source == format!("environment variable {}", setting.env)
+fn is_source_of(setting: &dyn AnySetting, source: &str) -> bool {
+    source == format!("environment variable {}", setting.env())
         || setting
-            .flag
+            .flag()
             .is_some_and(|flag| source == format!("flag {flag}"))
-        || source.starts_with(&format!("key `{}` in ", setting.key))
+        || source.starts_with(&format!("key `{}` in ", setting.key()))
 }
 
 /// Checks one problem line: it starts with the setting at fault (its
@@ -149,7 +149,7 @@ fn check_problem_line(line: &str) -> Result<(), String> {
         return reason(why);
     }
     for setting in SETTINGS {
-        let Some(rest) = line.strip_prefix(setting.env) else {
+        let Some(rest) = line.strip_prefix(setting.env()) else {
             continue;
         };
         // A missing value has no source to name.
@@ -157,7 +157,7 @@ fn check_problem_line(line: &str) -> Result<(), String> {
             return reason(why);
         }
         if rest.starts_with(" (") {
-            return sourced(rest, &|source| is_source_of(setting, source));
+            return sourced(rest, &|source| is_source_of(*setting, source));
         }
     }
     fail("names no setting")
@@ -1022,7 +1022,7 @@ fn toml_file() -> impl Strategy<Value = (String, Option<String>)> {
     let key = prop_oneof![
         text(30).prop_map(|s| toml_string(&s)),
         "[a-z_]{1,16}",
-        select(SETTINGS).prop_map(|s| s.key.to_string()),
+        select(SETTINGS).prop_map(|s| s.key().to_string()),
     ];
     let structured = (
         prop::collection::vec((key, toml_value()), 0..8),
@@ -1104,21 +1104,22 @@ struct SettingsCase {
     /// Start from settings that work, so the overrides are what is tested.
     sound_base: bool,
     env: Vec<(&'static str, Given)>,
-    flags: Vec<(&'static Setting, Given)>,
+    flags: Vec<(&'static dyn AnySetting, Given)>,
     need: Requirement,
 }
 
 fn settings_case() -> impl Strategy<Value = SettingsCase> {
-    let mut names: Vec<&'static str> = SETTINGS.iter().map(|s| s.env).collect();
+    let mut names: Vec<&'static str> = SETTINGS.iter().map(|s| s.env()).collect();
     names.push(config::CONFIG_ENV);
     let env_entry =
         select(names).prop_flat_map(|name| given_for(name).prop_map(move |g| (name, g)));
-    let flagged: Vec<&'static Setting> = SETTINGS
+    let flagged: Vec<&'static dyn AnySetting> = SETTINGS
         .iter()
         .copied()
-        .filter(|s| s.flag.is_some())
+        .filter(|s| s.flag().is_some())
         .collect();
-    let flag_entry = select(flagged).prop_flat_map(|s| given_for(s.env).prop_map(move |g| (s, g)));
+    let flag_entry =
+        select(flagged).prop_flat_map(|s| given_for(s.env()).prop_map(move |g| (s, g)));
     (
         any::<bool>(),
         prop_oneof![
@@ -1222,8 +1223,8 @@ proptest! {
         for (n, (setting, given)) in case.flags.iter().enumerate() {
             let (value, carried) = materialise(given, dir.path(), 100 + n);
             secrets.extend(carried);
-            remote_allowed |= setting.key == config::ALLOW_REMOTE.key && truthy(&value);
-            flags.set(setting, Some(value));
+            remote_allowed |= setting.key() == config::ALLOW_REMOTE.key && truthy(&value);
+            flags.set(*setting, Some(value));
         }
 
         match Config::load(&flags, &env, case.need) {
@@ -1232,14 +1233,15 @@ proptest! {
                     config.listen.ip().is_loopback() || remote_allowed,
                     "listening on {} without {}", config.listen, config::ALLOW_REMOTE.env
                 );
+                // The credentials and TLS the command needs were read and
+                // checked by the load itself: `wire` reads nothing more.
                 let needs_credentials =
                     matches!(case.need, Requirement::Upstream | Requirement::NoUpstream);
-                if needs_credentials && !config.demo {
-                    // What `run`, `token` and `check` do next.
-                    if let Err(err) = credentials::load(&config.credentials) {
-                        check_config_error(&err, &secrets)?;
-                    }
-                }
+                prop_assert_eq!(
+                    config.account.is_some(),
+                    needs_credentials && !config.demo
+                );
+                prop_assert_eq!(config.tls.is_some(), case.need != Requirement::AdminOnly);
             }
             Err(err) => check_config_error(&err, &secrets)?,
         }
