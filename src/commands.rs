@@ -15,7 +15,7 @@ use tokio::net::TcpStream;
 
 use crate::Secret;
 use crate::config::{self, Config, ConfigError};
-use crate::credentials::{self, Credentials};
+use crate::credentials::Credentials;
 use crate::http_client::{self, Connector, FailureKind};
 use crate::proxy::Upstream;
 use crate::reload;
@@ -50,23 +50,20 @@ pub struct Wiring {
     pub watch: Option<reload::Watch>,
 }
 
-/// Loads the credentials and builds the outbound HTTP stack.
+/// Builds the outbound HTTP stack from the credentials and TLS roots that
+/// [`Config::load`] read and checked; nothing is read again here.
 pub fn wire(config: &Config) -> Result<Wiring, ConfigError> {
-    let credentials = credentials::load_with_fingerprint(&config.credentials);
-    let tls = http_client::tls_config(config.ca_file.as_deref());
-    let ((credentials, loaded), tls) = match (credentials, tls) {
-        (Ok(c), Ok(t)) => (c, t),
-        (c, t) => {
-            let mut lines = c.err().map(ConfigError::into_lines).unwrap_or_default();
-            lines.extend(t.err());
-            return Err(ConfigError::new(lines));
-        }
+    let (Some(account), Some(tls)) = (&config.account, &config.tls) else {
+        return Err(ConfigError::new(vec![
+            "no credentials: these settings were loaded for a command that signs no assertion"
+                .into(),
+        ]));
     };
-    let mut wiring = wire_with(config, credentials, tls);
+    let mut wiring = wire_with(config, account.credentials(), tls.clone());
     if config.credentials.file.is_some() {
         wiring.watch = Some(reload::Watch {
             settings: config.credentials.clone(),
-            loaded,
+            loaded: account.loaded,
         });
     }
     Ok(wiring)

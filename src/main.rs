@@ -7,7 +7,6 @@ use std::io::IsTerminal;
 use std::io::Write as _;
 use std::process::ExitCode;
 
-use clap::Parser;
 use lanyard::cli::{Cli, Command};
 use lanyard::commands::{self, Failure};
 use lanyard::config::{Config, LogFormat, ProcessEnv, Requirement};
@@ -22,7 +21,7 @@ fn main() -> ExitCode {
         Command::Demo => Requirement::Demo,
         Command::Healthcheck => Requirement::AdminOnly,
     };
-    let config = match Config::load(&cli.settings.to_flags(), &ProcessEnv, need) {
+    let config = match Config::load(&cli.flags, &ProcessEnv, need) {
         Ok(config) => config,
         Err(err) => return fail(&Failure::Config(err)),
     };

@@ -387,7 +387,50 @@ async fn help_and_version_exit_0() {
     );
     let out = lanyard(&["--help"], &HashMap::<String, String>::new()).await;
     assert!(out.status.success());
-    assert!(text(&out.stdout).contains("[env: SERVICE_API_URL]"));
+    let help = text(&out.stdout);
+    assert!(help.contains("[env: SERVICE_API_URL]"), "{help}");
+    // Each flag's variable and default come from the setting's declaration.
+    let listen = help
+        .lines()
+        .find(|l| l.trim_start().starts_with("--listen <ADDR>"))
+        .expect("a --listen line");
+    assert!(
+        listen.ends_with("[env: LANYARD_LISTEN] [default: 127.0.0.1:8080]"),
+        "{listen}"
+    );
+    let ttl = help
+        .lines()
+        .find(|l| l.trim_start().starts_with("--assertion-ttl <DURATION>"))
+        .expect("an --assertion-ttl line");
+    assert!(ttl.ends_with("[default: 1h]"), "{ttl}");
+    // The key is no flag, but --help still names it.
+    assert!(!help.contains("--private-key"), "{help}");
+    assert!(help.contains("  SA_PRIVATE_KEY "), "{help}");
+}
+
+#[tokio::test]
+async fn a_switch_flag_outranks_the_environment_and_its_absence_does_not() {
+    let closed = closed_port().to_string();
+    let given = env(&[
+        ("LANYARD_LISTEN", "0.0.0.0:0"),
+        ("LANYARD_ALLOW_REMOTE", "false"),
+        ("LANYARD_ADMIN_LISTEN", &closed),
+    ]);
+    // Settings accepted: the probe runs, and finds nothing listening.
+    let out = lanyard(&["healthcheck", "--allow-remote"], &given).await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+
+    // Without the flag the variable stands, and the listener is refused.
+    let out = lanyard(&["healthcheck"], &given).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).starts_with(
+            "lanyard: LANYARD_LISTEN (environment variable LANYARD_LISTEN): 0.0.0.0:0 is not a loopback address"
+        ),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[tokio::test]

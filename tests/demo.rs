@@ -13,7 +13,7 @@ async fn banner_curl_lines_start_poll_and_show_a_403() {
     let config = Config::load(
         &Flags::default(),
         &HashMap::<String, String>::new(),
-        Requirement::NoUpstream,
+        Requirement::Demo,
     )
     .unwrap();
     let proxy = TcpListener::bind("127.0.0.1:0").await.unwrap();

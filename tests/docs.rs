@@ -4,7 +4,7 @@ mod support;
 
 use std::collections::BTreeSet;
 
-use lanyard::config::SETTINGS;
+use lanyard::config::{SETTINGS, ShownDefault};
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap()
@@ -34,17 +34,27 @@ fn settings_rows() -> Vec<Vec<String>> {
         .collect()
 }
 
+/// Every row of the README's settings table is the setting's declaration:
+/// variable, flag, config key and default, in the table's order.
 #[test]
-fn readme_settings_table_matches_the_code() {
+fn readme_settings_table_matches_the_declarations() {
     let rows = settings_rows();
     assert_eq!(rows.len(), SETTINGS.len(), "one row per setting");
     for (row, setting) in rows.iter().zip(SETTINGS) {
-        assert_eq!(row[1], format!("`{}`", setting.env));
-        match setting.flag {
-            Some(flag) => assert_eq!(row[2], format!("`{flag}`"), "{}", setting.env),
-            None => assert!(row[2].starts_with("none"), "{}", setting.env),
+        let env = setting.env();
+        assert_eq!(row[1], format!("`{env}`"));
+        match setting.flag() {
+            Some(flag) => assert_eq!(row[2], format!("`{flag}`"), "{env}"),
+            None => assert!(row[2].starts_with("none"), "{env}"),
         }
-        assert_eq!(row[3], format!("`{}`", setting.key), "{}", setting.env);
+        assert_eq!(row[3], format!("`{}`", setting.key()), "{env}");
+        let default = match setting.shown_default() {
+            ShownDefault::None => "none".to_string(),
+            ShownDefault::Value(value) => format!("`{value}`"),
+            ShownDefault::Computed(text) => text,
+            ShownDefault::Described(text) => text.to_string(),
+        };
+        assert_eq!(row[4], default, "{env}: the README's default");
     }
 }
 
@@ -63,7 +73,7 @@ fn example_config_names_every_key_and_only_real_ones() {
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
         })
         .collect();
-    let known: BTreeSet<&str> = SETTINGS.iter().map(|s| s.key).collect();
+    let known: BTreeSet<&str> = SETTINGS.iter().map(|s| s.key()).collect();
     assert_eq!(named, known);
 }
 
@@ -86,10 +96,24 @@ fn example_config_loads_when_uncommented() {
         .join("\n");
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("lanyard.toml");
-    let ca = dir.path().join("ca.pem");
-    // Read and checked at load, so a real certificate.
-    std::fs::write(&ca, support::tls::TestCa::new().ca_pem).unwrap();
-    let text = uncommented.replace("/etc/ssl/private-ca.pem", ca.to_str().unwrap());
+    // Both files are read and checked at load, so real ones.
+    let ca = support::write(dir.path(), "ca.pem", &support::tls::TestCa::new().ca_pem);
+    let key = support::fixture("rsa2048.pkcs8.pem");
+    let credentials = serde_json::json!({
+        "type": "service_account",
+        "client_id": "sa-example",
+        "private_key": key,
+        "iam_audience": "https://iam.example.com",
+        "token_uri": "https://iam.example.com/oauth2/token",
+        "organization_id": "org-example",
+    });
+    let credentials = support::write(dir.path(), "credentials.json", &credentials.to_string());
+    let text = uncommented
+        .replace("/etc/ssl/private-ca.pem", ca.to_str().unwrap())
+        .replace(
+            "/var/run/secrets/lanyard/credentials.json",
+            credentials.to_str().unwrap(),
+        );
     std::fs::write(&path, text).unwrap();
     let flags = lanyard::config::Flags {
         config: Some(path),
@@ -101,6 +125,9 @@ fn example_config_loads_when_uncommented() {
             .expect("the example's values are valid");
     assert_eq!(config.listen, "127.0.0.1:8080".parse().unwrap());
     assert_eq!(config.assertion_ttl, std::time::Duration::from_secs(3600));
+    // The example's overrides win over the file's fields.
+    let account = config.account.expect("credentials read at load");
+    assert_eq!(account.credentials().client_id, "sa-1234");
 }
 
 #[test]

@@ -1,0 +1,256 @@
+//! Settings: command-line flags, environment, TOML file and defaults, merged
+//! into one validated [`Config`] (README "Settings").
+//!
+//! - [`settings`]: the table. Each setting is declared once there, with
+//!   its key, variable, flag, help, default and reader; the command line,
+//!   `--help`, the config file's keys and the README's table follow it.
+//! - [`declaration`]: what a declaration holds, [`Setting`] and
+//!   [`AnySetting`].
+//! - `values`: readers for durations, counts, sizes, addresses, URLs.
+//! - `sources`: flags, environment and file, layered, each value with
+//!   where it came from.
+//! - `outbound`: the credentials and TLS roots, read and checked once.
+//! - `problems`: the one-line-per-problem error.
+//!
+//! Precedence is flag > environment > file > default. Every problem is
+//! collected before failing, and each message names the setting and where
+//! its value came from; values of secret settings are never echoed.
+
+pub mod declaration;
+mod outbound;
+mod problems;
+pub mod settings;
+mod sources;
+mod values;
+
+#[cfg(test)]
+mod tests;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use declaration::{AnySetting, DefaultValue, Setting, ShownDefault};
+pub use outbound::Account;
+pub use problems::ConfigError;
+pub use settings::*;
+pub use sources::{Env, Flags, NotUnicode, ProcessEnv, Source, Sourced, io_reason};
+pub use values::{ByteSize, LogFormat, Shown, TargetUrl, is_loopback_host, parse_duration};
+
+use sources::{Layers, Reported};
+
+/// The credentials-related settings, unresolved: the credentials file is
+/// read and merged with these by [`crate::credentials`].
+#[derive(Debug, Clone, Default)]
+pub struct CredentialSettings {
+    pub file: Option<Sourced<PathBuf>>,
+    pub client_id: Option<Sourced<String>>,
+    pub private_key: Option<Sourced<crate::Secret>>,
+    pub iam_audience: Option<Sourced<String>>,
+    pub token_uri: Option<Sourced<String>>,
+    pub organization_id: Option<Sourced<String>>,
+    /// `ORG_ID`, the fallback for the organization id.
+    pub org_id: Option<Sourced<String>>,
+}
+
+/// Every setting, validated.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `None` only where the command does not need it (`token`, `demo`).
+    pub service_api_url: Option<TargetUrl>,
+    pub credentials: CredentialSettings,
+    pub org_id: Option<String>,
+    pub project_id: Option<String>,
+    pub rule_id: Option<String>,
+    pub listen: SocketAddr,
+    pub admin_listen: SocketAddr,
+    pub assertion_ttl: Duration,
+    /// How far `iat` (and with it `exp`) is backdated.
+    pub clock_skew: Duration,
+    pub ca_file: Option<PathBuf>,
+    pub upstream_timeout: Duration,
+    pub token_timeout: Duration,
+    /// How long before its expiry a token stops being sent; at run time at
+    /// most a tenth of each token's lifetime.
+    pub expiry_margin: Duration,
+    pub shutdown_grace: Duration,
+    pub header_timeout: Duration,
+    pub body_timeout: Duration,
+    pub max_header_bytes: usize,
+    pub max_connections: usize,
+    pub max_upstream_connections: usize,
+    /// Proxy threads for `run` and `demo`, each with its own runtime.
+    pub worker_threads: usize,
+    pub rfc7523_fields: bool,
+    pub log_format: LogFormat,
+    pub demo: bool,
+    /// Values that were accepted with an adjustment, and what was logged
+    /// while reading them, to log once logging is set up.
+    pub warnings: Vec<String>,
+    /// The credentials, read and checked at load for the commands that
+    /// sign assertions (`run`, `check`, `token`); `None` otherwise.
+    pub account: Option<Account>,
+    /// TLS for the token endpoint and the upstream: the system roots plus
+    /// the `LANYARD_CA_FILE` bundle, read at load; `None` for
+    /// `healthcheck`, which opens no TLS connection.
+    pub tls: Option<rustls::ClientConfig>,
+}
+
+/// What the command needs from the settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requirement {
+    /// `run` and `check`: the upstream base URL and credentials.
+    Upstream,
+    /// `token`: credentials only.
+    NoUpstream,
+    /// `demo`: neither; the demo makes its own.
+    Demo,
+    /// `healthcheck`: the admin address only. It runs every few seconds in
+    /// the container, so it must not read the key.
+    AdminOnly,
+}
+
+impl Requirement {
+    fn credentials(self) -> bool {
+        matches!(self, Requirement::Upstream | Requirement::NoUpstream)
+    }
+}
+
+impl Config {
+    /// Merges flags, environment, config file and defaults, validates
+    /// everything, and reads the credentials and the CA bundle the command
+    /// needs, reporting all problems at once.
+    pub fn load(flags: &Flags, env: &dyn Env, need: Requirement) -> Result<Config, ConfigError> {
+        let mut layers = Layers::open(flags, env);
+        let l = &mut layers;
+
+        let demo = l.value(&DEMO);
+        let service_api_url = match l.given(&SERVICE_API_URL) {
+            Ok(Some(url)) => Some(url.value),
+            Ok(None) if need == Requirement::Upstream && !demo => {
+                l.errors.push(format!(
+                    "{}: is required (the service's API base URL, e.g. https://api.example.com)",
+                    SERVICE_API_URL.env
+                ));
+                None
+            }
+            Ok(None) | Err(Reported) => None,
+        };
+
+        let credentials = CredentialSettings {
+            file: l.optional(&CREDENTIALS_FILE),
+            client_id: l.optional(&CLIENT_ID),
+            private_key: l.optional(&PRIVATE_KEY).map(|key| Sourced {
+                value: crate::Secret::new(key.value),
+                source: key.source,
+            }),
+            iam_audience: l.optional(&IAM_AUDIENCE),
+            token_uri: l.optional(&TOKEN_URI),
+            organization_id: l.optional(&ORGANIZATION_ID),
+            org_id: l.optional(&ORG_ID),
+        };
+        let org_id = credentials.org_id.as_ref().map(|s| s.value.clone());
+        let project_id = l.optional(&PROJECT_ID).map(|s| s.value);
+        let rule_id = l.optional(&RULE_ID).map(|s| s.value);
+
+        let allow_remote = l.value(&ALLOW_REMOTE);
+        let listen = match l.optional(&LISTEN) {
+            Some(addr) if !addr.value.ip().is_loopback() && !allow_remote => {
+                let why = format!(
+                    "{} is not a loopback address; anyone who can reach the proxy acts as the service account. Set {}=true to allow it",
+                    addr.value, ALLOW_REMOTE.env
+                );
+                l.problem(LISTEN.env, &addr.source, &why);
+                LISTEN.default_value()
+            }
+            Some(addr) => addr.value,
+            None => LISTEN.default_value(),
+        };
+        let admin_listen = l.value(&ADMIN_LISTEN);
+
+        let assertion_ttl = match l.optional(&ASSERTION_TTL) {
+            Some(ttl) => {
+                if ttl.value > MAX_ASSERTION_TTL {
+                    l.warnings.push(format!(
+                        "{} ({}): {} s is capped at {} s, the longest the service accepts (seed §5.2)",
+                        ASSERTION_TTL.env,
+                        ttl.source,
+                        ttl.value.as_secs(),
+                        MAX_ASSERTION_TTL.as_secs()
+                    ));
+                }
+                values::capped_lifetime(ttl.value)
+            }
+            None => ASSERTION_TTL.default_value(),
+        };
+        let clock_skew = match l.optional(&CLOCK_SKEW) {
+            Some(skew) if skew.value >= assertion_ttl => {
+                let why = format!(
+                    "{} s is not less than the assertion lifetime ({} s): the assertion would be expired when sent",
+                    skew.value.as_secs(),
+                    assertion_ttl.as_secs()
+                );
+                l.problem(CLOCK_SKEW.env, &skew.source, &why);
+                CLOCK_SKEW.default_value()
+            }
+            Some(skew) => skew.value,
+            None => CLOCK_SKEW.default_value(),
+        };
+        let ca_file = l.optional(&CA_FILE);
+        let upstream_timeout = l.value(&UPSTREAM_TIMEOUT);
+        let token_timeout = l.value(&TOKEN_TIMEOUT);
+        let expiry_margin = l.value(&EXPIRY_MARGIN);
+        let shutdown_grace = l.value(&SHUTDOWN_GRACE);
+        let header_timeout = l.value(&HEADER_TIMEOUT);
+        let body_timeout = l.value(&BODY_TIMEOUT);
+        let ByteSize(max_header_bytes) = l.value(&MAX_HEADER_BYTES);
+        let max_upstream_connections = l.value(&MAX_UPSTREAM_CONNECTIONS);
+        let max_connections = l.value(&MAX_CONNECTIONS);
+        let worker_threads = l.value(&WORKER_THREADS);
+        let rfc7523_fields = l.value(&RFC7523_FIELDS);
+        let log_format = l.value(&LOG_FORMAT);
+
+        // What the settings point at comes last, so its problems follow
+        // the settings' own; all of them show in one run.
+        let tls = match need {
+            Requirement::AdminOnly => None,
+            _ => outbound::tls(ca_file.as_ref(), l),
+        };
+        let account = match need.credentials() && !demo {
+            true => outbound::account(&credentials, l),
+            false => None,
+        };
+
+        if !layers.errors.is_empty() {
+            return Err(ConfigError::new(layers.errors));
+        }
+        Ok(Config {
+            service_api_url,
+            credentials,
+            org_id,
+            project_id,
+            rule_id,
+            listen,
+            admin_listen,
+            assertion_ttl,
+            clock_skew,
+            ca_file: ca_file.map(|ca| ca.value),
+            upstream_timeout,
+            token_timeout,
+            expiry_margin,
+            shutdown_grace,
+            header_timeout,
+            body_timeout,
+            max_header_bytes,
+            max_connections,
+            max_upstream_connections,
+            worker_threads,
+            rfc7523_fields,
+            log_format,
+            demo,
+            warnings: layers.warnings,
+            account,
+            tls,
+        })
+    }
+}

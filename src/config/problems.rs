@@ -1,0 +1,45 @@
+//! The settings' problems, one printable line each.
+
+/// Problems found in the settings; each line names the setting and source.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .0.join("\n"))]
+pub struct ConfigError(Vec<String>);
+
+impl ConfigError {
+    /// Collects problem lines, escaping control characters and the
+    /// characters that reorder or break text: a line quotes values as
+    /// given, and a line break, terminal escape or bidirectional override
+    /// in one would split the problem or disguise it on stderr.
+    pub fn new(lines: Vec<String>) -> Self {
+        ConfigError(
+            lines
+                .into_iter()
+                .map(|line| {
+                    let mut shown = String::with_capacity(line.len());
+                    for c in line.chars() {
+                        if c.is_control() || reorders_text(c) {
+                            shown.extend(c.escape_default());
+                        } else {
+                            shown.push(c);
+                        }
+                    }
+                    shown
+                })
+                .collect(),
+        )
+    }
+
+    pub fn lines(&self) -> &[String] {
+        &self.0
+    }
+
+    pub fn into_lines(self) -> Vec<String> {
+        self.0
+    }
+}
+
+/// Bidirectional embeddings, overrides and isolates, and the Unicode line
+/// and paragraph separators.
+fn reorders_text(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}')
+}

@@ -1,0 +1,474 @@
+//! The table of settings: each one declared once, with its TOML key,
+//! environment variable, flag, help line, default and reader. The command
+//! line (`cli.rs`), the config file's keys, `--help`, the loader and the
+//! README's settings table (checked by `tests/docs.rs`) all come from here.
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::declaration::{AnySetting, DefaultValue, Setting};
+use super::values::{
+    ByteSize, LogFormat, TargetUrl, read_addr, read_bool, read_clock_skew, read_connections,
+    read_duration, read_header_bytes, read_lifetime, read_log_format, read_path,
+    read_positive_duration, read_text, read_upstream_connections, read_worker_threads,
+};
+
+/// The config file itself is located by flag or environment only.
+pub const CONFIG_ENV: &str = "LANYARD_CONFIG";
+
+/// Loopback only: anyone who can reach the proxy acts as the service account.
+pub const DEFAULT_LISTEN: SocketAddr =
+    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 1), 8080));
+/// All interfaces, so kubelet probes and Prometheus can reach it; it serves
+/// health and metrics only, never a token.
+pub const DEFAULT_ADMIN_LISTEN: SocketAddr =
+    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9090));
+/// The seed suggests one hour, and its token endpoint refuses longer.
+pub const DEFAULT_ASSERTION_TTL: Duration = Duration::from_secs(3600);
+/// Upper bound of the assertion lifetime: the service refuses longer (see
+/// README "Token exchange").
+pub const MAX_ASSERTION_TTL: Duration = Duration::from_secs(3600);
+/// Backdating `iat` beyond this would hide a broken clock rather than
+/// tolerate a drifting one.
+pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(300);
+/// Time to response headers; generous because some API calls do real work.
+pub const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(30);
+/// A token endpoint that has not answered in 10 s is better retried than
+/// waited on; the held token keeps serving meanwhile.
+pub const DEFAULT_TOKEN_TIMEOUT: Duration = Duration::from_secs(10);
+/// A token is retired this long before the expiry its `expires_in` gives:
+/// a JWT's `exp` is whole seconds (up to 1 s sooner), the request takes
+/// its latency to arrive, and the API's clock may run ahead of ours. Ten
+/// seconds covers all three with room; see README "Token lifetime".
+pub const DEFAULT_EXPIRY_MARGIN: Duration = Duration::from_secs(10);
+/// Below Kubernetes' default 30 s termination grace period, so lanyard
+/// finishes draining before the kubelet kills it.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+/// A client that has not sent a request's headers by now, on a new or an
+/// idle keep-alive connection, is disconnected, so slow or idle
+/// connections cannot pile up.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+/// A request body silent this long is given up: the HTTP/1.1 connection is
+/// closed, the HTTP/2 stream reset. Of the order of the header timeout, so
+/// a client stalling its body holds a connection no longer than one
+/// stalling its headers.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Request header bytes per connection (HTTP/1.1: the whole request head;
+/// HTTP/2: each header list). Envoy allows 60 KiB and nginx 32 KiB; API
+/// clients send a few KiB. With the connection limit it bounds memory
+/// (README "Limits").
+pub const DEFAULT_MAX_HEADER_BYTES: usize = 64 * 1024;
+/// hyper's smallest read buffer: a request head must fit in one.
+pub const MIN_MAX_HEADER_BYTES: usize = 8 * 1024;
+/// Beyond this a header limit is no limit.
+pub const MAX_MAX_HEADER_BYTES: usize = 1024 * 1024;
+/// One app's connection pool needs tens of connections; a thousand leaves
+/// room for bursts while keeping memory and file descriptors bounded.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// Far beyond what one app needs, and what one process can hold open.
+pub const MAX_MAX_CONNECTIONS: usize = 1 << 20;
+/// Upstream connections across all proxy threads: an app's concurrency is
+/// tens of requests, and each HTTP/2 stream from a client no longer costs a
+/// connection of its own; beyond it, requests wait for a pooled one.
+pub const DEFAULT_MAX_UPSTREAM_CONNECTIONS: usize = 256;
+/// More than one process should hold to one upstream.
+pub const MAX_MAX_UPSTREAM_CONNECTIONS: usize = 65_536;
+/// A sidecar shares its pod's CPUs with the app: by default one runtime
+/// thread per CPU the process may use (cgroup quotas included), at most
+/// this many, as Istio caps Envoy at two.
+pub const DEFAULT_MAX_WORKER_THREADS: usize = 4;
+/// More threads than this is a typo, not a tuning.
+pub const MAX_WORKER_THREADS: usize = 256;
+
+/// One per CPU this process may use, up to [`DEFAULT_MAX_WORKER_THREADS`].
+fn default_worker_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(DEFAULT_MAX_WORKER_THREADS)
+}
+
+/// Every setting, in the order the README lists them.
+pub const SETTINGS: &[&dyn AnySetting] = &[
+    &SERVICE_API_URL,
+    &CREDENTIALS_FILE,
+    &CLIENT_ID,
+    &PRIVATE_KEY,
+    &IAM_AUDIENCE,
+    &TOKEN_URI,
+    &ORGANIZATION_ID,
+    &ORG_ID,
+    &PROJECT_ID,
+    &RULE_ID,
+    &LISTEN,
+    &ALLOW_REMOTE,
+    &ADMIN_LISTEN,
+    &ASSERTION_TTL,
+    &CLOCK_SKEW,
+    &CA_FILE,
+    &UPSTREAM_TIMEOUT,
+    &TOKEN_TIMEOUT,
+    &EXPIRY_MARGIN,
+    &SHUTDOWN_GRACE,
+    &HEADER_TIMEOUT,
+    &BODY_TIMEOUT,
+    &MAX_HEADER_BYTES,
+    &MAX_CONNECTIONS,
+    &MAX_UPSTREAM_CONNECTIONS,
+    &WORKER_THREADS,
+    &RFC7523_FIELDS,
+    &LOG_FORMAT,
+    &DEMO,
+];
+
+/// `SERVICE_API_URL`: the `{base_url}` of the seed, where requests go.
+pub const SERVICE_API_URL: Setting<TargetUrl> = Setting {
+    key: "service_api_url",
+    env: "SERVICE_API_URL",
+    flag: Some("--service-api-url"),
+    value_name: Some("URL"),
+    help: "The service's API base URL; may carry a path prefix",
+    default: DefaultValue::Described("required for `run` and `check`"),
+    read: |raw| TargetUrl::parse(raw, false),
+    secret: false,
+};
+
+/// `SA_CREDENTIALS_FILE`: watched for rotation (README "Credential rotation").
+pub const CREDENTIALS_FILE: Setting<PathBuf> = Setting {
+    key: "credentials_file",
+    env: "SA_CREDENTIALS_FILE",
+    flag: Some("--credentials-file"),
+    value_name: Some("PATH"),
+    help: "Credentials JSON file downloaded from the Portal",
+    default: DefaultValue::None,
+    read: read_path,
+    secret: false,
+};
+
+/// `SA_CLIENT_ID`.
+pub const CLIENT_ID: Setting = Setting {
+    key: "client_id",
+    env: "SA_CLIENT_ID",
+    flag: Some("--client-id"),
+    value_name: Some("ID"),
+    help: "Client id, overriding the credentials file's",
+    default: DefaultValue::Described("from file"),
+    read: read_text,
+    secret: false,
+};
+
+/// `SA_PRIVATE_KEY`: environment or config file only, never a flag.
+pub const PRIVATE_KEY: Setting = Setting {
+    key: "private_key",
+    env: "SA_PRIVATE_KEY",
+    flag: None,
+    value_name: None,
+    help: "Private key, PEM, overriding the credentials file's",
+    default: DefaultValue::Described("from file"),
+    read: read_text,
+    secret: true,
+};
+
+/// `SA_IAM_AUDIENCE`.
+pub const IAM_AUDIENCE: Setting = Setting {
+    key: "iam_audience",
+    env: "SA_IAM_AUDIENCE",
+    flag: Some("--iam-audience"),
+    value_name: Some("AUD"),
+    help: "IAM audience, overriding the credentials file's",
+    default: DefaultValue::Described("from file"),
+    read: read_text,
+    secret: false,
+};
+
+/// `SA_TOKEN_URI`: checked with the credentials, as `TargetUrl`.
+pub const TOKEN_URI: Setting = Setting {
+    key: "token_uri",
+    env: "SA_TOKEN_URI",
+    flag: Some("--token-uri"),
+    value_name: Some("URL"),
+    help: "Token endpoint, overriding the credentials file's",
+    default: DefaultValue::Described("from file"),
+    read: read_text,
+    secret: false,
+};
+
+/// `SA_ORGANIZATION_ID`.
+pub const ORGANIZATION_ID: Setting = Setting {
+    key: "organization_id",
+    env: "SA_ORGANIZATION_ID",
+    flag: Some("--organization-id"),
+    value_name: Some("ID"),
+    help: "Organization id, overriding the credentials file's",
+    default: DefaultValue::Described("from file, else `ORG_ID`"),
+    read: read_text,
+    secret: false,
+};
+
+/// `ORG_ID`, as the seed's reference application names it.
+pub const ORG_ID: Setting = Setting {
+    key: "org_id",
+    env: "ORG_ID",
+    flag: Some("--org-id"),
+    value_name: Some("ID"),
+    help: "Organization, the fallback organization id",
+    default: DefaultValue::None,
+    read: read_text,
+    secret: false,
+};
+
+/// `PROJECT_ID`.
+pub const PROJECT_ID: Setting = Setting {
+    key: "project_id",
+    env: "PROJECT_ID",
+    flag: Some("--project-id"),
+    value_name: Some("ID"),
+    help: "Project id, for `check` to probe the rule path",
+    default: DefaultValue::None,
+    read: read_text,
+    secret: false,
+};
+
+/// `RULE_ID`.
+pub const RULE_ID: Setting = Setting {
+    key: "rule_id",
+    env: "RULE_ID",
+    flag: Some("--rule-id"),
+    value_name: Some("UUID"),
+    help: "Rule id (UUID), for `check` to probe the rule path",
+    default: DefaultValue::None,
+    read: read_text,
+    secret: false,
+};
+
+/// `LANYARD_LISTEN`: loopback unless [`ALLOW_REMOTE`] (README "Settings").
+pub const LISTEN: Setting<SocketAddr> = Setting {
+    key: "listen",
+    env: "LANYARD_LISTEN",
+    flag: Some("--listen"),
+    value_name: Some("ADDR"),
+    help: "Proxy listener; loopback unless --allow-remote",
+    default: DefaultValue::Value(DEFAULT_LISTEN),
+    read: read_addr,
+    secret: false,
+};
+
+/// `LANYARD_ALLOW_REMOTE`: the explicit opt-in for a non-loopback proxy.
+pub const ALLOW_REMOTE: Setting<bool> = Setting {
+    key: "allow_remote",
+    env: "LANYARD_ALLOW_REMOTE",
+    flag: Some("--allow-remote"),
+    value_name: None,
+    help: "Allow a non-loopback proxy listener",
+    default: DefaultValue::Value(false),
+    read: read_bool,
+    secret: false,
+};
+
+/// `LANYARD_ADMIN_LISTEN`.
+pub const ADMIN_LISTEN: Setting<SocketAddr> = Setting {
+    key: "admin_listen",
+    env: "LANYARD_ADMIN_LISTEN",
+    flag: Some("--admin-listen"),
+    value_name: Some("ADDR"),
+    help: "Admin listener: health and metrics",
+    default: DefaultValue::Value(DEFAULT_ADMIN_LISTEN),
+    read: read_addr,
+    secret: false,
+};
+
+/// `LANYARD_ASSERTION_TTL`: read without the one-day bound, then capped at
+/// [`MAX_ASSERTION_TTL`] with a warning.
+pub const ASSERTION_TTL: Setting<Duration> = Setting {
+    key: "assertion_ttl",
+    env: "LANYARD_ASSERTION_TTL",
+    flag: Some("--assertion-ttl"),
+    value_name: Some("DURATION"),
+    help: "Assertion lifetime, at most 1h",
+    default: DefaultValue::Value(DEFAULT_ASSERTION_TTL),
+    read: read_lifetime,
+    secret: false,
+};
+
+/// `LANYARD_CLOCK_SKEW`: also checked against the assertion lifetime.
+pub const CLOCK_SKEW: Setting<Duration> = Setting {
+    key: "clock_skew",
+    env: "LANYARD_CLOCK_SKEW",
+    flag: Some("--clock-skew"),
+    value_name: Some("DURATION"),
+    help: "Backdate the assertion's iat and exp for a token endpoint whose clock is behind, at most 5m",
+    default: DefaultValue::Value(Duration::ZERO),
+    read: read_clock_skew,
+    secret: false,
+};
+
+/// `LANYARD_CA_FILE`: read and parsed once, at load.
+pub const CA_FILE: Setting<PathBuf> = Setting {
+    key: "ca_file",
+    env: "LANYARD_CA_FILE",
+    flag: Some("--ca-file"),
+    value_name: Some("PATH"),
+    help: "Extra CA bundle (PEM) for upstream and token TLS",
+    default: DefaultValue::None,
+    read: read_path,
+    secret: false,
+};
+
+/// `LANYARD_UPSTREAM_TIMEOUT`.
+pub const UPSTREAM_TIMEOUT: Setting<Duration> = Setting {
+    key: "upstream_timeout",
+    env: "LANYARD_UPSTREAM_TIMEOUT",
+    flag: Some("--upstream-timeout"),
+    value_name: Some("DURATION"),
+    help: "Time to upstream response headers",
+    default: DefaultValue::Value(DEFAULT_UPSTREAM_TIMEOUT),
+    read: read_positive_duration,
+    secret: false,
+};
+
+/// `LANYARD_TOKEN_TIMEOUT`.
+pub const TOKEN_TIMEOUT: Setting<Duration> = Setting {
+    key: "token_timeout",
+    env: "LANYARD_TOKEN_TIMEOUT",
+    flag: Some("--token-timeout"),
+    value_name: Some("DURATION"),
+    help: "Time for one token request",
+    default: DefaultValue::Value(DEFAULT_TOKEN_TIMEOUT),
+    read: read_positive_duration,
+    secret: false,
+};
+
+/// `LANYARD_EXPIRY_MARGIN` (README "Token lifetime").
+pub const EXPIRY_MARGIN: Setting<Duration> = Setting {
+    key: "expiry_margin",
+    env: "LANYARD_EXPIRY_MARGIN",
+    flag: Some("--expiry-margin"),
+    value_name: Some("DURATION"),
+    help: "Stop sending a token this long before it expires, at most a tenth of its lifetime",
+    default: DefaultValue::Value(DEFAULT_EXPIRY_MARGIN),
+    read: read_duration,
+    secret: false,
+};
+
+/// `LANYARD_SHUTDOWN_GRACE` (README "Shutdown").
+pub const SHUTDOWN_GRACE: Setting<Duration> = Setting {
+    key: "shutdown_grace",
+    env: "LANYARD_SHUTDOWN_GRACE",
+    flag: Some("--shutdown-grace"),
+    value_name: Some("DURATION"),
+    help: "Drain time on shutdown",
+    default: DefaultValue::Value(DEFAULT_SHUTDOWN_GRACE),
+    read: read_duration,
+    secret: false,
+};
+
+/// `LANYARD_HEADER_TIMEOUT` (README "Limits").
+pub const HEADER_TIMEOUT: Setting<Duration> = Setting {
+    key: "header_timeout",
+    env: "LANYARD_HEADER_TIMEOUT",
+    flag: Some("--header-timeout"),
+    value_name: Some("DURATION"),
+    help: "Time a client has to send a request's headers, also the idle keep-alive limit",
+    default: DefaultValue::Value(DEFAULT_HEADER_TIMEOUT),
+    read: read_positive_duration,
+    secret: false,
+};
+
+/// `LANYARD_BODY_TIMEOUT` (README "Limits").
+pub const BODY_TIMEOUT: Setting<Duration> = Setting {
+    key: "body_timeout",
+    env: "LANYARD_BODY_TIMEOUT",
+    flag: Some("--body-timeout"),
+    value_name: Some("DURATION"),
+    help: "Time a request body may stay silent before the request is given up",
+    default: DefaultValue::Value(DEFAULT_BODY_TIMEOUT),
+    read: read_positive_duration,
+    secret: false,
+};
+
+/// `LANYARD_MAX_HEADER_BYTES` (README "Limits").
+pub const MAX_HEADER_BYTES: Setting<ByteSize> = Setting {
+    key: "max_header_bytes",
+    env: "LANYARD_MAX_HEADER_BYTES",
+    flag: Some("--max-header-bytes"),
+    value_name: Some("BYTES"),
+    help: "Largest request head a client may send: bytes, KiB or MiB",
+    default: DefaultValue::Value(ByteSize(DEFAULT_MAX_HEADER_BYTES)),
+    read: read_header_bytes,
+    secret: false,
+};
+
+/// `LANYARD_MAX_CONNECTIONS` (README "Limits").
+pub const MAX_CONNECTIONS: Setting<usize> = Setting {
+    key: "max_connections",
+    env: "LANYARD_MAX_CONNECTIONS",
+    flag: Some("--max-connections"),
+    value_name: Some("N"),
+    help: "Most client connections the proxy holds open at once",
+    default: DefaultValue::Value(DEFAULT_MAX_CONNECTIONS),
+    read: read_connections,
+    secret: false,
+};
+
+/// `LANYARD_MAX_UPSTREAM_CONNECTIONS` (README "Limits").
+pub const MAX_UPSTREAM_CONNECTIONS: Setting<usize> = Setting {
+    key: "max_upstream_connections",
+    env: "LANYARD_MAX_UPSTREAM_CONNECTIONS",
+    flag: Some("--max-upstream-connections"),
+    value_name: Some("N"),
+    help: "Most connections to the upstream, across all proxy threads",
+    default: DefaultValue::Value(DEFAULT_MAX_UPSTREAM_CONNECTIONS),
+    read: read_upstream_connections,
+    secret: false,
+};
+
+/// `LANYARD_WORKER_THREADS`.
+pub const WORKER_THREADS: Setting<usize> = Setting {
+    key: "worker_threads",
+    env: "LANYARD_WORKER_THREADS",
+    flag: Some("--worker-threads"),
+    value_name: Some("N"),
+    help: "Proxy threads",
+    default: DefaultValue::Computed {
+        value: default_worker_threads,
+        shown: || format!("CPUs available, at most {DEFAULT_MAX_WORKER_THREADS}"),
+    },
+    read: read_worker_threads,
+    secret: false,
+};
+
+/// `LANYARD_RFC7523_FIELDS` (README "Token exchange").
+pub const RFC7523_FIELDS: Setting<bool> = Setting {
+    key: "rfc7523_fields",
+    env: "LANYARD_RFC7523_FIELDS",
+    flag: Some("--rfc7523-fields"),
+    value_name: Some("BOOL"),
+    help: "Send RFC 7523 grant_type and client_assertion_type",
+    default: DefaultValue::Value(true),
+    read: read_bool,
+    secret: false,
+};
+
+/// `LANYARD_LOG_FORMAT`.
+pub const LOG_FORMAT: Setting<LogFormat> = Setting {
+    key: "log_format",
+    env: "LANYARD_LOG_FORMAT",
+    flag: Some("--log-format"),
+    value_name: Some("FORMAT"),
+    help: "Log format, json or text",
+    default: DefaultValue::Value(LogFormat::Json),
+    read: read_log_format,
+    secret: false,
+};
+
+/// `DEMO_MOCK`: the command `lanyard demo` is its flag.
+pub const DEMO: Setting<bool> = Setting {
+    key: "demo",
+    env: "DEMO_MOCK",
+    flag: None,
+    value_name: None,
+    help: "Run against the embedded mock service, as `lanyard demo` does",
+    default: DefaultValue::Value(false),
+    read: read_bool,
+    secret: false,
+};

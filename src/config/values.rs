@@ -1,0 +1,326 @@
+//! How settings' text becomes values, and values text again: durations,
+//! counts, sizes, addresses, booleans and the URLs lanyard sends the token
+//! to. A reader's error is a reason that may quote the value; the loader
+//! prefixes the setting and where the value came from.
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use http::Uri;
+
+use super::settings::{
+    MAX_ASSERTION_TTL, MAX_CLOCK_SKEW, MAX_MAX_CONNECTIONS, MAX_MAX_HEADER_BYTES,
+    MAX_MAX_UPSTREAM_CONNECTIONS, MAX_WORKER_THREADS, MIN_MAX_HEADER_BYTES,
+};
+
+/// A value as a user would type it, for `--help` and the README.
+pub trait Shown {
+    fn shown(&self) -> String;
+}
+
+impl Shown for Duration {
+    fn shown(&self) -> String {
+        humantime::format_duration(*self).to_string()
+    }
+}
+
+impl Shown for SocketAddr {
+    fn shown(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl Shown for bool {
+    fn shown(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl Shown for usize {
+    fn shown(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl Shown for String {
+    fn shown(&self) -> String {
+        self.clone()
+    }
+}
+
+impl Shown for PathBuf {
+    fn shown(&self) -> String {
+        self.display().to_string()
+    }
+}
+
+impl Shown for TargetUrl {
+    fn shown(&self) -> String {
+        self.to_string()
+    }
+}
+
+/// A size in bytes, shown in KiB or MiB when it is a whole number of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteSize(pub usize);
+
+impl Shown for ByteSize {
+    fn shown(&self) -> String {
+        match self.0 {
+            n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{}MiB", n >> 20),
+            n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{}KiB", n >> 10),
+            n => n.to_string(),
+        }
+    }
+}
+
+/// Log line encoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Json,
+    Text,
+}
+
+impl Shown for LogFormat {
+    fn shown(&self) -> String {
+        match self {
+            LogFormat::Json => "json",
+            LogFormat::Text => "text",
+        }
+        .to_string()
+    }
+}
+
+pub(super) fn read_text(raw: &str) -> Result<String, String> {
+    Ok(raw.to_string())
+}
+
+pub(super) fn read_path(raw: &str) -> Result<PathBuf, String> {
+    Ok(PathBuf::from(raw))
+}
+
+pub(super) fn read_bool(raw: &str) -> Result<bool, String> {
+    match raw.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" => Ok(false),
+        _ => Err(format!("`{raw}` is not a boolean (use true or false)")),
+    }
+}
+
+pub(super) fn read_addr(raw: &str) -> Result<SocketAddr, String> {
+    raw.parse().map_err(|_| {
+        format!("`{raw}` is not an address with a port (like 127.0.0.1:8080 or [::1]:8080)")
+    })
+}
+
+pub(super) fn read_log_format(raw: &str) -> Result<LogFormat, String> {
+    match raw.to_ascii_lowercase().as_str() {
+        "json" => Ok(LogFormat::Json),
+        "text" => Ok(LogFormat::Text),
+        _ => Err(format!("`{raw}` is not a log format (use json or text)")),
+    }
+}
+
+/// A whole number of `what`, from 1 to `max`.
+fn read_count(raw: &str, max: usize, what: &str) -> Result<usize, String> {
+    match raw.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".to_string()),
+        Ok(n) if n > max => Err(format!("{n} is more than the {max} allowed")),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("`{raw}` is not a whole number of {what}")),
+    }
+}
+
+pub(super) fn read_connections(raw: &str) -> Result<usize, String> {
+    read_count(raw, MAX_MAX_CONNECTIONS, "connections")
+}
+
+pub(super) fn read_upstream_connections(raw: &str) -> Result<usize, String> {
+    read_count(raw, MAX_MAX_UPSTREAM_CONNECTIONS, "connections")
+}
+
+pub(super) fn read_worker_threads(raw: &str) -> Result<usize, String> {
+    read_count(raw, MAX_WORKER_THREADS, "threads")
+}
+
+/// A byte count: plain bytes, or with a `KiB` or `MiB` suffix, from
+/// [`MIN_MAX_HEADER_BYTES`] to [`MAX_MAX_HEADER_BYTES`].
+pub(super) fn read_header_bytes(raw: &str) -> Result<ByteSize, String> {
+    let raw = raw.trim();
+    let split = raw.find(|c: char| !c.is_ascii_digit()).unwrap_or(raw.len());
+    let (digits, unit) = raw.split_at(split);
+    let not_a_size = || format!("`{raw}` is not a size (use bytes, or a value like 64KiB)");
+    let scale = match unit.trim() {
+        "" => 1,
+        "KiB" => 1024,
+        "MiB" => 1024 * 1024,
+        _ => return Err(not_a_size()),
+    };
+    let bytes = digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(not_a_size)?;
+    if !(MIN_MAX_HEADER_BYTES..=MAX_MAX_HEADER_BYTES).contains(&bytes) {
+        return Err(format!(
+            "{bytes} bytes is outside {} KiB to {} KiB",
+            MIN_MAX_HEADER_BYTES / 1024,
+            MAX_MAX_HEADER_BYTES / 1024
+        ));
+    }
+    Ok(ByteSize(bytes))
+}
+
+/// The longest any duration setting may be: nothing lanyard waits for
+/// takes longer, and deadlines computed from an unbounded value would
+/// overflow.
+const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+
+/// Parses plain seconds (`30`) or humantime's grammar (`90s`, `5m`, `1h`,
+/// `250ms`, `1h 30m`, `1.5s`), up to a day.
+pub fn parse_duration(raw: &str) -> Result<Duration, String> {
+    match parse_any_duration(raw)? {
+        d if d > MAX_DURATION => Err(format!(
+            "`{}` is longer than a day, the most any duration may be",
+            raw.trim()
+        )),
+        d => Ok(d),
+    }
+}
+
+/// As [`parse_duration`], with no upper bound, for a setting that caps its
+/// value itself (the assertion lifetime, README "Settings"). Too large to
+/// represent reads as [`Duration::MAX`], so a bound refuses it by name.
+fn parse_any_duration(raw: &str) -> Result<Duration, String> {
+    let raw = raw.trim();
+    let not_a_duration =
+        || format!("`{raw}` is not a duration (use seconds, or a value like 90s, 5m, 1h)");
+    // humantime wants a unit; the settings have always taken bare seconds.
+    if !raw.is_empty() && raw.bytes().all(|b| b.is_ascii_digit()) {
+        return Ok(raw
+            .parse::<u64>()
+            .map_or(Duration::MAX, Duration::from_secs));
+    }
+    match humantime::parse_duration(raw) {
+        Ok(duration) => Ok(duration),
+        // Without a fraction, an overflow can only be magnitude; with one
+        // it may be precision below a nanosecond, which is no duration.
+        Err(humantime::DurationError::NumberOverflow) if !raw.contains('.') => Ok(Duration::MAX),
+        Err(_) => Err(not_a_duration()),
+    }
+}
+
+pub(super) fn read_duration(raw: &str) -> Result<Duration, String> {
+    parse_duration(raw)
+}
+
+pub(super) fn read_positive_duration(raw: &str) -> Result<Duration, String> {
+    match parse_duration(raw)? {
+        d if d.is_zero() => Err("must be greater than zero".to_string()),
+        d => Ok(d),
+    }
+}
+
+/// The assertion lifetime: positive, unbounded here because the loader
+/// caps it at [`MAX_ASSERTION_TTL`] with a warning rather than refusing.
+pub(super) fn read_lifetime(raw: &str) -> Result<Duration, String> {
+    match parse_any_duration(raw)? {
+        d if d.is_zero() => Err("must be greater than zero".to_string()),
+        d => Ok(d),
+    }
+}
+
+pub(super) fn read_clock_skew(raw: &str) -> Result<Duration, String> {
+    match parse_duration(raw)? {
+        d if d > MAX_CLOCK_SKEW => Err(format!(
+            "{} s is more than the {} s allowed; fix the clock instead (NTP)",
+            d.as_secs(),
+            MAX_CLOCK_SKEW.as_secs()
+        )),
+        d => Ok(d),
+    }
+}
+
+/// Caps an assertion lifetime: at most [`MAX_ASSERTION_TTL`], and whole
+/// seconds at least, since `iat` and `exp` are integers.
+pub(super) fn capped_lifetime(ttl: Duration) -> Duration {
+    ttl.min(MAX_ASSERTION_TTL).max(Duration::from_secs(1))
+}
+
+/// An absolute `http(s)` URL that lanyard sends the token to.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TargetUrl {
+    uri: Uri,
+}
+
+impl TargetUrl {
+    /// Parses and checks a URL: absolute, `http` or `https`, no user info,
+    /// no fragment, and `https` unless the host is a loopback address.
+    /// The message does not repeat the value, which may carry a secret.
+    pub fn parse(raw: &str, allow_query: bool) -> Result<Self, String> {
+        let raw = raw.trim();
+        if raw.contains('#') {
+            return Err("must not have a fragment (#...)".into());
+        }
+        let uri: Uri = raw
+            .parse()
+            .map_err(|_| "is not a valid absolute URL".to_string())?;
+        let scheme = uri
+            .scheme_str()
+            .ok_or("is not an absolute URL (expected https://host/...)")?;
+        let authority = uri
+            .authority()
+            .ok_or("is not an absolute URL (expected https://host/...)")?;
+        if authority.as_str().contains('@') {
+            return Err("must not carry user info (user:password@)".into());
+        }
+        if authority.host().is_empty() {
+            return Err("has no host".into());
+        }
+        if !allow_query && uri.query().is_some() {
+            return Err("must not have a query string".into());
+        }
+        match scheme {
+            "https" => {}
+            "http" if is_loopback_host(authority.host()) => {}
+            "http" => {
+                return Err(
+                    "must use https: the token would cross the network in clear text (plain http is accepted on loopback only)"
+                        .into(),
+                );
+            }
+            _ => return Err("must be an http or https URL".into()),
+        }
+        Ok(TargetUrl { uri })
+    }
+
+    pub fn uri(&self) -> &Uri {
+        &self.uri
+    }
+
+    /// Path prefix without a trailing slash (empty for the root).
+    pub fn path_prefix(&self) -> &str {
+        self.uri.path().trim_end_matches('/')
+    }
+}
+
+impl fmt::Display for TargetUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.uri, f)
+    }
+}
+
+impl fmt::Debug for TargetUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.uri, f)
+    }
+}
+
+/// True for `localhost`, `127.0.0.0/8` and `::1`.
+pub fn is_loopback_host(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    bare.eq_ignore_ascii_case("localhost")
+        || bare.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
