@@ -611,8 +611,13 @@ impl Demo {
                 parse_private_key(key.private_pem.expose()).map_err(|e| failed("demo key", e))?,
             ),
         };
-        let tls =
-            crate::http_client::tls_config(config.ca_file.as_deref()).map_err(Failure::Runtime)?;
+        // Built when the settings were loaded; a Config made by hand (a
+        // test's) may lack it.
+        let tls = match &config.tls {
+            Some(tls) => tls.clone(),
+            None => crate::http_client::tls_config(config.ca_file.as_deref())
+                .map_err(Failure::Runtime)?,
+        };
         let wiring = crate::commands::wire_with(&config, credentials, tls);
         let sidecar = Sidecar::start(&config, wiring, proxy, admin)?;
         Ok(Demo { mock, sidecar })

@@ -4,7 +4,7 @@
 //!
 //! # Layout
 //!
-//! - [`cli`]: command-line parsing (clap derive), mapped onto [`config::Flags`].
+//! - [`cli`]: command-line parsing: subcommands by clap derive, the settings' flags built from their declarations.
 //! - [`config`]: every setting with its flag, variable and default, validated into one [`config::Config`].
 //! - [`credentials`]: the credentials file, the `SA_*` overrides and the RSA key.
 //! - [`token`]: assertion, exchange, the token cell and its refresher.
