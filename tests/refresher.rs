@@ -1,90 +1,34 @@
-//! The refresher: renewal timing, backoff, Retry-After, the held token
-//! under failure, and forced renewals. Timing logic runs on tokio's paused
-//! clock with a scripted token source; the rest against the real mock.
+//! The refresher, through its public handle: renewal timing, backoff,
+//! Retry-After, new credentials, the held token under failure, and (in
+//! `refresher/forced.rs`) forced renewals after an upstream 401. Timing
+//! runs on tokio's paused clock with a scripted token source; the rest
+//! against the real mock. The rules themselves are tested one by one, with
+//! no runtime, in `src/token/schedule/tests.rs`.
 
 mod support;
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+// Cargo builds only the files directly under `tests/` as test crates;
+// these are modules of this one.
+#[path = "refresher/forced.rs"]
+mod forced;
+#[path = "refresher/scripted.rs"]
+mod scripted;
+
 use std::time::Duration;
 
-use lanyard::Secret;
 use lanyard::commands;
 use lanyard::metrics::Metrics;
 use lanyard::mock::Fault;
 use lanyard::token::refresher::spawn;
-use lanyard::token::{ExchangeError, Issued, RefreshPolicy, TokenHandle, TokenSource, Unavailable};
+use lanyard::token::{ExchangeError, RefreshPolicy, Unavailable};
+use scripted::*;
 use support::*;
 use tokio::time::Instant;
-
-/// Answers from a script, then fails with a 503 forever; records when it
-/// was called.
-#[derive(Default)]
-struct Scripted {
-    script: Mutex<VecDeque<Result<Issued, ExchangeError>>>,
-    calls: Mutex<Vec<Instant>>,
-}
-
-impl Scripted {
-    fn new(script: Vec<Result<Issued, ExchangeError>>) -> Arc<Self> {
-        Arc::new(Scripted {
-            script: Mutex::new(script.into()),
-            calls: Mutex::default(),
-        })
-    }
-
-    /// Time between consecutive calls.
-    fn gaps(&self) -> Vec<Duration> {
-        let calls = self.calls.lock().unwrap();
-        calls.windows(2).map(|w| w[1] - w[0]).collect()
-    }
-}
-
-impl TokenSource for Scripted {
-    async fn fetch(&self) -> Result<Issued, ExchangeError> {
-        self.calls.lock().unwrap().push(Instant::now());
-        self.script
-            .lock()
-            .unwrap()
-            .pop_front()
-            .unwrap_or(Err(server_error()))
-    }
-}
-
-fn token(seconds: u64) -> Result<Issued, ExchangeError> {
-    Ok(Issued {
-        access_token: Secret::new(format!("tok-{seconds}")),
-        lifetime: Duration::from_secs(seconds),
-        lifetime_assumed: false,
-    })
-}
-
-fn server_error() -> ExchangeError {
-    ExchangeError::Server {
-        status: 503,
-        retry_after: None,
-    }
-}
-
-async fn wait_attempts(handle: &TokenHandle, attempts: u64) {
-    wait_for(&mut handle.state(), Duration::from_secs(3600), |s| {
-        s.attempts >= attempts
-    })
-    .await;
-}
-
-fn between(gap: Duration, low_ms: u64, high_ms: u64) -> bool {
-    gap >= Duration::from_millis(low_ms) && gap <= Duration::from_millis(high_ms)
-}
 
 #[tokio::test(start_paused = true)]
 async fn renewal_happens_at_a_jittered_fraction_of_the_lifetime() {
     let source = Scripted::new(vec![token(100), token(100)]);
-    let (handle, _task) = spawn(
-        source.clone(),
-        RefreshPolicy::default(),
-        Metrics::unregistered(),
-    );
+    let (handle, _task) = start(&source);
     wait_attempts(&handle, 2).await;
     let gap = source.gaps()[0];
     assert!(between(gap, 70_000, 85_000), "renewed after {gap:?}");
@@ -100,11 +44,7 @@ async fn refresh_failure_keeps_previous_token_and_backs_off() {
         Err(server_error()),
         token(100),
     ]);
-    let (handle, _task) = spawn(
-        source.clone(),
-        RefreshPolicy::default(),
-        Metrics::unregistered(),
-    );
+    let (handle, _task) = start(&source);
     wait_attempts(&handle, 4).await;
     let state = handle.state().borrow().clone();
     assert_eq!(state.consecutive_failures, 3);
@@ -126,11 +66,7 @@ async fn backoff_is_capped_at_a_minute_while_a_token_is_held() {
     // A day-long token: its scheduled renewal fails, and the retries that
     // follow all happen while it is still held.
     let source = Scripted::new(vec![token(86_400)]);
-    let (handle, _task) = spawn(
-        source.clone(),
-        RefreshPolicy::default(),
-        Metrics::unregistered(),
-    );
+    let (handle, _task) = start(&source);
     wait_for(&mut handle.state(), Duration::from_secs(2 * 86_400), |s| {
         s.attempts >= 13
     })
@@ -147,11 +83,7 @@ async fn backoff_is_capped_at_a_minute_while_a_token_is_held() {
 #[tokio::test(start_paused = true)]
 async fn with_no_token_held_attempts_are_at_most_15_s_apart() {
     let source = Scripted::new(vec![]);
-    let (handle, _task) = spawn(
-        source.clone(),
-        RefreshPolicy::default(),
-        Metrics::unregistered(),
-    );
+    let (handle, _task) = start(&source);
     wait_attempts(&handle, 40).await;
     let calls = source.calls.lock().unwrap().clone();
     let start = calls[0];
@@ -178,11 +110,7 @@ async fn once_the_held_token_is_retired_the_next_attempt_is_within_15_s() {
     // Renewal of the 100 s token at 70-85 s fails, and so does every retry;
     // the token is retired at 90 s (its 10 s margin).
     let source = Scripted::new(vec![token(100)]);
-    let (handle, _task) = spawn(
-        source.clone(),
-        RefreshPolicy::default(),
-        Metrics::unregistered(),
-    );
+    let (handle, _task) = start(&source);
     wait_attempts(&handle, 1).await;
     let retired = Instant::now() + Duration::from_secs(90);
     let mut state = handle.state();
@@ -216,11 +144,7 @@ async fn retry_after_is_obeyed() {
         }),
         token(100),
     ]);
-    let (handle, _task) = spawn(
-        source.clone(),
-        RefreshPolicy::default(),
-        Metrics::unregistered(),
-    );
+    let (handle, _task) = start(&source);
     wait_attempts(&handle, 2).await;
     let gap = source.gaps()[0];
     // Never sooner than asked; up to 10% later, so a fleet spreads out.
@@ -240,11 +164,7 @@ async fn new_credentials_skip_the_backoff_but_not_a_retry_after() {
         }),
         token(100),
     ]);
-    let (handle, _task) = spawn(
-        source.clone(),
-        RefreshPolicy::default(),
-        Metrics::unregistered(),
-    );
+    let (handle, _task) = start(&source);
     wait_attempts(&handle, 1).await;
     // Refused credentials wait 30 s; new ones are tried at once.
     handle.renew_for_new_credentials();
@@ -258,22 +178,10 @@ async fn new_credentials_skip_the_backoff_but_not_a_retry_after() {
     assert!(between(gap, 45_000, 49_500), "retried after {gap:?}");
 }
 
-fn refused() -> Result<Issued, ExchangeError> {
-    Err(ExchangeError::Rejected {
-        status: 401,
-        error: Some("invalid_client".into()),
-        description: None,
-    })
-}
-
 #[tokio::test(start_paused = true)]
 async fn refused_credentials_are_not_retried_quickly_while_a_token_is_held() {
     let source = Scripted::new(vec![token(1000), refused(), token(100)]);
-    let (handle, _task) = spawn(
-        source.clone(),
-        RefreshPolicy::default(),
-        Metrics::unregistered(),
-    );
+    let (handle, _task) = start(&source);
     wait_attempts(&handle, 3).await;
     assert!(
         source.gaps()[1] >= Duration::from_secs(30),
@@ -285,11 +193,7 @@ async fn refused_credentials_are_not_retried_quickly_while_a_token_is_held() {
 #[tokio::test(start_paused = true)]
 async fn with_no_token_refused_credentials_are_retried_within_15_s() {
     let source = Scripted::new(vec![refused(), token(100)]);
-    let (handle, _task) = spawn(
-        source.clone(),
-        RefreshPolicy::default(),
-        Metrics::unregistered(),
-    );
+    let (handle, _task) = start(&source);
     wait_attempts(&handle, 2).await;
     assert!(
         between(source.gaps()[0], 7_500, 15_000),
@@ -301,37 +205,11 @@ async fn with_no_token_refused_credentials_are_retried_within_15_s() {
 #[tokio::test(start_paused = true)]
 async fn expired_token_is_not_handed_out_while_renewal_fails() {
     let source = Scripted::new(vec![token(10)]);
-    let (handle, _task) = spawn(source, RefreshPolicy::default(), Metrics::unregistered());
+    let (handle, _task) = start(&source);
     wait_attempts(&handle, 1).await;
     assert!(handle.get().await.is_ok());
     tokio::time::sleep(Duration::from_secs(10)).await;
     assert!(handle.current().is_none());
-    assert_eq!(handle.get().await.unwrap_err(), Unavailable::NoToken);
-}
-
-#[tokio::test(start_paused = true)]
-async fn failed_forced_renewal_keeps_the_rejected_token_until_it_expires() {
-    let source = Scripted::new(vec![token(100)]);
-    let (handle, _task) = spawn(
-        source.clone(),
-        RefreshPolicy::default(),
-        Metrics::unregistered(),
-    );
-    wait_attempts(&handle, 1).await;
-    let rejected = handle.current().unwrap();
-    let err = handle.renew_after_rejection(&rejected).await.unwrap_err();
-    assert_eq!(err, Unavailable::RenewalFailed(server_error()));
-    // No new token can be had: the held one is still sent, at once and
-    // without another token request, for the upstream to judge.
-    let calls = source.calls.lock().unwrap().len();
-    assert_eq!(handle.get().await.unwrap().generation(), 1);
-    assert_eq!(
-        handle.renew_after_rejection(&rejected).await.unwrap_err(),
-        Unavailable::Throttled
-    );
-    assert_eq!(source.calls.lock().unwrap().len(), calls);
-    // Until it is retired, 90 s after it was requested.
-    tokio::time::sleep_until(rejected.expires_at()).await;
     assert_eq!(handle.get().await.unwrap_err(), Unavailable::NoToken);
 }
 
@@ -445,131 +323,16 @@ async fn retry_after_from_the_token_endpoint_is_obeyed() {
     assert!(handle.current().is_some());
 }
 
-#[tokio::test]
-async fn concurrent_forced_renewals_share_one_token_request() {
-    let mock = mock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let wiring = commands::wire(&config(&settings(&mock, dir.path(), &[]))).unwrap();
-    let (handle, _task) = spawn(
-        wiring.exchanger,
-        RefreshPolicy::default(),
-        Metrics::unregistered(),
-    );
-    let rejected = handle.first_outcome().await.unwrap();
-    assert_eq!(mock.counters().token_requests, 1);
-
-    let mut callers = tokio::task::JoinSet::new();
-    for _ in 0..32 {
-        let handle = handle.clone();
-        let rejected = rejected.clone();
-        callers.spawn(async move { handle.renew_after_rejection(&rejected).await });
-    }
-    while let Some(result) = callers.join_next().await {
-        assert_eq!(result.unwrap().unwrap().generation(), 2);
-    }
-    assert_eq!(mock.counters().token_requests, 2);
-    // A request arriving after the 401 gets the new token, not the old one.
-    assert_eq!(handle.get().await.unwrap().generation(), 2);
-    assert_eq!(mock.counters().token_requests, 2);
-}
-
 #[tokio::test(start_paused = true)]
-async fn forced_renewals_in_quick_succession_are_throttled() {
-    let source = Scripted::new(vec![token(100), token(100), token(100)]);
-    let (handle, _task) = spawn(
-        source.clone(),
-        RefreshPolicy::default(),
-        Metrics::unregistered(),
-    );
+async fn new_credentials_during_a_token_request_are_tried_when_it_ends() {
+    // Every answer is a 503 after 10 s: without the new credentials, the
+    // next attempt would come 0.5-1 s after the first failure.
+    let source = Scripted::slow(vec![], Duration::from_secs(10));
+    let (handle, _task) = start(&source);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    handle.renew_for_new_credentials();
     wait_attempts(&handle, 1).await;
-    let first = handle.current().unwrap();
-    let second = handle.renew_after_rejection(&first).await.unwrap();
-    assert_eq!(second.generation(), 2);
-
-    // Rejected again at once: no new token request, and the request path
-    // keeps the token so the upstream's answer reaches the client.
-    let err = handle.renew_after_rejection(&second).await.unwrap_err();
-    assert_eq!(err, Unavailable::Throttled);
-    assert_eq!(handle.get().await.unwrap().generation(), 2);
-    assert_eq!(source.calls.lock().unwrap().len(), 2);
-
-    tokio::time::sleep(RefreshPolicy::default().min_forced_interval).await;
-    let third = handle.renew_after_rejection(&second).await.unwrap();
-    assert_eq!(third.generation(), 3);
-}
-
-#[tokio::test(start_paused = true)]
-async fn forced_renewals_back_off_exponentially_while_fresh_tokens_are_rejected() {
-    let source = Scripted::new((0..12).map(|_| token(86_400)).collect());
-    let policy = RefreshPolicy::default();
-    let (handle, _task) = spawn(source.clone(), policy.clone(), Metrics::unregistered());
-    wait_attempts(&handle, 1).await;
-
-    // An upstream that rejects every token, with a request arriving every
-    // second: each 401 asks for a renewal; only the backoff decides.
-    let mut held = handle.current().unwrap();
-    for _ in 0..5 {
-        loop {
-            match handle.renew_after_rejection(&held).await {
-                Ok(fresh) => {
-                    held = fresh;
-                    break;
-                }
-                Err(Unavailable::Throttled) => tokio::time::sleep(Duration::from_secs(1)).await,
-                Err(other) => panic!("unexpected {other:?}"),
-            }
-        }
-    }
-    let gaps: Vec<u64> = source.gaps()[1..].iter().map(|g| g.as_secs()).collect();
-    assert_eq!(
-        gaps,
-        [5, 10, 20, 40],
-        "forced renewals double their spacing"
-    );
-
-    // A token that then serves for a long while was not rejected for being
-    // fresh: the next rejection is renewed at once, and the spacing starts
-    // over from the minimum.
-    tokio::time::sleep(policy.max_forced_interval * 2).await;
-    held = handle.renew_after_rejection(&held).await.unwrap();
-    assert_eq!(
-        handle.renew_after_rejection(&held).await.unwrap_err(),
-        Unavailable::Throttled
-    );
-    tokio::time::sleep(policy.min_forced_interval).await;
-    handle.renew_after_rejection(&held).await.unwrap();
-}
-
-#[tokio::test(start_paused = true)]
-async fn forced_renewal_is_declined_while_backing_off() {
-    let source = Scripted::new(vec![token(100)]);
-    let (handle, _task) = spawn(
-        source.clone(),
-        RefreshPolicy::default(),
-        Metrics::unregistered(),
-    );
-    wait_attempts(&handle, 1).await;
-    // Let the scheduled renewal fail, so the refresher is backing off.
-    wait_attempts(&handle, 2).await;
-    let held = handle.current().unwrap();
-    let calls = source.calls.lock().unwrap().len();
-    assert_eq!(
-        handle.renew_after_rejection(&held).await.unwrap_err(),
-        Unavailable::Throttled
-    );
-    assert_eq!(source.calls.lock().unwrap().len(), calls);
-}
-
-#[tokio::test(start_paused = true)]
-async fn waiters_learn_when_the_refresher_stops() {
-    let source = Scripted::new(vec![token(100)]);
-    let (handle, task) = spawn(source, RefreshPolicy::default(), Metrics::unregistered());
-    wait_attempts(&handle, 1).await;
-    let held = handle.current().unwrap();
-    task.abort();
-    let _ = task.await;
-    assert_eq!(
-        handle.renew_after_rejection(&held).await.unwrap_err(),
-        Unavailable::Stopped
-    );
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert_eq!(source.call_count(), 2);
+    assert_eq!(source.gaps()[0], Duration::from_secs(10));
 }

@@ -24,6 +24,9 @@ pub struct Token {
     /// Wall-clock expiry, for metrics and logs only.
     expires_at_wall: SystemTime,
     generation: u64,
+    /// Written by the refresher alone, once it has read a report that the
+    /// upstream answered 401 to this token: readers then ask it for the
+    /// shared renewal instead of sending the token unasked.
     rejected: AtomicBool,
 }
 
@@ -88,7 +91,7 @@ impl Token {
         self.rejected.load(Ordering::Acquire)
     }
 
-    pub(crate) fn mark_rejected(&self) {
+    pub(super) fn mark_rejected(&self) {
         self.rejected.store(true, Ordering::Release);
     }
 }

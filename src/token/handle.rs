@@ -1,0 +1,192 @@
+//! How the rest of lanyard reaches the refresher: it reads the token and
+//! the refresher's published state, and reports what it saw. It decides
+//! nothing; every decision is the refresher's (README "Renewal and
+//! retries").
+
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, watch};
+
+use super::cell::{Token, TokenCell};
+use super::exchange::ExchangeError;
+
+/// What the refresher has done, published after each of its decisions;
+/// callers waiting for a renewal read their answer here.
+#[derive(Debug, Clone, Default)]
+pub struct RefreshState {
+    /// Generation of the newest token obtained (0: none yet). A renewal is
+    /// done when the cell holds a token newer than the rejected one.
+    pub generation: u64,
+    /// Token requests completed, successful or not.
+    pub attempts: u64,
+    /// Failures since the last success.
+    pub consecutive_failures: u32,
+    /// The last failure, cleared by a success.
+    pub last_error: Option<ExchangeError>,
+    /// Forced renewals declined: too soon after the last one, while
+    /// backing off from failures, or within the token endpoint's
+    /// `Retry-After`.
+    pub forced_declined: u64,
+}
+
+/// Why no token can be handed out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unavailable {
+    #[error("no valid token is held")]
+    NoToken,
+    #[error("renewing the rejected token failed: {0}")]
+    RenewalFailed(ExchangeError),
+    #[error(
+        "a renewal was forced moments ago, or the token endpoint is failing; not renewing again yet"
+    )]
+    Throttled,
+    #[error("the token refresher has stopped")]
+    Stopped,
+}
+
+/// What a handle tells the refresher. Facts, not requests: the refresher
+/// alone decides what follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Report {
+    /// The upstream answered 401 to the token of this generation.
+    Rejected { generation: u64 },
+    /// The credentials file changed and the new one is in use.
+    CredentialsChanged,
+}
+
+/// What every handle shares with the refresher: the token it publishes,
+/// the state it publishes, and where reports go.
+///
+/// The report channel is unbounded, yet short: the refresher reads it
+/// even while a token request is in flight and drains it whole at each
+/// wake-up, and each report comes from a request that met a 401 and
+/// awaits the answer, so it never holds more than the requests that met
+/// one since.
+pub(super) struct RefresherLink {
+    pub(super) cell: TokenCell,
+    pub(super) reports: mpsc::UnboundedSender<Report>,
+    /// The refresher task owns the sender, so waiters learn when it stops.
+    pub(super) state: watch::Receiver<RefreshState>,
+}
+
+/// Cheap to clone; every clone sees the same token.
+#[derive(Clone)]
+pub struct TokenHandle {
+    link: Arc<RefresherLink>,
+}
+
+impl std::fmt::Debug for TokenHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenHandle")
+            .field("token", &self.link.cell.load())
+            .finish()
+    }
+}
+
+impl TokenHandle {
+    pub(super) fn new(link: Arc<RefresherLink>) -> Self {
+        TokenHandle { link }
+    }
+
+    /// The held token, if it is still valid. Lock-free.
+    pub fn current(&self) -> Option<Arc<Token>> {
+        self.link.cell.valid()
+    }
+
+    /// The refresher's progress, to watch or inspect.
+    pub fn state(&self) -> watch::Receiver<RefreshState> {
+        self.link.state.clone()
+    }
+
+    /// A token for a request: the held one while usable. When the upstream
+    /// has rejected it, the shared renewal's result; when no new token can
+    /// be had (the endpoint down or failing, renewals throttled), the held
+    /// one still, so that the upstream judges each request: one replica's
+    /// 401 must not become an outage of lanyard's own making (README
+    /// "Renewal and retries").
+    pub async fn get(&self) -> Result<Arc<Token>, Unavailable> {
+        let token = self.link.cell.valid().ok_or(Unavailable::NoToken)?;
+        // The refresher marks the held token once it has read a report of
+        // its rejection; until then, this is one load and one flag.
+        if !token.is_rejected() {
+            return Ok(token);
+        }
+        match self.renew_after_rejection(&token).await {
+            Ok(fresh) => Ok(fresh),
+            Err(_) => self.link.cell.valid().ok_or(Unavailable::NoToken),
+        }
+    }
+
+    /// Asks for a token with new credentials now, past any backoff: a
+    /// failure so far may have been the old credentials' fault. The held
+    /// token keeps serving until the new one arrives.
+    pub fn renew_for_new_credentials(&self) {
+        // A stopped refresher has nothing to renew.
+        let _ = self.link.reports.send(Report::CredentialsChanged);
+    }
+
+    /// Reports that the upstream answered 401 to `rejected`, and waits for
+    /// the refresher's answer: its replacement, or why there is none yet.
+    /// Concurrent callers for the same token share one token request; a
+    /// caller whose token was already replaced gets the replacement at once.
+    pub async fn renew_after_rejection(&self, rejected: &Token) -> Result<Arc<Token>, Unavailable> {
+        let generation = rejected.generation();
+        let mut state = self.link.state.clone();
+        // Taken before the report, so that every answer the refresher
+        // publishes after reading it shows as a change from here.
+        let (attempts_before, declined_before) = {
+            let now = state.borrow_and_update();
+            (now.attempts, now.forced_declined)
+        };
+        if let Some(token) = self.newer_than(generation) {
+            return Ok(token);
+        }
+        self.link
+            .reports
+            .send(Report::Rejected { generation })
+            .map_err(|_| Unavailable::Stopped)?;
+        loop {
+            state.changed().await.map_err(|_| Unavailable::Stopped)?;
+            // The refresher stores a new token before it publishes.
+            if let Some(token) = self.newer_than(generation) {
+                return Ok(token);
+            }
+            let now = state.borrow_and_update();
+            if now.forced_declined > declined_before {
+                return Err(Unavailable::Throttled);
+            }
+            if now.attempts > attempts_before
+                && let Some(err) = &now.last_error
+            {
+                return Err(Unavailable::RenewalFailed(err.clone()));
+            }
+        }
+    }
+
+    fn newer_than(&self, generation: u64) -> Option<Arc<Token>> {
+        self.link
+            .cell
+            .valid()
+            .filter(|token| token.generation() > generation)
+    }
+
+    /// Waits until a token is held or an attempt fails, for commands that
+    /// need exactly one answer.
+    pub async fn first_outcome(&self) -> Result<Arc<Token>, Unavailable> {
+        let mut state = self.link.state.clone();
+        loop {
+            {
+                let now = state.borrow_and_update();
+                if now.generation > 0
+                    && let Some(token) = self.current()
+                {
+                    return Ok(token);
+                }
+                if let Some(err) = &now.last_error {
+                    return Err(Unavailable::RenewalFailed(err.clone()));
+                }
+            }
+            state.changed().await.map_err(|_| Unavailable::Stopped)?;
+        }
+    }
+}

@@ -1,0 +1,522 @@
+//! Every timing rule of README "Renewal and retries" and "Token lifetime",
+//! table by table, on fixed instants and fixed jitter.
+
+use super::*;
+
+const S: Duration = Duration::from_secs(1);
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Jitter that always draws `value`: 0 gives the low end of every range,
+/// 1 its high end.
+fn fixed(value: f64) -> impl FnMut() -> f64 {
+    move || value
+}
+
+const LOW: f64 = 0.0;
+const HIGH: f64 = 1.0;
+
+fn policy() -> RefreshPolicy {
+    RefreshPolicy::default()
+}
+
+fn transient() -> Failure {
+    Failure::default()
+}
+
+fn refused() -> Failure {
+    Failure {
+        refused: true,
+        retry_after: None,
+    }
+}
+
+fn retry_after(after: Duration) -> Failure {
+    Failure {
+        refused: false,
+        retry_after: Some(after),
+    }
+}
+
+#[test]
+fn defaults_are_the_documented_ones() {
+    let p = policy();
+    assert_eq!(p.renew_fraction, (0.70, 0.85));
+    assert_eq!(p.min_renew_delay, secs(1));
+    assert_eq!((p.backoff_initial, p.backoff_max), (secs(1), secs(60)));
+    assert_eq!(p.rejected_delay, secs(30));
+    assert_eq!(p.max_retry_after, secs(3600));
+    assert_eq!(
+        (p.min_forced_interval, p.max_forced_interval),
+        (secs(5), secs(300))
+    );
+    assert_eq!(p.expiry_margin, secs(10));
+    assert_eq!(p.no_token_max_delay, secs(15));
+}
+
+#[test]
+fn a_token_is_sent_for_its_lifetime_less_the_margin_or_a_tenth() {
+    let cases = [
+        // (margin, lifetime, sent for)
+        (secs(10), secs(300), secs(290)),
+        (secs(10), secs(3600), secs(3590)),
+        (secs(10), secs(100), secs(90)),
+        (secs(10), secs(20), secs(18)),
+        (secs(10), secs(6), ms(5400)),
+        (secs(0), secs(300), secs(300)),
+        (secs(60), secs(300), secs(270)),
+        (secs(10), Duration::ZERO, Duration::ZERO),
+    ];
+    for (margin, lifetime, sent_for) in cases {
+        let p = RefreshPolicy {
+            expiry_margin: margin,
+            ..policy()
+        };
+        assert_eq!(
+            p.usable_lifetime(lifetime),
+            sent_for,
+            "{margin:?} {lifetime:?}"
+        );
+    }
+}
+
+/// Equal to within a microsecond: the fractions are floating point.
+fn assert_close(actual: Duration, expected: Duration, case: &str) {
+    let off = actual.abs_diff(expected);
+    assert!(
+        off <= Duration::from_micros(1),
+        "{case}: {actual:?}, not {expected:?}"
+    );
+}
+
+#[test]
+fn renewal_comes_at_70_to_85_percent_of_the_lifetime() {
+    let cases = [
+        // (lifetime, jitter, delay)
+        (secs(100), LOW, secs(70)),
+        (secs(100), HIGH, secs(85)),
+        (secs(100), 0.5, ms(77_500)),
+        (secs(300), LOW, secs(210)),
+        (secs(300), HIGH, secs(255)),
+        (secs(86_400), HIGH, secs(73_440)),
+        (ms(1000), LOW, ms(700)),
+        (ms(100), HIGH, ms(85)),
+    ];
+    for (lifetime, jitter, delay) in cases {
+        let drawn = policy().renew_delay(lifetime, &mut fixed(jitter));
+        assert_close(drawn, delay, &format!("{lifetime:?} at {jitter}"));
+    }
+}
+
+#[test]
+fn renewal_is_never_sooner_than_the_floor_unless_the_lifetime_is_shorter_than_twice_it() {
+    // The default fractions never reach the floor; early ones do.
+    let early = RefreshPolicy {
+        renew_fraction: (0.1, 0.2),
+        min_renew_delay: secs(1),
+        ..policy()
+    };
+    let cases = [
+        // (lifetime, jitter, delay)
+        (secs(100), LOW, secs(10)),
+        (secs(5), LOW, secs(1)),
+        (secs(5), HIGH, secs(1)),
+        (secs(2), HIGH, secs(1)),
+        // Shorter than twice the floor: half the lifetime.
+        (ms(1000), LOW, ms(500)),
+        (ms(300), HIGH, ms(150)),
+    ];
+    for (lifetime, jitter, delay) in cases {
+        let drawn = early.renew_delay(lifetime, &mut fixed(jitter));
+        assert_close(drawn, delay, &format!("{lifetime:?} at {jitter}"));
+    }
+}
+
+#[test]
+fn renewal_always_comes_before_retirement() {
+    for lifetime in [6, 20, 60, 100, 300, 3600, 86_400].map(secs) {
+        let delay = policy().renew_delay(lifetime, &mut fixed(HIGH));
+        assert!(
+            delay < policy().usable_lifetime(lifetime),
+            "{lifetime:?}: renewed after {delay:?}"
+        );
+    }
+}
+
+#[test]
+fn renewal_counts_from_the_request_but_leaves_a_gap_after_a_slow_exchange() {
+    let requested = Instant::now();
+    let cases = [
+        // (exchange took, renew at, after the request)
+        (Duration::ZERO, secs(70)),
+        (secs(2), secs(70)),
+        (ms(52_500), secs(70)),
+        // Slower than three quarters of the delay: a quarter of it after
+        // the answer.
+        (secs(60), ms(77_500)),
+        (secs(100), ms(117_500)),
+    ];
+    for (took, at) in cases {
+        let (renew_at, delay) =
+            policy().renewal_at(secs(100), requested, requested + took, &mut fixed(LOW));
+        assert_close(delay, secs(70), "delay");
+        assert_close(renew_at - requested, at, &format!("exchange took {took:?}"));
+    }
+}
+
+#[test]
+fn failures_back_off_exponentially_with_equal_jitter_up_to_a_minute_while_a_token_is_held() {
+    let held = secs(86_400);
+    let cases = [
+        // (failures, low end, high end)
+        (1, ms(500), secs(1)),
+        (2, secs(1), secs(2)),
+        (3, secs(2), secs(4)),
+        (4, secs(4), secs(8)),
+        (6, secs(16), secs(32)),
+        (7, secs(30), secs(60)),
+        (8, secs(30), secs(60)),
+        (40, secs(30), secs(60)),
+        (u32::MAX, secs(30), secs(60)),
+    ];
+    for (failures, low, high) in cases {
+        let p = policy();
+        assert_eq!(
+            p.retry_delay(failures, transient(), held, &mut fixed(LOW)),
+            low
+        );
+        assert_eq!(
+            p.retry_delay(failures, transient(), held, &mut fixed(HIGH)),
+            high
+        );
+    }
+}
+
+#[test]
+fn refused_credentials_wait_30_to_45_s_while_a_token_is_held() {
+    let held = secs(1000);
+    for failures in [1, 2, 5] {
+        let p = policy();
+        assert_eq!(
+            p.retry_delay(failures, refused(), held, &mut fixed(LOW)),
+            secs(30)
+        );
+        assert_eq!(
+            p.retry_delay(failures, refused(), held, &mut fixed(HIGH)),
+            secs(45)
+        );
+    }
+    // A longer backoff is not shortened by the refusal.
+    assert_eq!(
+        policy().retry_delay(8, refused(), held, &mut fixed(HIGH)),
+        secs(60)
+    );
+}
+
+#[test]
+fn with_no_token_held_no_wait_exceeds_7_5_to_15_s() {
+    let cases = [
+        // (failures, failure, jitter, delay)
+        (1, transient(), LOW, ms(500)),
+        (4, transient(), HIGH, secs(8)),
+        (5, transient(), LOW, ms(7500)),
+        (5, transient(), HIGH, secs(15)),
+        (12, transient(), LOW, ms(7500)),
+        (12, transient(), HIGH, secs(15)),
+        (12, transient(), 0.5, ms(11_250)),
+        (1, refused(), LOW, ms(7500)),
+        (1, refused(), HIGH, secs(15)),
+    ];
+    for (failures, failure, jitter, delay) in cases {
+        assert_eq!(
+            policy().retry_delay(failures, failure, Duration::ZERO, &mut fixed(jitter)),
+            delay,
+            "{failures} {failure:?} at {jitter}"
+        );
+    }
+}
+
+#[test]
+fn a_held_token_about_to_retire_bounds_the_wait_to_its_time_left_plus_the_cap() {
+    let cases = [
+        // (held for, failure, jitter, delay)
+        (secs(5), transient(), HIGH, secs(20)),
+        (secs(5), transient(), LOW, ms(12_500)),
+        (secs(20), refused(), LOW, ms(27_500)),
+        (secs(10), refused(), HIGH, secs(25)),
+        (secs(1), refused(), LOW, ms(8500)),
+        (secs(100), transient(), HIGH, secs(60)),
+    ];
+    for (held_for, failure, jitter, delay) in cases {
+        assert_eq!(
+            policy().retry_delay(12, failure, held_for, &mut fixed(jitter)),
+            delay,
+            "held for {held_for:?}, {failure:?} at {jitter}"
+        );
+    }
+}
+
+#[test]
+fn retry_after_always_wins_capped_at_an_hour_plus_up_to_10_percent() {
+    let cases = [
+        // (failures, held for, Retry-After, jitter, delay)
+        (1, secs(1000), secs(45), LOW, secs(45)),
+        (1, secs(1000), secs(45), HIGH, ms(49_500)),
+        // Beyond the no-token cap, and beyond the backoff ceiling.
+        (1, Duration::ZERO, secs(45), LOW, secs(45)),
+        (12, Duration::ZERO, secs(600), HIGH, secs(660)),
+        (1, Duration::ZERO, secs(7200), LOW, secs(3600)),
+        (1, Duration::ZERO, secs(7200), HIGH, secs(3960)),
+        // A short one does not cut the backoff.
+        (12, secs(1000), Duration::ZERO, HIGH, secs(60)),
+        (12, secs(1000), secs(1), LOW, secs(30)),
+        (12, secs(1000), secs(45), HIGH, secs(60)),
+    ];
+    for (failures, held_for, after, jitter, delay) in cases {
+        assert_eq!(
+            policy().retry_delay(failures, retry_after(after), held_for, &mut fixed(jitter)),
+            delay,
+            "{failures} failures, held for {held_for:?}, Retry-After {after:?} at {jitter}"
+        );
+    }
+    let with_refusal = Failure {
+        refused: true,
+        retry_after: Some(secs(120)),
+    };
+    assert_eq!(
+        policy().retry_delay(1, with_refusal, Duration::ZERO, &mut fixed(LOW)),
+        secs(120)
+    );
+}
+
+#[test]
+fn the_jitter_is_drawn_independently_for_each_range() {
+    // Drawn in order: backoff, refusal, no-token cap. A refusal's 30 s
+    // is cut to a 5 s token's 5 + 15 s...
+    let mut draws = [HIGH, LOW, HIGH].into_iter();
+    let delay = policy().retry_delay(1, refused(), secs(5), &mut || draws.next().unwrap());
+    assert_eq!(delay, secs(20));
+    // ...and a long-lived one keeps the refusal's upper end.
+    let mut draws = [LOW, HIGH, HIGH].into_iter();
+    let delay = policy().retry_delay(1, refused(), secs(100), &mut || draws.next().unwrap());
+    assert_eq!(delay, secs(45));
+}
+
+#[test]
+fn a_retry_after_is_remembered_until_the_retry() {
+    let now = Instant::now();
+    let held = secs(1000);
+    let plain = policy().retry_after_failure(now, 1, transient(), held, &mut fixed(HIGH));
+    assert_eq!(
+        plain,
+        Retry {
+            at: now + S,
+            delay: S,
+            endpoint_asked_until: None,
+        }
+    );
+    let asked = policy().retry_after_failure(now, 1, retry_after(secs(45)), held, &mut fixed(LOW));
+    assert_eq!(asked.at, now + secs(45));
+    assert_eq!(asked.endpoint_asked_until, Some(now + secs(45)));
+}
+
+#[test]
+fn new_credentials_are_tried_at_once_but_not_within_a_retry_after() {
+    let now = Instant::now();
+    let cases = [
+        (None, now),
+        (Some(now + secs(45)), now + secs(45)),
+        (Some(now), now),
+        // Passed: at once.
+        (Some(now - secs(1)), now),
+    ];
+    for (asked_until, at) in cases {
+        assert_eq!(new_credentials_at(asked_until, now), at, "{asked_until:?}");
+    }
+}
+
+#[test]
+fn forced_renewals_are_spaced_5_s_doubling_to_5_minutes() {
+    let cases = [
+        (0, 5),
+        (1, 5),
+        (2, 10),
+        (3, 20),
+        (4, 40),
+        (5, 80),
+        (6, 160),
+        (7, 300),
+        (8, 300),
+        (u32::MAX, 300),
+    ];
+    for (streak, spacing) in cases {
+        assert_eq!(policy().forced_interval(streak), secs(spacing), "{streak}");
+    }
+}
+
+#[test]
+fn the_forced_streak_grows_while_fresh_tokens_are_rejected_and_resets_after_long_service() {
+    let now = Instant::now();
+    let p = policy();
+    let cases = [
+        // (streak, age of the rejected token, streak after, next allowed in)
+        (0, Duration::ZERO, 1, 5),
+        (0, secs(3600), 1, 5),
+        (1, secs(5), 2, 10),
+        (1, ms(9999), 2, 10),
+        // Served twice the spacing: not rejected for being fresh.
+        (1, secs(10), 1, 5),
+        (3, secs(39), 4, 40),
+        (3, secs(40), 1, 5),
+        (7, secs(599), 8, 300),
+        (7, secs(600), 1, 5),
+    ];
+    for (streak, age, after, next_in) in cases {
+        let spacing = ForcedSpacing {
+            streak,
+            last: Some(now - secs(1)),
+        };
+        let next = spacing.after_forced(&p, now, age);
+        assert_eq!(next.streak, after, "streak {streak}, age {age:?}");
+        assert_eq!(next.last, Some(now));
+        assert_eq!(next.next_allowed(&p), Some(now + secs(next_in)));
+    }
+    assert_eq!(ForcedSpacing::default().next_allowed(&p), None);
+}
+
+fn facts(
+    now: Instant,
+    failures: u32,
+    asked_until: Option<Instant>,
+    last: Option<Instant>,
+) -> ForcedFacts {
+    ForcedFacts {
+        now,
+        failures,
+        endpoint_asked_until: asked_until,
+        spacing: ForcedSpacing { streak: 1, last },
+    }
+}
+
+#[test]
+fn a_forced_renewal_runs_only_when_not_backing_off_not_asked_to_wait_and_spaced() {
+    let now = Instant::now();
+    let p = policy();
+    let cases = [
+        // (failures, asked until, last forced, answer)
+        (0, None, None, Ok(())),
+        (0, None, Some(now - secs(5)), Ok(())),
+        (0, None, Some(now - secs(60)), Ok(())),
+        (
+            0,
+            None,
+            Some(now - secs(4)),
+            Err(Declined::TooSoon { until: now + S }),
+        ),
+        (1, None, None, Err(Declined::BackingOff)),
+        (3, Some(now + secs(9)), None, Err(Declined::BackingOff)),
+        // New credentials cleared the failures, not the endpoint's request.
+        (
+            0,
+            Some(now + secs(9)),
+            None,
+            Err(Declined::EndpointAskedToWait {
+                until: now + secs(9),
+            }),
+        ),
+        (0, Some(now), None, Ok(())),
+        (0, Some(now - secs(1)), Some(now - secs(5)), Ok(())),
+    ];
+    for (failures, asked_until, last, answer) in cases {
+        assert_eq!(
+            forced_renewal(&p, &facts(now, failures, asked_until, last)),
+            answer,
+            "{failures} failures, asked until {asked_until:?}, last {last:?}"
+        );
+    }
+}
+
+#[test]
+fn a_rejection_joins_the_request_in_flight_or_starts_one_or_is_declined() {
+    let now = Instant::now();
+    let p = policy();
+    let allowed = facts(now, 0, None, None);
+    let too_soon = facts(now, 0, None, Some(now));
+    let backing_off = facts(now, 2, None, None);
+    let soon = Declined::TooSoon {
+        until: now + secs(5),
+    };
+    let cases = [
+        (allowed, InFlight::None, RejectionAnswer::RenewNow),
+        (allowed, InFlight::Scheduled, RejectionAnswer::AwaitInFlight),
+        (allowed, InFlight::Forced, RejectionAnswer::AwaitInFlight),
+        (too_soon, InFlight::None, RejectionAnswer::Decline(soon)),
+        (
+            too_soon,
+            InFlight::Scheduled,
+            RejectionAnswer::Decline(soon),
+        ),
+        (too_soon, InFlight::Forced, RejectionAnswer::AwaitInFlight),
+        (
+            backing_off,
+            InFlight::None,
+            RejectionAnswer::Decline(Declined::BackingOff),
+        ),
+        (
+            backing_off,
+            InFlight::Scheduled,
+            RejectionAnswer::Decline(Declined::BackingOff),
+        ),
+    ];
+    for (facts, in_flight, answer) in cases {
+        assert_eq!(
+            answer_rejection(&p, &facts, in_flight),
+            answer,
+            "{facts:?} {in_flight:?}"
+        );
+    }
+}
+
+#[test]
+fn failures_are_read_from_exchange_errors() {
+    let cases = [
+        (
+            ExchangeError::Rejected {
+                status: 401,
+                error: Some("invalid_client".into()),
+                description: None,
+            },
+            refused(),
+        ),
+        (
+            ExchangeError::RateLimited {
+                retry_after: Some(secs(45)),
+            },
+            retry_after(secs(45)),
+        ),
+        (
+            ExchangeError::Server {
+                status: 503,
+                retry_after: Some(secs(7)),
+            },
+            retry_after(secs(7)),
+        ),
+        (
+            ExchangeError::Server {
+                status: 503,
+                retry_after: None,
+            },
+            transient(),
+        ),
+        (ExchangeError::Timeout(secs(10)), transient()),
+    ];
+    for (err, failure) in cases {
+        assert_eq!(Failure::from(&err), failure, "{err}");
+    }
+}
