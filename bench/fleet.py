@@ -50,9 +50,6 @@ MEAN_RENEW_FRACTION = 0.775
 # retried at least every 15 s, jittered; an equal-jitter backoff capped at
 # 15 s waits 7.5-15 s.
 RETRY_CAP_S = 15.0
-# CONTRACT §2: LANYARD_EXPIRY_MARGIN defaults to 10 s, at most a tenth of
-# the token's lifetime.
-EXPIRY_MARGIN_S = 10.0
 
 
 def sidecars(path):
@@ -363,10 +360,10 @@ def report(args):
         sys.exit("fleet.py: the mock's output has no outage on and off")
     steady_from, end = args.steady_from_ms, args.end_ms
     expiry = {i: e * 1000 for i, (e, _, _) in read_scrape(args.scrape_outage).items() if e > 0}
-    # Until LANYARD_EXPIRY_MARGIN before the expiry its /metrics gave at the
-    # start of the outage, a sidecar holds a token it may send.
-    margin_ms = min(EXPIRY_MARGIN_S, lifetime / 10) * 1000
-    retired = {i: e - margin_ms for i, e in expiry.items()}
+    # lanyard_token_expiry_timestamp_seconds is the token's retirement, its
+    # expiry less LANYARD_EXPIRY_MARGIN (README "Token lifetime"): until
+    # then a sidecar holds a token it may send.
+    retired = expiry
     with open(args.requests) as f:
         records = sorted((int(t), int(i), status, error) for t, i, status, error in map(str.split, f))
     tally, failures, (recovered, last_back), unknown = classify(records, on, off, end, retired)

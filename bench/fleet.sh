@@ -29,9 +29,9 @@
 #
 # The phases: start-up, warm-up (one lifetime), steady state, outage,
 # recovery. A second into the outage each sidecar's
-# lanyard_token_expiry_timestamp_seconds is read: until
-# LANYARD_EXPIRY_MARGIN (CONTRACT §2: 10 s, at most a tenth of the
-# lifetime) before that expiry, the sidecar holds a token it may send.
+# lanyard_token_expiry_timestamp_seconds is read: it is the held token's
+# retirement (its expiry less LANYARD_EXPIRY_MARGIN, README "Token
+# lifetime"), and until then the sidecar holds a token it may send.
 #
 # Reported, as a table: token requests per second in steady state against
 # the expected N / (0.775 x lifetime) (renewal at a uniform 70-85% of the

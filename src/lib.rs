@@ -4,18 +4,26 @@
 //!
 //! # Layout
 //!
+//! Settings flow one way into the token cell; requests flow one way through
+//! it (README "Architecture").
+//!
 //! - [`cli`]: command-line parsing: subcommands by clap derive, the settings' flags built from their declarations.
-//! - [`config`]: every setting with its flag, variable and default, validated into one [`config::Config`].
+//! - [`config`]: every setting declared once (flag, variable, file key, default, help), validated into one [`config::Config`].
 //! - [`credentials`]: the credentials file, the `SA_*` overrides and the RSA key.
-//! - [`token`]: assertion, exchange, the token cell and its refresher.
-//! - [`http_client`]: rustls roots and the pooled hyper client.
-//! - [`metrics`]: the Prometheus metrics, registered into an owned registry.
-//! - [`commands`]: what `lanyard token` and `lanyard check` do.
-//! - [`app`]: the sidecar assembled, `lanyard run` and `lanyard demo`.
-//! - [`proxy`]: the forwarding service: token, header rewrite, streaming, 401 retry.
+//! - [`token`]: assertion, exchange, the token cell, the pure renewal schedule and the refresher task that applies it.
+//! - [`http_client`]: rustls roots, the outbound connector, and failure classification.
+//! - [`metrics`]: the Prometheus metrics, registered into an owned registry, and the request path's cached series.
+//! - [`wiring`]: settings into the connector, the token exchanger and the credentials watch.
+//! - [`commands`]: what `lanyard token`, `check` and `healthcheck` do.
+//! - [`sidecar`]: the sidecar assembled and its shutdown sequence; `lanyard run`.
+//! - [`demo`]: `lanyard demo`: the mock and the sidecar wired to it.
+//! - [`failure`]: how a command failed, and its exit code.
+//! - [`reload`]: the credentials file watched and reloaded.
+//! - [`proxy`]: the forwarding service: upstream URL and prefix boundary, bodies and replay, hop-by-hop headers, 401 retry.
 //! - [`client_body`]: a client's request body, bounded in time, its failures told apart from the upstream's.
+//! - [`pool`]: upstream connections, pooled per proxy thread under one process-wide cap.
 //! - [`admin`]: `/healthz`, `/readyz`, `/metrics`.
-//! - [`server`]: the accept loop over a given listener, with graceful shutdown.
+//! - [`server`]: the accept loop over a given listener (limits and refusal handed to it), thread balancing, one connection's protocols.
 //! - [`error`]: lanyard's own error responses.
 //! - [`mock`]: the embedded mock of the service, used by the demo and the tests.
 //! - [`secret`]: a string that never prints.
@@ -23,13 +31,14 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
-pub mod app;
 pub mod cli;
 pub mod client_body;
 pub mod commands;
 pub mod config;
 pub mod credentials;
+pub mod demo;
 pub mod error;
+pub mod failure;
 pub mod http_client;
 pub mod metrics;
 pub mod mock;
@@ -38,8 +47,11 @@ pub mod proxy;
 pub mod reload;
 pub mod secret;
 pub mod server;
+pub mod sidecar;
 pub mod token;
+pub mod wiring;
 
+pub use failure::Failure;
 pub use secret::Secret;
 
 /// Sent on every outbound request lanyard makes on its own behalf.

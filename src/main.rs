@@ -7,8 +7,9 @@ use std::io::IsTerminal;
 use std::io::Write as _;
 use std::process::ExitCode;
 
+use lanyard::Failure;
 use lanyard::cli::{Cli, Command};
-use lanyard::commands::{self, Failure};
+use lanyard::commands;
 use lanyard::config::{Config, LogFormat, ProcessEnv, Requirement};
 use tracing_subscriber::EnvFilter;
 
@@ -65,9 +66,9 @@ fn main() -> ExitCode {
                 let _ = writeln!(std::io::stdout().lock(), "{}", health.summary);
                 Ok(health.ready)
             }
-            Command::Demo => lanyard::app::demo(&config).await.map(|()| true),
-            Command::Run if config.demo => lanyard::app::demo(&config).await.map(|()| true),
-            Command::Run => lanyard::app::run(&config).await.map(|()| true),
+            Command::Demo => lanyard::demo::run(&config).await.map(|()| true),
+            Command::Run if config.demo => lanyard::demo::run(&config).await.map(|()| true),
+            Command::Run => lanyard::sidecar::run(&config).await.map(|()| true),
         }
     });
     match outcome {

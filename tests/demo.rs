@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use lanyard::app::Demo;
 use lanyard::config::{Config, Flags, Requirement};
+use lanyard::demo::Demo;
 use tokio::net::TcpListener;
 
 #[tokio::test]

@@ -9,9 +9,9 @@ use http::{HeaderMap, Method, Request, StatusCode, Version, header};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use lanyard::commands;
 use lanyard::http_client::{self, Connector};
 use lanyard::mock::{CREDENTIALS_ROLE, MockAccount, MockService, VERIFICATIONS_ROLE};
+use lanyard::wiring;
 use serde_json::{Value, json};
 use support::tls::TestCa;
 use support::*;
@@ -42,7 +42,7 @@ impl Api {
     async fn over(mock: MockService, extra: &[(&str, &str)]) -> Api {
         mock.add_rule(PROJECT, RULE);
         let dir = tempfile::tempdir().unwrap();
-        let wiring = commands::wire(&config(&settings(&mock, dir.path(), extra))).unwrap();
+        let wiring = wiring::wire(&config(&settings(&mock, dir.path(), extra))).unwrap();
         let issued = wiring.exchanger.fetch().await.unwrap();
         Api {
             client: http_client::client(wiring.connector),

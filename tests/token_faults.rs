@@ -711,7 +711,7 @@ async fn upstream_rejecting_every_token_costs_one_forced_renewal_then_at_most_on
 
     // Clients keep calling, ten times a second: the next forced renewal
     // comes no sooner than 5 s after the last (and the one after that 10 s
-    // later, as tests/refresher.rs shows on the paused clock).
+    // later, as tests/refresher/forced.rs shows on the paused clock).
     let mut third = arrivals.clone();
     let traffic = async {
         let mut pace = tokio::time::interval(ms(100));

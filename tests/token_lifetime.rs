@@ -23,9 +23,9 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
-use lanyard::app::Sidecar;
-use lanyard::commands;
 use lanyard::mock::Fault;
+use lanyard::sidecar::Sidecar;
+use lanyard::wiring;
 use serde::{Deserialize, Serialize};
 use support::logs::Logs;
 use support::sidecar::{self, get};
@@ -213,7 +213,7 @@ async fn across_a_token_endpoint_outage_no_expired_token_is_sent_and_no_401_is_s
         ("SA_TOKEN_URI", &issuer.url),
         ("SA_ORGANIZATION_ID", ORGANIZATION_ID),
     ]));
-    let wiring = commands::wire(&config).unwrap();
+    let wiring = wiring::wire(&config).unwrap();
     let proxy = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let before_request = Instant::now();

@@ -1,0 +1,129 @@
+//! `lanyard demo` (and `DEMO_MOCK=true lanyard run`): the embedded mock of
+//! the service with the sidecar wired to it; no account, key or settings
+//! needed (README "The two commands").
+
+use std::io::Write as _;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+
+use crate::Failure;
+use crate::config::Config;
+
+use crate::sidecar::{ADMIN_BACKLOG, Sidecar, Signals, bind, failed, stop_on_signals};
+
+/// The demo account's identity on the embedded mock.
+pub const DEMO_CLIENT_ID: &str = "demo-client";
+pub const DEMO_ORGANIZATION: &str = "org-demo";
+/// The project the demo account is a member of, and one it is not.
+pub const DEMO_PROJECT: &str = "proj-demo";
+pub const DEMO_OTHER_PROJECT: &str = "proj-other";
+/// A published rule in the demo project.
+pub const DEMO_RULE: &str = "0b7c6d2e-4a1f-4c3b-9a57-2f1e8d9c6b10";
+
+/// The embedded mock and the sidecar wired to it.
+pub struct Demo {
+    pub mock: crate::mock::MockService,
+    pub sidecar: Sidecar,
+}
+
+impl Demo {
+    /// Starts the mock on a loopback port, makes a key pair and an account
+    /// for it, and starts the sidecar against the mock.
+    pub async fn start(
+        config: &Config,
+        proxy: TcpListener,
+        admin: TcpListener,
+    ) -> Result<Demo, Failure> {
+        use crate::config::TargetUrl;
+        use crate::credentials::{Credentials, parse_private_key};
+        use crate::mock::{MockAccount, MockService, generate_rsa_key};
+
+        let mock = MockService::start()
+            .await
+            .map_err(|e| failed("cannot start the mock service", e))?;
+        let key = generate_rsa_key().map_err(|e| failed("demo key", e))?;
+        mock.add_account(MockAccount {
+            client_id: DEMO_CLIENT_ID.into(),
+            organization_id: DEMO_ORGANIZATION.into(),
+            public_key_der: key.public_der.clone(),
+            roles: vec!["verifications.api".into(), "credentials.api".into()],
+            projects: vec![DEMO_PROJECT.into()],
+        });
+        mock.add_rule(DEMO_PROJECT, DEMO_RULE);
+
+        let mut config = config.clone();
+        config.service_api_url =
+            Some(TargetUrl::parse(&mock.api_url(), false).map_err(|e| failed("mock URL", e))?);
+        let credentials = Credentials {
+            client_id: DEMO_CLIENT_ID.into(),
+            organization_id: DEMO_ORGANIZATION.into(),
+            iam_audience: mock.audience(),
+            token_uri: TargetUrl::parse(&mock.token_url(), true)
+                .map_err(|e| failed("mock URL", e))?,
+            key: Arc::new(
+                parse_private_key(key.private_pem.expose()).map_err(|e| failed("demo key", e))?,
+            ),
+        };
+        // Built when the settings were loaded; a Config made by hand (a
+        // test's) may lack it.
+        let tls = match &config.tls {
+            Some(tls) => tls.clone(),
+            None => crate::http_client::tls_config(config.ca_file.as_deref())
+                .map_err(Failure::Runtime)?,
+        };
+        let wiring = crate::wiring::wire_with(&config, credentials, tls);
+        let sidecar = Sidecar::start(&config, wiring, proxy, admin)?;
+        Ok(Demo { mock, sidecar })
+    }
+
+    /// Where everything listens, and three requests to try.
+    pub fn banner(&self) -> String {
+        let proxy = self.sidecar.proxy_addr;
+        let rule_path = |project: &str| {
+            format!(
+                "http://{proxy}/organizations/{DEMO_ORGANIZATION}/projects/{project}/verifications/{DEMO_RULE}"
+            )
+        };
+        format!(
+            "lanyard demo: the sidecar against an embedded mock of the service\n\
+             \n\
+             \x20 proxy   http://{proxy}  ->  {api}  (adds Authorization: Bearer <token>)\n\
+             \x20 admin   http://{admin}/healthz  /readyz  /metrics\n\
+             \x20 mock    {base}  (token endpoint {token})\n\
+             \x20 account {DEMO_CLIENT_ID}, roles verifications.api and credentials.api, member of {DEMO_PROJECT} only\n\
+             \n\
+             Try, from another terminal:\n\
+             \n\
+             \x20 # start a verification session through the sidecar\n\
+             \x20 TX=$(curl -s -X POST {start} | sed -E 's/.*\"transaction_id\":\"([^\"]+)\".*/\\1/'); echo \"$TX\"\n\
+             \x20 # poll it (a simulated wallet presents with: curl -s -X POST {base}/mock/wallet/$TX/present)\n\
+             \x20 curl -s -w '\\n' {start}/sessions/$TX\n\
+             \x20 # a project the account is not a member of: 403 saying what is missing\n\
+             \x20 curl -s -i -w '\\n' {other}\n\
+             \n\
+             Stop with Ctrl-C.\n",
+            api = self.mock.api_url(),
+            admin = self.sidecar.admin_addr,
+            base = self.mock.base_url(),
+            token = self.mock.token_url(),
+            start = rule_path(DEMO_PROJECT),
+            other = rule_path(DEMO_OTHER_PROJECT),
+        )
+    }
+}
+
+/// `lanyard demo` (and `DEMO_MOCK=true lanyard run`): the mock and the
+/// sidecar until SIGTERM or SIGINT.
+pub async fn run(config: &Config) -> Result<(), Failure> {
+    let mut signals = Signals::install()?;
+    let proxy = bind(config.listen, "LANYARD_LISTEN", config.max_connections)?;
+    let admin = bind(config.admin_listen, "LANYARD_ADMIN_LISTEN", ADMIN_BACKLOG)?;
+    let demo = Demo::start(config, proxy, admin).await?;
+    // Ignore a closed stdout: the banner is a courtesy.
+    let _ = writeln!(std::io::stdout().lock(), "{}", demo.banner());
+    let Demo { mock, sidecar } = demo;
+    let result = stop_on_signals(sidecar, &mut signals).await;
+    drop(mock);
+    result
+}

@@ -1,0 +1,303 @@
+//! The sidecar assembled: token refresher, proxy threads and admin
+//! listener, with the shutdown sequence (README "Shutdown").
+//!
+//! - `threads`: each listener's threads, each with its own runtime.
+//! - `signals`: SIGTERM, SIGINT and SIGHUP, and `lanyard run`.
+
+mod signals;
+mod threads;
+
+pub use signals::{Signal, Signals, run, stop_on_signals};
+pub use threads::bind;
+pub(crate) use threads::failed;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::net::TcpListener;
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinHandle;
+use tracing::Instrument;
+
+use crate::Failure;
+use crate::admin::Admin;
+use crate::config::{Config, MIN_MAX_HEADER_BYTES};
+use crate::error::ProxyError;
+use crate::metrics::Metrics;
+use crate::proxy::{self, Upstream};
+use crate::reload;
+use crate::server::{self, Drained};
+use crate::token::TokenHandle;
+use crate::token::refresher::{self, RefreshPolicy};
+use crate::wiring::Wiring;
+
+use threads::{Serving, into_std, local_addr, start_proxy_workers, start_thread};
+
+/// Once the proxy has drained, the admin listener gets this long to answer
+/// a last scrape before the process exits.
+const ADMIN_GRACE: Duration = Duration::from_secs(1);
+/// Probes and scrapes need a handful; the admin listener is often reachable
+/// from the whole network, so a flood must not take file descriptors the
+/// proxy needs. At the limit a new connection evicts the oldest one that
+/// has sent no request yet (`server::Limits::evict_waiting`), so a flood of
+/// half-open connections cannot keep the probes out.
+const ADMIN_MAX_CONNECTIONS: usize = 64;
+/// Probes and scrapes send their request as they connect; a client that
+/// has not within this is not one of them.
+const ADMIN_HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// What a connection beyond the admin listener's limit is told: only when
+/// every one of its connections is busy with a request.
+const ADMIN_REFUSAL: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: 81\r\nconnection: close\r\n\r\nthe admin listener is answering its 64 connections' requests already; retry soon\n";
+
+/// The admin listener's accept queue: probes and scrapes come a few at a
+/// time; std's default.
+pub(crate) const ADMIN_BACKLOG: usize = 128;
+
+/// Descriptors beyond client, upstream and admin connections: the token
+/// endpoint's connection, listeners, the credentials file, logs, refusals
+/// being answered.
+const SPARE_FILE_DESCRIPTORS: usize = 128;
+
+/// The proxy's connection limit once the open-file limit is budgeted.
+///
+/// Client connections, upstream connections and the admin listener's
+/// connections together must never exhaust the descriptors the process
+/// has: when they run out, `accept` fails for every listener, the admin
+/// probes included. The soft limit is raised toward the hard one as far as
+/// the settings need (many runtimes start processes at 1024); if it cannot
+/// go that far, the proxy's connection limit is lowered to what fits, with
+/// a warning naming both settings.
+fn budget_file_descriptors(max_connections: usize, max_upstream: usize) -> usize {
+    let others = max_upstream + ADMIN_MAX_CONNECTIONS + SPARE_FILE_DESCRIPTORS;
+    let wanted = max_connections.saturating_add(others);
+    let limit = match rlimit::increase_nofile_limit(wanted as u64) {
+        Ok(limit) => usize::try_from(limit).unwrap_or(usize::MAX),
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot read or raise the open-file limit");
+            return max_connections;
+        }
+    };
+    if limit >= wanted {
+        return max_connections;
+    }
+    let fits = limit.saturating_sub(others).max(1);
+    tracing::warn!(
+        open_file_limit = limit,
+        wanted,
+        max_connections = fits,
+        "the open-file limit cannot hold LANYARD_MAX_CONNECTIONS and LANYARD_MAX_UPSTREAM_CONNECTIONS together; serving at most max_connections client connections. Raise the hard limit (ulimit -Hn, LimitNOFILE=) or lower the settings"
+    );
+    fits
+}
+
+/// A running sidecar.
+pub struct Sidecar {
+    pub proxy_addr: SocketAddr,
+    pub admin_addr: SocketAddr,
+    pub tokens: TokenHandle,
+    pub metrics: Metrics,
+    /// What the credentials watcher has done, when there is one.
+    pub reloads: Option<watch::Receiver<reload::Reloads>>,
+    /// Wakes the credentials watcher, when there is one (SIGHUP).
+    check_credentials: Option<Arc<Notify>>,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<Drained>,
+}
+
+impl Sidecar {
+    /// Starts the refresher and both listeners. The listeners are bound by
+    /// the caller, so tests can use port 0.
+    pub fn start(
+        config: &Config,
+        wiring: Wiring,
+        proxy_listener: TcpListener,
+        admin_listener: TcpListener,
+    ) -> Result<Sidecar, Failure> {
+        let base = config
+            .service_api_url
+            .as_ref()
+            .ok_or_else(|| Failure::Runtime("SERVICE_API_URL is not set".into()))?;
+        let proxy_addr = local_addr(&proxy_listener)?;
+        let admin_addr = local_addr(&admin_listener)?;
+        let (metrics, registry) = Metrics::with_registry()
+            .map_err(|err| Failure::Runtime(format!("cannot register metrics: {err}")))?;
+        let max_connections =
+            budget_file_descriptors(config.max_connections, config.max_upstream_connections);
+
+        let (tokens, refresher) = refresher::spawn(
+            wiring.exchanger.clone(),
+            RefreshPolicy {
+                expiry_margin: config.expiry_margin,
+                ..RefreshPolicy::default()
+            },
+            metrics.clone(),
+        );
+        let check_credentials = wiring.watch.is_some().then(|| Arc::new(Notify::new()));
+        let (watcher, reloads) = wiring
+            .watch
+            .zip(check_credentials.clone())
+            .and_then(|(watch, check)| {
+                reload::spawn(
+                    watch,
+                    wiring.exchanger,
+                    tokens.clone(),
+                    metrics.clone(),
+                    check,
+                )
+            })
+            .unzip();
+        let proxy = proxy::ProxySetup::new(
+            wiring.connector,
+            proxy_addr,
+            Upstream::new(base),
+            tokens.clone(),
+            metrics.clone(),
+            proxy::ProxyLimits {
+                upstream_timeout: config.upstream_timeout,
+                body_timeout: config.body_timeout,
+                max_upstream_connections: config.max_upstream_connections,
+            },
+        );
+        let draining = Arc::new(AtomicBool::new(false));
+        let admin = Admin::new(tokens.clone(), registry, draining.clone());
+
+        let (stop, stopped) = watch::channel(false);
+        let grace = config.shutdown_grace;
+        let proxy_limits = server::Limits {
+            header_timeout: config.header_timeout,
+            max_connections,
+            max_header_bytes: config.max_header_bytes,
+            refusal: ProxyError::TooManyConnections.http1_bytes().into(),
+            evict_waiting: false,
+        };
+        let admin_limits = server::Limits {
+            header_timeout: ADMIN_HEADER_TIMEOUT,
+            max_connections: ADMIN_MAX_CONNECTIONS,
+            max_header_bytes: MIN_MAX_HEADER_BYTES,
+            refusal: Bytes::from_static(ADMIN_REFUSAL),
+            evict_waiting: true,
+        };
+        let connection_metrics = server::ConnectionMetrics {
+            open: metrics.proxy_connections.clone(),
+            refused: metrics.proxy_connections_refused.clone(),
+        };
+        let (proxy_done_tx, mut proxy_done) = watch::channel(false);
+        // The admin listener outlives the proxy's drain, so probes see
+        // "not ready" rather than a refused connection. Its own thread keeps
+        // probes from waiting on the token's RSA signature, here.
+        let admin_serving = Serving {
+            grace: ADMIN_GRACE,
+            limits: admin_limits,
+            metrics: None,
+            span: tracing::info_span!("admin", addr = %admin_addr),
+        };
+        let proxy_drained = async move {
+            let _ = proxy_done.wait_for(|done| *done).await;
+        };
+        let admin_done = start_thread(
+            "lanyard-admin".to_string(),
+            into_std(admin_listener, "admin")?,
+            server::Member::alone(&admin_serving.limits),
+            move || admin,
+            proxy_drained,
+            &admin_serving,
+        )?;
+        let workers = start_proxy_workers(
+            into_std(proxy_listener, "proxy")?,
+            &proxy,
+            config.worker_threads,
+            &stopped,
+            Serving {
+                grace,
+                limits: proxy_limits,
+                metrics: Some(connection_metrics),
+                span: tracing::info_span!("proxy", addr = %proxy_addr),
+            },
+        )?;
+        let task = tokio::spawn(
+            async move {
+                let mut stopped = stopped;
+                let _ = stopped.wait_for(|stop| *stop).await;
+                draining.store(true, Ordering::Release);
+                tracing::info!(
+                    grace_s = grace.as_secs(),
+                    "shutting down: draining in-flight requests"
+                );
+                let mut drained = Drained::Completely;
+                for worker in workers {
+                    // A worker gone without a word panicked: count it as cut off.
+                    let outcome = worker.await.unwrap_or(Drained::GraceExpired);
+                    if outcome == Drained::GraceExpired {
+                        drained = Drained::GraceExpired;
+                    }
+                }
+                match drained {
+                    Drained::Completely => tracing::info!("every in-flight request finished"),
+                    Drained::GraceExpired => {
+                        tracing::warn!(
+                            "the shutdown grace ran out; remaining requests were cut off"
+                        )
+                    }
+                }
+                let _ = proxy_done_tx.send(true);
+                let _ = admin_done.await;
+                refresher.abort();
+                if let Some(watcher) = watcher {
+                    watcher.abort();
+                }
+                drained
+            }
+            .instrument(tracing::info_span!("proxy", addr = %proxy_addr)),
+        );
+        tracing::info!(
+            proxy = %proxy_addr,
+            admin = %admin_addr,
+            upstream = %base,
+            version = env!("CARGO_PKG_VERSION"),
+            worker_threads = config.worker_threads,
+            "lanyard started"
+        );
+        Ok(Sidecar {
+            proxy_addr,
+            admin_addr,
+            tokens,
+            metrics,
+            reloads,
+            check_credentials,
+            stop,
+            task,
+        })
+    }
+
+    /// Checks the credentials file now rather than at the next poll;
+    /// false when there is no file to check.
+    pub fn reload_credentials(&self) -> bool {
+        match &self.check_credentials {
+            Some(check) => {
+                check.notify_one();
+                true
+            }
+            None => {
+                tracing::info!(
+                    "SIGHUP: no credentials file to reload (credentials from SA_* settings, or the demo); shutting down"
+                );
+                false
+            }
+        }
+    }
+
+    /// Begins the shutdown: not ready, stop accepting, drain.
+    pub fn shutdown(&self) {
+        let _ = self.stop.send(true);
+    }
+
+    /// Waits until the sidecar has stopped.
+    pub async fn wait(self) -> Result<Drained, Failure> {
+        self.task
+            .await
+            .map_err(|err| Failure::Runtime(format!("the sidecar task failed: {err}")))
+    }
+}

@@ -1,0 +1,177 @@
+//! The threads that serve a listener, each building its own runtime.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::{oneshot, watch};
+use tracing::Instrument;
+
+use crate::Failure;
+use crate::proxy::{self, Proxy};
+use crate::server::{self, Drained, Handler};
+
+/// Serves the proxy listener from `threads` threads, each with its own
+/// single-threaded runtime and its own upstream connections, as nginx
+/// runs worker processes: a request is read, forwarded and answered on one
+/// thread, with no hand-offs between threads and no lock on its path. Each
+/// accepts from the same listener, and one that accepts a connection while
+/// another serves fewer hands it over, once, before its first read
+/// ([`server::Member`]). Each reports how its drain ended on the returned
+/// channels once `stopped` turns true.
+pub(super) fn start_proxy_workers(
+    listener: std::net::TcpListener,
+    proxy: &proxy::ProxySetup,
+    threads: usize,
+    stopped: &watch::Receiver<bool>,
+    serving: Serving,
+) -> Result<Vec<oneshot::Receiver<Drained>>, Failure> {
+    let members = server::Member::group(&serving.limits, threads);
+    let mut workers = Vec::with_capacity(threads);
+    for (n, share) in members.into_iter().enumerate() {
+        let listener = listener
+            .try_clone()
+            .map_err(|err| failed("cannot share the proxy listener", err))?;
+        let proxy = proxy.clone();
+        let mut stopped = stopped.clone();
+        let shutdown = async move {
+            let _ = stopped.wait_for(|stop| *stop).await;
+        };
+        workers.push(start_thread(
+            format!("lanyard-proxy-{n}"),
+            listener,
+            share,
+            move || Proxy::new(&proxy),
+            shutdown,
+            &serving,
+        )?);
+    }
+    Ok(workers)
+}
+
+/// An accept loop's settings, and the span its thread logs in.
+pub(super) struct Serving {
+    pub(super) grace: Duration,
+    pub(super) limits: server::Limits,
+    pub(super) metrics: Option<server::ConnectionMetrics>,
+    pub(super) span: tracing::Span,
+}
+
+/// Serves `listener` on a new thread with its own single-threaded runtime,
+/// until `shutdown` completes. The handler is built on that thread, as a
+/// proxy's upstream connections belong to it. The receiver reports how the
+/// drain ended.
+pub(super) fn start_thread<H: Handler>(
+    name: String,
+    listener: std::net::TcpListener,
+    share: server::Member,
+    handler: impl FnOnce() -> H + Send + 'static,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    serving: &Serving,
+) -> Result<oneshot::Receiver<Drained>, Failure> {
+    // The thread logs where its starter does (a test's capture, say), not
+    // only to the global subscriber.
+    let dispatch = tracing::dispatcher::get_default(tracing::Dispatch::clone);
+    let (grace, limits, metrics) = (
+        serving.grace,
+        serving.limits.clone(),
+        serving.metrics.clone(),
+    );
+    let span = serving.span.clone();
+    let (done, drained) = oneshot::channel();
+    let (started_tx, started) = std::sync::mpsc::sync_channel(1);
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(move || {
+            let _logging = tracing::dispatcher::set_default(&dispatch);
+            // Built on this thread, not the starter's: a runtime dropped on
+            // a thread already running one (the starter's, should a step
+            // here fail) panics.
+            let (runtime, listener) = match runtime_with(listener) {
+                Ok(started) => {
+                    let _ = started_tx.send(Ok(()));
+                    started
+                }
+                Err(failure) => {
+                    let _ = started_tx.send(Err(failure));
+                    return;
+                }
+            };
+            let serve = async move {
+                let handler = handler();
+                server::serve(listener, handler, shutdown, grace, limits, metrics, share).await
+            };
+            let _ = done.send(runtime.block_on(serve.instrument(span)));
+        })
+        .map_err(|err| failed("cannot start a listener thread", err))?;
+    // Waits the moment it takes to build a runtime, so a failure stops the
+    // start rather than leaving a thread that serves nothing.
+    started
+        .recv()
+        .unwrap_or_else(|_| Err(failed("a listener thread", "ended as it started")))?;
+    Ok(drained)
+}
+
+/// A single-threaded runtime, and `listener` registered with it.
+fn runtime_with(
+    listener: std::net::TcpListener,
+) -> Result<(tokio::runtime::Runtime, TcpListener), Failure> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|err| failed("cannot start a listener runtime", err))?;
+    let listener = {
+        let _runtime = runtime.enter();
+        TcpListener::from_std(listener).map_err(|err| failed("cannot watch a listener", err))?
+    };
+    Ok((runtime, listener))
+}
+
+/// A listener bound on this runtime, to hand to a thread of its own.
+pub(super) fn into_std(
+    listener: TcpListener,
+    which: &str,
+) -> Result<std::net::TcpListener, Failure> {
+    listener.into_std().map_err(|err| {
+        failed(
+            &format!("cannot hand the {which} listener to its thread"),
+            err,
+        )
+    })
+}
+
+pub(crate) fn failed(what: &str, err: impl std::fmt::Display) -> Failure {
+    Failure::Runtime(format!("{what}: {err}"))
+}
+
+pub(super) fn local_addr(listener: &TcpListener) -> Result<SocketAddr, Failure> {
+    listener
+        .local_addr()
+        .map_err(|err| Failure::Runtime(format!("cannot read the listener address: {err}")))
+}
+
+/// Binds a listener whose accept queue holds `backlog` connections,
+/// naming the setting when the address is unusable.
+///
+/// The proxy's backlog is its connection limit: an app's pool warming up
+/// opens its connections at once, and a full queue drops SYNs, which the
+/// client resends only after a second. The kernel caps it at
+/// `net.core.somaxconn` (4096 by default since Linux 5.4).
+pub fn bind(addr: SocketAddr, setting: &str, backlog: usize) -> Result<TcpListener, Failure> {
+    let failed = |err: std::io::Error| {
+        Failure::Runtime(format!("cannot listen on {addr} ({setting}): {err}"))
+    };
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()
+    } else {
+        tokio::net::TcpSocket::new_v6()
+    }
+    .map_err(failed)?;
+    // As std and tokio's own bind do: a restarted lanyard must not wait
+    // out the old sockets' TIME_WAIT to listen again.
+    socket.set_reuseaddr(true).map_err(failed)?;
+    socket.bind(addr).map_err(failed)?;
+    socket
+        .listen(u32::try_from(backlog).unwrap_or(u32::MAX))
+        .map_err(failed)
+}
