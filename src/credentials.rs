@@ -1,5 +1,5 @@
 //! The service account's credentials: the JSON file downloaded once from
-//! the Portal (seed §2.2), with single fields overridden by the `SA_*`
+//! the Portal (docs/service.md §2.2), with single fields overridden by the `SA_*`
 //! settings, and the RSA private key that signs assertions.
 
 use std::fmt;
@@ -18,7 +18,7 @@ use crate::config::{
 const MAX_FILE_BYTES: u64 = 1024 * 1024;
 /// The seed's reference key size, and the floor for RS256 today.
 pub const MIN_KEY_BITS: usize = 2048;
-/// The only value of the file's `type` field (seed §2.2).
+/// The only value of the file's `type` field (docs/service.md §2.2).
 const FILE_TYPE: &str = "service_account";
 
 /// Everything needed to obtain a token for one service account.

@@ -1,4 +1,4 @@
-//! Errors lanyard answers itself (CONTRACT §7), and the one function that
+//! Errors lanyard answers itself (README "Errors made by lanyard itself"), and the one function that
 //! turns them into responses.
 
 use bytes::Bytes;
@@ -22,17 +22,17 @@ pub enum ProxyError {
     /// echo the token back.
     MethodNotAllowed,
     /// The target, joined to the base URL's path, is longer than a URI
-    /// may be. Not in CONTRACT §7, which is silent on it.
+    /// may be. Not in README "Errors made by lanyard itself", which is silent on it.
     UriTooLong,
     /// The client's request body could not be read (the client went away
-    /// or broke the framing). Not in CONTRACT §7, which is silent on it.
+    /// or broke the framing). Not in README "Errors made by lanyard itself", which is silent on it.
     BadRequest,
     /// The path has a `.` or `..` segment, which an upstream normalising
     /// it would resolve above the base URL's prefix. Answered as
     /// `bad_request`, with its own sentence.
     DotSegment,
     /// The listener holds `LANYARD_MAX_CONNECTIONS` connections already.
-    /// Not in CONTRACT §7, which has no connection limit.
+    /// Not in README "Errors made by lanyard itself", which has no connection limit.
     TooManyConnections,
 }
 

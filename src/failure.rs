@@ -15,7 +15,7 @@ pub enum Failure {
 }
 
 impl Failure {
-    /// The process exit code (CONTRACT §1).
+    /// The process exit code (README "Commands").
     pub fn exit_code(&self) -> u8 {
         match self {
             Failure::Config(_) => 2,

@@ -1,4 +1,4 @@
-//! Prometheus metrics (CONTRACT §6), registered once into a registry the
+//! Prometheus metrics (README "Metrics"), registered once into a registry the
 //! application owns, never a global one.
 
 use std::sync::OnceLock;

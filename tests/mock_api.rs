@@ -1,6 +1,6 @@
 //! The embedded mock's API over real sockets: bearer-token authentication,
-//! the authorization model of seed §5.4, verification sessions with the
-//! simulated wallet, and the issuance lifecycle of seed §5.5.
+//! the authorization model of docs/service.md §5.4, verification sessions with the
+//! simulated wallet, and the issuance lifecycle of docs/service.md §5.5.
 
 mod support;
 
@@ -208,7 +208,7 @@ async fn api_root_names_the_tokens_account() {
     assert_eq!(root.body["roles"], json!([VERIFICATIONS_ROLE]));
 }
 
-// Authorization (seed §5.4)
+// Authorization (docs/service.md §5.4)
 
 #[tokio::test]
 async fn account_without_the_credentials_role_gets_403_naming_it() {
@@ -268,7 +268,7 @@ async fn other_organization_gets_403() {
     assert_eq!(refused.body["organization_id"], "org-other");
 }
 
-// Verification (seed §4.3)
+// Verification (docs/service.md §4.3)
 
 #[tokio::test]
 async fn rule_path_answers_the_published_rule() {
@@ -417,7 +417,7 @@ async fn session_is_polled_only_on_its_own_rule_path() {
     );
 }
 
-// Issuance (seed §5.5)
+// Issuance (docs/service.md §5.5)
 
 #[tokio::test]
 async fn issuance_lifecycle_moves_through_approve_hold_revoke() {

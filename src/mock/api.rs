@@ -1,5 +1,5 @@
 //! The mock's API under [`API_PREFIX`]: bearer-token authentication, the
-//! authorization model of seed §5.4, routing, and the JSON conventions
+//! authorization model of docs/service.md §5.4, routing, and the JSON conventions
 //! shared by the verification and issuance handlers.
 //!
 //! Order of checks, so each answer names the first thing wrong: the token

@@ -1,4 +1,4 @@
-//! The issuance operations of seed §5.5 on credential items, under
+//! The issuance operations of docs/service.md §5.5 on credential items, under
 //! `.../organizations/{ORG_ID}/projects/{PROJECT_ID}/credentials`.
 //!
 //! The seed gives only the scopes (§4.4, §3.2); paths, payloads, states and

@@ -1,10 +1,10 @@
-//! An embedded mock of the service (CONTRACT §8), served on loopback for
+//! An embedded mock of the service (docs/mock-service.md), served on loopback for
 //! `lanyard demo` and the test suite.
 //!
 //! Its token endpoint verifies assertions as strictly as the seed specifies
 //! and can be told to fail in every way lanyard classifies. Its API (under
 //! [`API_PREFIX`]) authenticates the bearer token, enforces the
-//! authorization model of seed §5.4, and serves verification sessions and
+//! authorization model of docs/service.md §5.4, and serves verification sessions and
 //! the issuance operations; a simulated wallet (under [`WALLET_PREFIX`])
 //! completes sessions. Payload shapes the seed leaves unspecified are
 //! illustrative; `docs/mock-service.md` documents every endpoint.
@@ -41,11 +41,11 @@ pub const TOKEN_PATH: &str = "/oauth2/token";
 /// The API's path prefix on the mock: `SERVICE_API_URL` is `{mock}/api`.
 pub const API_PREFIX: &str = "/api";
 /// The simulated wallet's path prefix on the mock. Outside the API and
-/// without a token: a wallet presents straight to the service (seed §4.2).
+/// without a token: a wallet presents straight to the service (docs/service.md §4.2).
 pub const WALLET_PREFIX: &str = "/mock/wallet";
-/// The role that grants the verification API (seed §5.4).
+/// The role that grants the verification API (docs/service.md §5.4).
 pub const VERIFICATIONS_ROLE: &str = "verifications.api";
-/// The role that grants the issuance API (seed §5.4).
+/// The role that grants the issuance API (docs/service.md §5.4).
 pub const CREDENTIALS_ROLE: &str = "credentials.api";
 /// Short, so the demo shows renewals happening.
 pub const DEFAULT_EXPIRES_IN: i64 = 120;
@@ -310,7 +310,7 @@ impl MockService {
     }
 
     /// Registers a published verification rule in a project, as the
-    /// Portal's Generate ID and Publish rule actions do (seed §3.1). The
+    /// Portal's Generate ID and Publish rule actions do (docs/service.md §3.1). The
     /// rule id should be a UUID; one that parses as a UUID matches its
     /// path segment in any case. Registering an id again publishes it.
     pub fn add_rule(&self, project_id: impl Into<String>, rule_id: impl Into<String>) {

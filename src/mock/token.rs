@@ -1,5 +1,5 @@
-//! The mock's token endpoint: verifies the assertion as seed §5.2 and
-//! CONTRACT §8 specify, independently of the code that signs it.
+//! The mock's token endpoint: verifies the assertion as docs/service.md §5.2 and
+//! docs/mock-service.md specify, independently of the code that signs it.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -1,4 +1,4 @@
-//! Verification on the rule path of seed §4.3, and the simulated wallet
+//! Verification on the rule path of docs/service.md §4.3, and the simulated wallet
 //! that completes a session.
 //!
 //! The seed fixes only the rule path, `transaction_id`, a `status` and the
@@ -18,7 +18,7 @@ use super::{State, WALLET_PREFIX};
 /// Bounds the session table of a long demo.
 const MAX_SESSIONS: usize = 10_000;
 
-/// Whether a rule can be used at runtime (seed §3.1).
+/// Whether a rule can be used at runtime (docs/service.md §3.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum RuleStatus {
     Draft,
@@ -139,7 +139,7 @@ pub(super) fn get_rule(state: &State, scope: Scope<'_>, rule_id: &str) -> Answer
 }
 
 /// `POST` rule path: starts a session and answers what a backend needs to
-/// show a QR code or a wallet button (seed §4.2 step 1). The body, if any,
+/// show a QR code or a wallet button (docs/service.md §4.2 step 1). The body, if any,
 /// must be a JSON object; the mock does not use it.
 pub(super) fn start_session(
     state: &State,

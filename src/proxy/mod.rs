@@ -70,7 +70,7 @@ pub struct ProxyLimits {
 
 /// Why the proxy passes no upstream answer on.
 enum Refusal {
-    /// lanyard answers itself (CONTRACT §7).
+    /// lanyard answers itself (README "Errors made by lanyard itself").
     Answer(ProxyError),
     /// The client stalled or left mid-request: the exchange ends with no
     /// answer (README "Failure behaviour", clients of the proxy).

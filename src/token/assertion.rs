@@ -1,4 +1,4 @@
-//! The signed assertion of seed §5.2 (RFC 7523 `private_key_jwt`).
+//! The signed assertion of docs/service.md §5.2 (RFC 7523 `private_key_jwt`).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -26,7 +26,7 @@ impl Clock for SystemClock {
     }
 }
 
-/// `{"alg":"RS256","typ":"JWT"}` (seed §5.2), base64url-encoded.
+/// `{"alg":"RS256","typ":"JWT"}` (docs/service.md §5.2), base64url-encoded.
 const HEADER: &str = "eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9";
 
 #[derive(Serialize)]

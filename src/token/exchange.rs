@@ -1,4 +1,4 @@
-//! One token request (seed §4.1, CONTRACT §3): sign an assertion, POST it,
+//! One token request (docs/service.md §4.1, README "Token exchange"): sign an assertion, POST it,
 //! validate the response, and classify every failure so the refresher can
 //! choose how to retry and metrics can say what went wrong.
 
@@ -18,7 +18,7 @@ use crate::http_client::{self, Connector, FailureKind};
 
 /// RFC 7523 §2.2.
 pub const CLIENT_ASSERTION_TYPE: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
-/// CONTRACT §3: a response without `expires_in` is taken to last this long.
+/// README "Token exchange": a response without `expires_in` is taken to last this long.
 pub const DEFAULT_EXPIRES_IN: Duration = Duration::from_secs(300);
 /// A lifetime beyond a day is more likely a unit mistake than intent;
 /// renewing at least daily bounds the damage.
