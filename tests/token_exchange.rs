@@ -512,6 +512,112 @@ async fn mock_refuses_forged_or_malformed_token_requests_and_issues_no_token() {
     );
 }
 
+/// Each part of the assertion that is malformed, and each claim that is
+/// missing or of the wrong type, is named in the refusal.
+#[tokio::test]
+async fn mock_names_what_is_malformed_in_an_assertion() {
+    use base64::Engine as _;
+    let b64 = |text: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text);
+    let mock = mock().await;
+    let rs256 = serde_json::json!({"alg": "RS256", "typ": "JWT"});
+    let good = jws(&rs256, &good_claims(&mock), rs256_with_fixture_key);
+    let [header, claims, _signature] = good.split('.').collect::<Vec<_>>()[..] else {
+        panic!("a compact JWS has three parts");
+    };
+    let without = |claim: &str| {
+        let mut claims = good_claims(&mock);
+        claims.as_object_mut().unwrap().remove(claim);
+        jws(&rs256, &claims, rs256_with_fixture_key)
+    };
+    let with = |claim: &str, value: Value| {
+        let mut claims = good_claims(&mock);
+        claims[claim] = value;
+        jws(&rs256, &claims, rs256_with_fixture_key)
+    };
+    let signed_header = |header: Value| jws(&header, &good_claims(&mock), rs256_with_fixture_key);
+
+    let cases: Vec<(String, &str)> = vec![
+        (
+            format!("!!.{claims}.AAAA"),
+            "the assertion's header is not base64url",
+        ),
+        (
+            format!("{}.{claims}.AAAA", b64("{not json")),
+            "the assertion's header is not JSON",
+        ),
+        (
+            format!("{header}.!!.AAAA"),
+            "the assertion's claims is not base64url",
+        ),
+        (
+            format!("{header}.{}.AAAA", b64("{not json")),
+            "the assertion's claims is not JSON",
+        ),
+        (
+            format!("{header}.{claims}.!!"),
+            "the assertion's signature is not base64url",
+        ),
+        (
+            signed_header(serde_json::json!({"alg": "none", "typ": "JWT"})),
+            "the assertion's alg must be RS256",
+        ),
+        (
+            signed_header(serde_json::json!({"typ": "JWT"})),
+            "the assertion's alg must be RS256",
+        ),
+        (
+            signed_header(serde_json::json!({"alg": "RS256", "typ": 5})),
+            "the assertion's typ must be JWT",
+        ),
+        (
+            signed_header(serde_json::json!({"alg": "RS256", "typ": "JWT", "kid": 5})),
+            "the assertion's header has a member of the wrong type",
+        ),
+        (without("iss"), "claim `iss` is missing or not a string"),
+        (without("sub"), "claim `sub` is missing or not a string"),
+        (
+            with("sub", 5.into()),
+            "claim `sub` is missing or not a string",
+        ),
+        (
+            without("aud"),
+            "claim `aud` is not this service's IAM audience",
+        ),
+        (
+            with("aud", serde_json::json!([])),
+            "claim `aud` is not this service's IAM audience",
+        ),
+        (without("exp"), "claim `exp` is missing or not a number"),
+        (
+            with("exp", "soon".into()),
+            "claim `exp` is missing or not a number",
+        ),
+        (
+            with("exp", (unix_now() as f64 + 300.5).into()),
+            "claim `exp` is missing or not a number",
+        ),
+        (without("iat"), "claim `iat` is missing or not a number"),
+        (without("jti"), "claim `jti` is missing or not a string"),
+        // RFC 7519 §4.1.4: the current time must be before `exp`.
+        (with("exp", unix_now().into()), "the assertion has expired"),
+    ];
+    for (assertion, why) in cases {
+        let (status, body) = post_form(&mock.token_url(), &fields(&assertion)).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{why}: {body}");
+        assert_eq!(body["error"], "invalid_client", "{why}");
+        assert_eq!(body["error_description"], why);
+    }
+    assert_eq!(mock.counters().tokens_issued, 0);
+
+    // An `aud` array that holds this service's audience is accepted.
+    let listed = with(
+        "aud",
+        serde_json::json!(["https://elsewhere.example", mock.audience()]),
+    );
+    let (status, body) = post_form(&mock.token_url(), &fields(&listed)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
 #[tokio::test]
 async fn failures_are_classified_for_retry_decisions() {
     let mock = mock().await;
