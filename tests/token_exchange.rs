@@ -133,6 +133,48 @@ async fn assertion_claims_and_form_fields_are_as_specified() {
     assert_eq!(seen.form["organization_id"], ORGANIZATION_ID);
 }
 
+/// RFC 7523 §2.2 and RFC 6749 §4.4.2 spell these; they are written out
+/// here, and read off the wire by a token endpoint of this test's own, so
+/// neither the client's constant nor the mock's vouches for the other.
+#[tokio::test]
+async fn client_sends_the_rfc7523_form_fields_as_the_rfcs_spell_them() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let token_uri = format!("http://{}/oauth2/token", listener.local_addr().unwrap());
+    let (sent, mut received) = tokio::sync::mpsc::unbounded_channel::<Bytes>();
+    let endpoint = tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let answer = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
+            let sent = sent.clone();
+            async move {
+                let body = request.into_body().collect().await?.to_bytes();
+                let _ = sent.send(body);
+                let token = r#"{"access_token":"t","token_type":"Bearer","expires_in":60}"#;
+                Ok::<_, hyper::Error>(http::Response::new(Full::new(Bytes::from(token))))
+            }
+        });
+        hyper::server::conn::http1::Builder::new()
+            .serve_connection(hyper_util::rt::TokioIo::new(stream), answer)
+            .await
+    });
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    exchanger(&mock, dir.path(), &[("SA_TOKEN_URI", &token_uri)])
+        .fetch()
+        .await
+        .unwrap();
+
+    let body = received.recv().await.unwrap();
+    let form: std::collections::HashMap<String, String> =
+        form_urlencoded::parse(&body).into_owned().collect();
+    assert_eq!(form["grant_type"], "client_credentials");
+    assert_eq!(
+        form["client_assertion_type"],
+        "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+    );
+    assert!(!form["client_assertion"].is_empty());
+    endpoint.abort();
+}
+
 #[tokio::test]
 async fn clock_skew_backdates_iat_and_exp_together() {
     let mock = mock().await;

@@ -1,6 +1,7 @@
 //! The mock's token endpoint: verifies the client assertion (RFC 7523 §3,
 //! with the header and claims the README's "Token exchange" section lists)
-//! independently of the code that signs it.
+//! independently of the code that signs it. It imports nothing from the
+//! client side, so a mistake there cannot pass on both sides at once.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -15,8 +16,11 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{Value, json};
 
 use super::{Disconnect, Fault, IssuedToken, MockAccount, State, json};
-use crate::token::exchange::CLIENT_ASSERTION_TYPE;
 
+/// RFC 7523 §2.2: the `client_assertion_type` of a JWT client assertion.
+const JWT_BEARER_ASSERTION_TYPE: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
+/// RFC 6749 §4.4.2: the grant a client authenticating as itself asks for.
+const CLIENT_CREDENTIALS_GRANT: &str = "client_credentials";
 /// How far ahead `exp` may be: the service suggests an hour's lifetime and
 /// lanyard caps `LANYARD_ASSERTION_TTL` there (README, settings).
 const MAX_ASSERTION_LIFETIME: u64 = 3600;
@@ -182,7 +186,7 @@ async fn grant(state: &State, req: Request<Incoming>) -> Result<(Value, String),
             .ok_or_else(|| invalid_request(format!("parameter `{name}` is missing")))
     };
     if let Some(grant) = form.get("grant_type")
-        && grant != "client_credentials"
+        && grant != CLIENT_CREDENTIALS_GRANT
     {
         return Err(refuse(
             StatusCode::BAD_REQUEST,
@@ -191,7 +195,7 @@ async fn grant(state: &State, req: Request<Incoming>) -> Result<(Value, String),
         ));
     }
     if let Some(kind) = form.get("client_assertion_type")
-        && kind != CLIENT_ASSERTION_TYPE
+        && kind != JWT_BEARER_ASSERTION_TYPE
     {
         return Err(invalid_request(
             "client_assertion_type must be the RFC 7523 jwt-bearer type",
