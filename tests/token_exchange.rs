@@ -133,6 +133,48 @@ async fn assertion_claims_and_form_fields_are_as_specified() {
     assert_eq!(seen.form["organization_id"], ORGANIZATION_ID);
 }
 
+/// RFC 7523 §2.2 and RFC 6749 §4.4.2 spell these; they are written out
+/// here, and read off the wire by a token endpoint of this test's own, so
+/// neither the client's constant nor the mock's vouches for the other.
+#[tokio::test]
+async fn client_sends_the_rfc7523_form_fields_as_the_rfcs_spell_them() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let token_uri = format!("http://{}/oauth2/token", listener.local_addr().unwrap());
+    let (sent, mut received) = tokio::sync::mpsc::unbounded_channel::<Bytes>();
+    let endpoint = tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let answer = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
+            let sent = sent.clone();
+            async move {
+                let body = request.into_body().collect().await?.to_bytes();
+                let _ = sent.send(body);
+                let token = r#"{"access_token":"t","token_type":"Bearer","expires_in":60}"#;
+                Ok::<_, hyper::Error>(http::Response::new(Full::new(Bytes::from(token))))
+            }
+        });
+        hyper::server::conn::http1::Builder::new()
+            .serve_connection(hyper_util::rt::TokioIo::new(stream), answer)
+            .await
+    });
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    exchanger(&mock, dir.path(), &[("SA_TOKEN_URI", &token_uri)])
+        .fetch()
+        .await
+        .unwrap();
+
+    let body = received.recv().await.unwrap();
+    let form: std::collections::HashMap<String, String> =
+        form_urlencoded::parse(&body).into_owned().collect();
+    assert_eq!(form["grant_type"], "client_credentials");
+    assert_eq!(
+        form["client_assertion_type"],
+        "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+    );
+    assert!(!form["client_assertion"].is_empty());
+    endpoint.abort();
+}
+
 #[tokio::test]
 async fn clock_skew_backdates_iat_and_exp_together() {
     let mock = mock().await;
@@ -510,6 +552,112 @@ async fn mock_refuses_forged_or_malformed_token_requests_and_issues_no_token() {
         mock.token_owner(body["access_token"].as_str().unwrap())
             .is_some()
     );
+}
+
+/// Each part of the assertion that is malformed, and each claim that is
+/// missing or of the wrong type, is named in the refusal.
+#[tokio::test]
+async fn mock_names_what_is_malformed_in_an_assertion() {
+    use base64::Engine as _;
+    let b64 = |text: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text);
+    let mock = mock().await;
+    let rs256 = serde_json::json!({"alg": "RS256", "typ": "JWT"});
+    let good = jws(&rs256, &good_claims(&mock), rs256_with_fixture_key);
+    let [header, claims, _signature] = good.split('.').collect::<Vec<_>>()[..] else {
+        panic!("a compact JWS has three parts");
+    };
+    let without = |claim: &str| {
+        let mut claims = good_claims(&mock);
+        claims.as_object_mut().unwrap().remove(claim);
+        jws(&rs256, &claims, rs256_with_fixture_key)
+    };
+    let with = |claim: &str, value: Value| {
+        let mut claims = good_claims(&mock);
+        claims[claim] = value;
+        jws(&rs256, &claims, rs256_with_fixture_key)
+    };
+    let signed_header = |header: Value| jws(&header, &good_claims(&mock), rs256_with_fixture_key);
+
+    let cases: Vec<(String, &str)> = vec![
+        (
+            format!("!!.{claims}.AAAA"),
+            "the assertion's header is not base64url",
+        ),
+        (
+            format!("{}.{claims}.AAAA", b64("{not json")),
+            "the assertion's header is not JSON",
+        ),
+        (
+            format!("{header}.!!.AAAA"),
+            "the assertion's claims is not base64url",
+        ),
+        (
+            format!("{header}.{}.AAAA", b64("{not json")),
+            "the assertion's claims is not JSON",
+        ),
+        (
+            format!("{header}.{claims}.!!"),
+            "the assertion's signature is not base64url",
+        ),
+        (
+            signed_header(serde_json::json!({"alg": "none", "typ": "JWT"})),
+            "the assertion's alg must be RS256",
+        ),
+        (
+            signed_header(serde_json::json!({"typ": "JWT"})),
+            "the assertion's alg must be RS256",
+        ),
+        (
+            signed_header(serde_json::json!({"alg": "RS256", "typ": 5})),
+            "the assertion's typ must be JWT",
+        ),
+        (
+            signed_header(serde_json::json!({"alg": "RS256", "typ": "JWT", "kid": 5})),
+            "the assertion's header has a member of the wrong type",
+        ),
+        (without("iss"), "claim `iss` is missing or not a string"),
+        (without("sub"), "claim `sub` is missing or not a string"),
+        (
+            with("sub", 5.into()),
+            "claim `sub` is missing or not a string",
+        ),
+        (
+            without("aud"),
+            "claim `aud` is not this service's IAM audience",
+        ),
+        (
+            with("aud", serde_json::json!([])),
+            "claim `aud` is not this service's IAM audience",
+        ),
+        (without("exp"), "claim `exp` is missing or not a number"),
+        (
+            with("exp", "soon".into()),
+            "claim `exp` is missing or not a number",
+        ),
+        (
+            with("exp", (unix_now() as f64 + 300.5).into()),
+            "claim `exp` is missing or not a number",
+        ),
+        (without("iat"), "claim `iat` is missing or not a number"),
+        (without("jti"), "claim `jti` is missing or not a string"),
+        // RFC 7519 §4.1.4: the current time must be before `exp`.
+        (with("exp", unix_now().into()), "the assertion has expired"),
+    ];
+    for (assertion, why) in cases {
+        let (status, body) = post_form(&mock.token_url(), &fields(&assertion)).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{why}: {body}");
+        assert_eq!(body["error"], "invalid_client", "{why}");
+        assert_eq!(body["error_description"], why);
+    }
+    assert_eq!(mock.counters().tokens_issued, 0);
+
+    // An `aud` array that holds this service's audience is accepted.
+    let listed = with(
+        "aud",
+        serde_json::json!(["https://elsewhere.example", mock.audience()]),
+    );
+    let (status, body) = post_form(&mock.token_url(), &fields(&listed)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
 }
 
 #[tokio::test]

@@ -1,12 +1,14 @@
-//! An embedded mock of the service (docs/mock-service.md), served on loopback for
-//! `lanyard demo` and the test suite.
+//! An embedded mock of the service, served on loopback for `lanyard demo`
+//! and the test suite.
 //!
-//! Its token endpoint verifies assertions as strictly as the seed specifies
-//! and can be told to fail in every way lanyard classifies. Its API (under
-//! [`API_PREFIX`]) authenticates the bearer token, enforces the
-//! authorization model of docs/service.md §5.4, and serves verification sessions and
-//! the issuance operations; a simulated wallet (under [`WALLET_PREFIX`])
-//! completes sessions. Payload shapes the seed leaves unspecified are
+//! Its token endpoint verifies assertions strictly (RFC 7523 §3) and can be
+//! told to fail in every way lanyard classifies. The mock imports nothing
+//! from the client side (`token`, `credentials`, ...): what it checks is
+//! written out here, so a mistake in the client cannot pass on both sides.
+//! Its API (under [`API_PREFIX`]) authenticates the bearer token, enforces
+//! the authorization model of docs/service.md §5.4, and serves verification sessions
+//! and the issuance operations; a simulated wallet (under
+//! [`WALLET_PREFIX`]) completes sessions. Payload shapes the seed leaves unspecified are
 //! illustrative; `docs/mock-service.md` documents every endpoint.
 
 mod api;

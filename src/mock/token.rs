@@ -1,21 +1,28 @@
-//! The mock's token endpoint: verifies the assertion as docs/service.md §5.2 and
-//! docs/mock-service.md specify, independently of the code that signs it.
+//! The mock's token endpoint: verifies the client assertion (RFC 7523 §3,
+//! with the header and claims the README's "Token exchange" section lists)
+//! independently of the code that signs it. It imports nothing from the
+//! client side, so a mistake there cannot pass on both sides at once.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use aws_lc_rs::signature::{RSA_PKCS1_2048_8192_SHA256, UnparsedPublicKey};
 use base64::Engine as _;
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
+use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{Value, json};
 
 use super::{Disconnect, Fault, IssuedToken, MockAccount, State, json};
-use crate::token::exchange::CLIENT_ASSERTION_TYPE;
 
-/// The seed's limit on how far ahead `exp` may be.
+/// RFC 7523 §2.2: the `client_assertion_type` of a JWT client assertion.
+const JWT_BEARER_ASSERTION_TYPE: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
+/// RFC 6749 §4.4.2: the grant a client authenticating as itself asks for.
+const CLIENT_CREDENTIALS_GRANT: &str = "client_credentials";
+/// How far ahead `exp` may be: the service suggests an hour's lifetime and
+/// lanyard caps `LANYARD_ASSERTION_TTL` there (README, settings).
 const MAX_ASSERTION_LIFETIME: u64 = 3600;
 /// Tolerance for clocks a little apart, and for `iat` rounding.
 const LEEWAY: u64 = 30;
@@ -179,7 +186,7 @@ async fn grant(state: &State, req: Request<Incoming>) -> Result<(Value, String),
             .ok_or_else(|| invalid_request(format!("parameter `{name}` is missing")))
     };
     if let Some(grant) = form.get("grant_type")
-        && grant != "client_credentials"
+        && grant != CLIENT_CREDENTIALS_GRANT
     {
         return Err(refuse(
             StatusCode::BAD_REQUEST,
@@ -188,7 +195,7 @@ async fn grant(state: &State, req: Request<Incoming>) -> Result<(Value, String),
         ));
     }
     if let Some(kind) = form.get("client_assertion_type")
-        && kind != CLIENT_ASSERTION_TYPE
+        && kind != JWT_BEARER_ASSERTION_TYPE
     {
         return Err(invalid_request(
             "client_assertion_type must be the RFC 7523 jwt-bearer type",
@@ -240,52 +247,45 @@ async fn grant(state: &State, req: Request<Incoming>) -> Result<(Value, String),
     Ok((body, account.client_id))
 }
 
+/// Verifies the assertion and finds its account: the decoded header, the
+/// verified claims and the account.
+///
+/// jsonwebtoken checks the shape, the signature with the account's key, and
+/// `iss`, `sub`, `aud` and `exp`; the checks it does not make (`typ`, `iat`,
+/// the hour's limit on `exp`, `jti`) follow. Each refusal names what is
+/// wrong, in the words the tests pin.
 fn verify_assertion(
     state: &State,
     assertion: &str,
 ) -> Result<(Value, Value, MockAccount), Refusal> {
-    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    let mut parts = assertion.split('.');
-    let (Some(h), Some(c), Some(s), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
+    // jsonwebtoken splits from the right, so `a.b.c.d` would reach it as a
+    // header `a.b` that is not base64url: say what is really wrong.
+    if assertion.split('.').count() != 3 {
         return Err(invalid_client("client_assertion is not a compact JWS"));
-    };
-    let decode_json = |part: &str, what: &str| -> Result<Value, Refusal> {
-        let bytes = b64
-            .decode(part)
-            .map_err(|_| invalid_client(format!("the assertion's {what} is not base64url")))?;
-        serde_json::from_slice(&bytes)
-            .map_err(|_| invalid_client(format!("the assertion's {what} is not JSON")))
-    };
-    let header = decode_json(h, "header")?;
-    let claims = decode_json(c, "claims")?;
-    let signature = b64
-        .decode(s)
-        .map_err(|_| invalid_client("the assertion's signature is not base64url"))?;
+    }
+    let header = jsonwebtoken::decode_header(assertion).map_err(|err| match err.kind() {
+        ErrorKind::Base64(_) => invalid_client("the assertion's header is not base64url"),
+        ErrorKind::Json(json) if json.is_data() => untyped_header(assertion),
+        _ => invalid_client("the assertion's header is not JSON"),
+    })?;
+    // Unverified: read only for `iss`, to find whose key verifies the rest.
+    let unverified: Value =
+        jsonwebtoken::dangerous::insecure_decode_claims(assertion).map_err(|err| {
+            match err.kind() {
+                ErrorKind::Base64(_) => invalid_client("the assertion's claims is not base64url"),
+                _ => invalid_client("the assertion's claims is not JSON"),
+            }
+        })?;
 
-    if header["alg"] != "RS256" {
+    if header.alg != Algorithm::RS256 {
         return Err(invalid_client("the assertion's alg must be RS256"));
     }
-    if header["typ"] != "JWT" {
+    if header.typ.as_deref() != Some("JWT") {
         return Err(invalid_client("the assertion's typ must be JWT"));
     }
-    let text = |name: &str| {
-        claims[name]
-            .as_str()
-            .ok_or_else(|| invalid_client(format!("claim `{name}` is missing or not a string")))
-    };
-    let number = |name: &str| {
-        claims[name]
-            .as_u64()
-            .ok_or_else(|| invalid_client(format!("claim `{name}` is missing or not a number")))
-    };
-    let iss = text("iss")?;
-    if text("sub")? != iss {
-        return Err(invalid_client(
-            "claims `iss` and `sub` must both be the client id",
-        ));
-    }
+    let iss = unverified["iss"]
+        .as_str()
+        .ok_or_else(|| invalid_client("claim `iss` is missing or not a string"))?;
     let account = state
         .lock()
         .accounts
@@ -293,26 +293,33 @@ fn verify_assertion(
         .cloned()
         .ok_or_else(|| invalid_client("unknown client"))?;
 
-    let signing_input = &assertion[..h.len() + 1 + c.len()];
-    UnparsedPublicKey::new(&RSA_PKCS1_2048_8192_SHA256, &account.public_key_der)
-        .verify(signing_input.as_bytes(), &signature)
-        .map_err(|_| {
-            invalid_client("the assertion's signature does not verify with the account's key")
-        })?;
+    let mut validation = Validation::new(Algorithm::RS256);
+    validation.set_required_spec_claims(&["iss", "sub", "aud", "exp"]);
+    validation.set_issuer(&[&account.client_id]);
+    validation.sub = Some(account.client_id.clone());
+    validation.set_audience(&[&state.audience]);
+    // No leeway for `exp`: a client with a clock ahead can backdate
+    // (LANYARD_CLOCK_SKEW, README "Troubleshooting").
+    validation.leeway = 0;
+    let verified = jsonwebtoken::decode::<Value>(
+        assertion,
+        &DecodingKey::from_rsa_der(&account.public_key_der),
+        &validation,
+    )
+    .map_err(|err| refusal_for(err.kind()))?;
+    let claims = verified.claims;
 
-    let audience_ok = match &claims["aud"] {
-        Value::String(aud) => *aud == state.audience,
-        Value::Array(auds) => auds
-            .iter()
-            .any(|a| a.as_str() == Some(state.audience.as_str())),
-        _ => false,
+    let text = |name: &str| {
+        claims[name]
+            .as_str()
+            .ok_or_else(|| invalid_client(format!("claim `{name}` is missing or not a string")))
     };
-    if !audience_ok {
-        return Err(invalid_client(
-            "claim `aud` is not this service's IAM audience",
-        ));
-    }
-
+    // Whole seconds only: jsonwebtoken rounds a fractional `exp`.
+    let number = |name: &str| {
+        claims[name]
+            .as_u64()
+            .ok_or_else(|| invalid_client(format!("claim `{name}` is missing or not a number")))
+    };
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
@@ -322,11 +329,13 @@ fn verify_assertion(
     if iat > now + LEEWAY {
         return Err(invalid_client("claim `iat` is in the future"));
     }
+    // RFC 7519 §4.1.4: now must be before `exp`; jsonwebtoken still accepts
+    // `exp` equal to now.
     if exp <= now {
         return Err(invalid_client("the assertion has expired"));
     }
-    // No leeway here: the seed allows an hour at most, and a client with
-    // a clock ahead can backdate (LANYARD_CLOCK_SKEW) both claims.
+    // No leeway here either: an hour at most, and a client with a clock
+    // ahead can backdate both claims.
     if exp > now + MAX_ASSERTION_LIFETIME {
         return Err(invalid_client("claim `exp` is more than an hour ahead"));
     }
@@ -336,7 +345,61 @@ fn verify_assertion(
     if !is_v4 {
         return Err(invalid_client("claim `jti` must be a UUID v4"));
     }
+    // A header that decoded serializes again; the log shows what was sent.
+    let header = serde_json::to_value(&verified.header).unwrap_or_default();
     Ok((header, claims, account))
+}
+
+/// The refusal for what `jsonwebtoken::decode` found wrong. Shape, header
+/// and `iss` were checked before, so only the signature and the claims it
+/// validates remain.
+fn refusal_for(kind: &ErrorKind) -> Refusal {
+    match kind {
+        ErrorKind::InvalidToken => invalid_client("client_assertion is not a compact JWS"),
+        ErrorKind::InvalidAlgorithm => invalid_client("the assertion's alg must be RS256"),
+        // The header and claims decoded already: this is the signature.
+        ErrorKind::Base64(_) => invalid_client("the assertion's signature is not base64url"),
+        ErrorKind::InvalidSignature => {
+            invalid_client("the assertion's signature does not verify with the account's key")
+        }
+        // Required, but absent or of the wrong type: jsonwebtoken does not
+        // tell those apart.
+        ErrorKind::MissingRequiredClaim(claim) | ErrorKind::InvalidClaimFormat(claim) => {
+            match claim.as_str() {
+                "aud" => invalid_client("claim `aud` is not this service's IAM audience"),
+                "exp" => invalid_client("claim `exp` is missing or not a number"),
+                other => invalid_client(format!("claim `{other}` is missing or not a string")),
+            }
+        }
+        ErrorKind::ExpiredSignature => invalid_client("the assertion has expired"),
+        ErrorKind::InvalidIssuer | ErrorKind::InvalidSubject => {
+            invalid_client("claims `iss` and `sub` must both be the client id")
+        }
+        ErrorKind::InvalidAudience => {
+            invalid_client("claim `aud` is not this service's IAM audience")
+        }
+        // Not reached after the checks above; a refusal all the same.
+        _ => invalid_client("the assertion does not verify"),
+    }
+}
+
+/// Says which of `alg` and `typ` is wrong in a header that is JSON but not
+/// one jsonwebtoken's typed `Header` takes (`"alg":"none"`, no `alg`, a
+/// `typ` that is not a string), as the checks after decoding would.
+fn untyped_header(assertion: &str) -> Refusal {
+    let encoded = assertion.split('.').next().unwrap_or_default();
+    let header: Value = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(encoded)
+        .ok()
+        .and_then(|json| serde_json::from_slice(&json).ok())
+        .unwrap_or_default();
+    if header["alg"] != "RS256" {
+        invalid_client("the assertion's alg must be RS256")
+    } else if header["typ"] != "JWT" {
+        invalid_client("the assertion's typ must be JWT")
+    } else {
+        invalid_client("the assertion's header has a member of the wrong type")
+    }
 }
 
 /// Records the assertion's `jti`, refusing one seen before.

@@ -1,10 +1,10 @@
-//! The signed assertion of docs/service.md §5.2 (RFC 7523 `private_key_jwt`).
+//! The signed client assertion (RFC 7523 §2.2, `private_key_jwt`): the
+//! header and claims the README's "Token exchange" section lists.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use jsonwebtoken::{Algorithm, Header};
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -25,9 +25,6 @@ impl Clock for SystemClock {
         SystemTime::now()
     }
 }
-
-/// `{"alg":"RS256","typ":"JWT"}` (docs/service.md §5.2), base64url-encoded.
-const HEADER: &str = "eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9";
 
 #[derive(Serialize)]
 struct Claims<'a> {
@@ -74,17 +71,19 @@ impl AssertionSigner {
             exp: iat + self.lifetime.as_secs(),
             jti: jti.hyphenated().to_string(),
         };
-        let claims = serde_json::to_vec(&claims).map_err(|_| SignError)?;
-        // Signed with the key parsed at start-up: jsonwebtoken's `encode`
-        // would parse it again from DER for every signature.
-        let mut jwt = String::with_capacity(1024);
-        jwt.push_str(HEADER);
-        jwt.push('.');
-        URL_SAFE_NO_PAD.encode_string(&claims, &mut jwt);
-        let signature = self.key.sign_rs256(jwt.as_bytes()).ok_or(SignError)?;
-        jwt.push('.');
-        URL_SAFE_NO_PAD.encode_string(&signature, &mut jwt);
-        Ok(Secret::new(jwt))
+        // `Header::new` is `{"alg":"RS256","typ":"JWT"}` and nothing else.
+        // jsonwebtoken parses the key's DER again for every signature (its
+        // signer keeps DER, not a parsed key): about 0.2 ms on top of the
+        // signature's 0.7 ms, paid once per token request, which comes every
+        // few minutes. The key itself was validated once, at start-up
+        // (`credentials::parse_private_key`).
+        jsonwebtoken::encode(
+            &Header::new(Algorithm::RS256),
+            &claims,
+            self.key.encoding_key(),
+        )
+        .map(Secret::new)
+        .map_err(|_| SignError)
     }
 
     /// Signs a fresh assertion: now (less the backdate), with a new UUID v4
@@ -97,11 +96,57 @@ impl AssertionSigner {
 
 #[cfg(test)]
 mod tests {
+    use jsonwebtoken::{DecodingKey, Validation};
+    use serde_json::{Value, json};
+
     use super::*;
+    use crate::credentials::parse_private_key;
+
+    const PKCS8: &str = include_str!("../../tests/fixtures/rsa2048.pkcs8.pem");
+    const PKCS1: &str = include_str!("../../tests/fixtures/rsa2048.pkcs1.pem");
+    const PUBLIC_PKCS1_DER: &[u8] = include_bytes!("../../tests/fixtures/rsa2048.pub.pkcs1.der");
+
+    fn signer(pem: &str) -> AssertionSigner {
+        AssertionSigner {
+            client_id: "sa-unit".into(),
+            audience: "https://iam.example/aud".into(),
+            lifetime: Duration::from_secs(600),
+            backdate: Duration::ZERO,
+            key: Arc::new(parse_private_key(pem).unwrap()),
+        }
+    }
 
     #[test]
-    fn the_header_is_rs256_and_jwt() {
-        let json = URL_SAFE_NO_PAD.decode(HEADER).unwrap();
-        assert_eq!(json, br#"{"alg":"RS256","typ":"JWT"}"#);
+    fn assertion_is_rs256_with_exactly_the_readmes_header_and_claims() {
+        let at = UNIX_EPOCH + Duration::from_secs(1_767_225_600);
+        let jti = Uuid::parse_str("0b7c6d2e-4a1f-4c3b-9a57-2f1e8d9c6b10").unwrap();
+        // Both PEM forms sign with the same key, verified with its public half.
+        for pem in [PKCS8, PKCS1] {
+            let jwt = signer(pem).sign(at, jti).unwrap();
+            let mut validation = Validation::new(Algorithm::RS256);
+            validation.validate_exp = false;
+            validation.set_audience(&["https://iam.example/aud"]);
+            let verified = jsonwebtoken::decode::<Value>(
+                jwt.expose(),
+                &DecodingKey::from_rsa_der(PUBLIC_PKCS1_DER),
+                &validation,
+            )
+            .unwrap();
+            assert_eq!(
+                serde_json::to_value(&verified.header).unwrap(),
+                json!({"alg": "RS256", "typ": "JWT"})
+            );
+            assert_eq!(
+                verified.claims,
+                json!({
+                    "iss": "sa-unit",
+                    "sub": "sa-unit",
+                    "aud": "https://iam.example/aud",
+                    "iat": 1_767_225_600,
+                    "exp": 1_767_226_200,
+                    "jti": "0b7c6d2e-4a1f-4c3b-9a57-2f1e8d9c6b10",
+                })
+            );
+        }
     }
 }
