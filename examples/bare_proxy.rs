@@ -21,20 +21,20 @@ use http::{HeaderValue, Request, Response, Uri, Version, header};
 use http_body_util::{Either, Full};
 use hyper::body::Incoming;
 use lanyard::client_body::ClientBody;
-use lanyard::pool::{Pool, PooledBody, UpstreamLimit};
-use lanyard::proxy::StreamedBody;
+use lanyard::pool::{Pool, UpstreamLimit};
+use lanyard::proxy::{StreamedBody, UpstreamBody, UpstreamResponse};
 use lanyard::server::{self, Abort, Handler, Limits, Member};
 
 /// As lanyard's default: the benchmark's 256 connections each get one.
 const MAX_UPSTREAM_CONNECTIONS: usize = 256;
 
 struct Bare {
-    pool: Rc<Pool>,
+    pool: Rc<Pool<UpstreamBody>>,
     authorization: HeaderValue,
 }
 
 impl Handler for Bare {
-    type Body = Either<PooledBody, Full<Bytes>>;
+    type Body = Either<UpstreamResponse, Full<Bytes>>;
 
     fn handle(
         &self,

@@ -36,7 +36,7 @@ impl Demo {
         admin: TcpListener,
     ) -> Result<Demo, Failure> {
         use crate::config::TargetUrl;
-        use crate::credentials::{Credentials, parse_private_key};
+        use crate::config::credentials::{Credentials, parse_private_key};
         use crate::mock::{MockAccount, MockService, generate_rsa_key};
 
         let mock = MockService::start()

@@ -14,6 +14,12 @@ use rustls::RootCertStore;
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 
+/// How long an idle outbound connection is kept: below the idle timeouts
+/// common in front of APIs (AWS ALB 60 s, nginx 75 s), so that lanyard
+/// closes first and rarely races an upstream closing a connection just as
+/// it is reused. For the proxy's pool and the token endpoint's client alike.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(50);
+
 /// Connecting takes milliseconds on a working network; waiting longer only
 /// delays the error.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -95,7 +101,7 @@ where
     B::Data: Send,
 {
     Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(crate::pool::IDLE_TIMEOUT)
+        .pool_idle_timeout(IDLE_TIMEOUT)
         .build(connector)
 }
 

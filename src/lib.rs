@@ -8,8 +8,7 @@
 //! it (README "Architecture").
 //!
 //! - [`cli`]: command-line parsing: subcommands by clap derive, the settings' flags built from their declarations.
-//! - [`config`]: every setting declared once (flag, variable, file key, default, help), validated into one [`config::Config`].
-//! - [`credentials`]: the credentials file, the `SA_*` overrides and the RSA key.
+//! - [`config`]: every setting declared once (flag, variable, file key, default, help), validated into one [`config::Config`]; [`config::credentials`]: the credentials file, the `SA_*` overrides and the RSA key.
 //! - [`token`]: assertion, exchange, the token cell, the pure renewal schedule and the refresher task that applies it.
 //! - [`http_client`]: rustls roots, the outbound connector, and failure classification.
 //! - [`metrics`]: the Prometheus metrics, registered into an owned registry, and the request path's cached series.
@@ -35,7 +34,6 @@ pub mod cli;
 pub mod client_body;
 pub mod commands;
 pub mod config;
-pub mod credentials;
 pub mod demo;
 pub mod error;
 pub mod failure;

@@ -44,20 +44,30 @@ use tokio::time::Instant;
 use tower_service::Service as _;
 
 use crate::http_client::{self, Connector, FailureKind};
-use crate::proxy::UpstreamBody;
 
 mod limit;
 
 pub use limit::UpstreamLimit;
 use limit::{Permit, PoolCount};
 
-/// Below the idle timeouts common in front of APIs (AWS ALB 60 s, nginx
-/// 75 s): closing first avoids most races with an upstream closing a
-/// connection just as it is reused.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(50);
+/// What a pool sends upstream: any body hyper's client connections take.
+/// The pool is generic over it, so that it knows nothing of the proxy that
+/// uses it (README "Architecture").
+pub trait SendBody:
+    Body<Data = Bytes, Error: Into<Box<dyn std::error::Error + Send + Sync>>> + Send + Unpin + 'static
+{
+}
+
+impl<T> SendBody for T where
+    T: Body<Data = Bytes, Error: Into<Box<dyn std::error::Error + Send + Sync>>>
+        + Send
+        + Unpin
+        + 'static
+{
+}
 
 /// Connections to one upstream.
-pub struct Pool {
+pub struct Pool<B> {
     connector: Connector,
     /// What the connector dials: the upstream's scheme and authority.
     target: Uri,
@@ -67,9 +77,9 @@ pub struct Pool {
     host: HeaderValue,
     /// HTTP/1 connections with no exchange in progress, most recently used
     /// last.
-    idle: RefCell<VecDeque<Idle>>,
+    idle: RefCell<VecDeque<Idle<B>>>,
     /// The HTTP/2 connection, once ALPN has chosen HTTP/2.
-    http2: RefCell<Option<http2::SendRequest<UpstreamBody>>>,
+    http2: RefCell<Option<http2::SendRequest<B>>>,
     http2_builder: http2::Builder<TokioExecutor>,
     idle_timeout: Duration,
     /// This pool's part in the process-wide connection limit.
@@ -80,26 +90,26 @@ pub struct Pool {
 }
 
 /// An HTTP/1 connection's handle.
-struct Http1 {
-    sender: http1::SendRequest<UpstreamBody>,
+struct Http1<B> {
+    sender: http1::SendRequest<B>,
     /// Set while the connection sits in `idle`, where its task may close
     /// it for a request waiting on another thread; see `limit`.
     idle: Arc<AtomicBool>,
 }
 
-struct Idle {
-    conn: Http1,
+struct Idle<B> {
+    conn: Http1<B>,
     since: Instant,
 }
 
 /// A connection ready for one request.
-enum Checkout {
+enum Checkout<B> {
     Http1 {
-        conn: Http1,
+        conn: Http1<B>,
         reused: bool,
     },
     Http2 {
-        sender: http2::SendRequest<UpstreamBody>,
+        sender: http2::SendRequest<B>,
         reused: bool,
     },
 }
@@ -164,13 +174,13 @@ impl SendError {
     }
 }
 
-impl Pool {
+impl<B: SendBody> Pool<B> {
     pub fn new(
         connector: Connector,
         scheme: Scheme,
         authority: Authority,
         limit: UpstreamLimit,
-    ) -> Pool {
+    ) -> Pool<B> {
         let target = Uri::builder()
             .scheme(scheme.clone())
             .authority(authority.clone())
@@ -192,7 +202,7 @@ impl Pool {
             idle: RefCell::new(VecDeque::new()),
             http2: RefCell::new(None),
             http2_builder: http2::Builder::new(TokioExecutor::new()),
-            idle_timeout: IDLE_TIMEOUT,
+            idle_timeout: http_client::IDLE_TIMEOUT,
             count: limit.join(),
             released: Notify::new(),
         }
@@ -209,8 +219,8 @@ impl Pool {
     )]
     pub fn send(
         self: &Rc<Self>,
-        mut request: Request<UpstreamBody>,
-    ) -> impl Future<Output = Result<Response<PooledBody>, SendError>> {
+        mut request: Request<B>,
+    ) -> impl Future<Output = Result<Response<PooledBody<B>>, SendError>> {
         async move {
             loop {
                 let attempt = match self.checkout().await? {
@@ -267,7 +277,7 @@ impl Pool {
         Uri::from_parts(parts).unwrap_or_else(|_| self.target.clone())
     }
 
-    async fn checkout(self: &Rc<Self>) -> Result<Checkout, SendError> {
+    async fn checkout(self: &Rc<Self>) -> Result<Checkout<B>, SendError> {
         if let Some(sender) = self.shared_http2() {
             return Ok(Checkout::Http2 {
                 sender,
@@ -293,7 +303,7 @@ impl Pool {
     /// thread's other waiting requests, or for a permit to open one,
     /// whichever comes first. Unbounded here: the caller's upstream timeout
     /// ends the wait by dropping it.
-    async fn wait(self: &Rc<Self>) -> Result<Checkout, SendError> {
+    async fn wait(self: &Rc<Self>) -> Result<Checkout<B>, SendError> {
         let mut queued = Queued::new(self);
         // Created once, so the request keeps its place in the semaphore's
         // queue across wake-ups.
@@ -329,7 +339,7 @@ impl Pool {
         }
     }
 
-    fn shared_http2(&self) -> Option<http2::SendRequest<UpstreamBody>> {
+    fn shared_http2(&self) -> Option<http2::SendRequest<B>> {
         let mut shared = self.http2.borrow_mut();
         match shared.as_ref() {
             Some(sender) if !sender.is_closed() => Some(sender.clone()),
@@ -342,7 +352,7 @@ impl Pool {
     }
 
     /// An idle connection ready for a request, if there is one.
-    async fn reuse_idle(&self) -> Option<Http1> {
+    async fn reuse_idle(&self) -> Option<Http1<B>> {
         while let Some(Idle { mut conn, .. }) = self.pop_idle() {
             if conn.sender.is_ready() {
                 return Some(conn);
@@ -359,7 +369,7 @@ impl Pool {
 
     /// The most recently used idle connection still open and fresh;
     /// stale ones met on the way are closed.
-    fn pop_idle(&self) -> Option<Idle> {
+    fn pop_idle(&self) -> Option<Idle<B>> {
         let mut idle = self.idle.borrow_mut();
         while let Some(entry) = idle.pop_back() {
             if !entry.conn.sender.is_closed() && entry.since.elapsed() < self.idle_timeout {
@@ -372,7 +382,7 @@ impl Pool {
         None
     }
 
-    fn release(&self, conn: Http1) {
+    fn release(&self, conn: Http1<B>) {
         if conn.sender.is_closed() {
             return;
         }
@@ -410,7 +420,7 @@ impl Pool {
     }
 
     /// Opens a connection that holds `permit` for as long as it is open.
-    async fn connect(self: &Rc<Self>, permit: Permit) -> Result<Checkout, SendError> {
+    async fn connect(self: &Rc<Self>, permit: Permit) -> Result<Checkout<B>, SendError> {
         let mut connector = self.connector.clone();
         std::future::poll_fn(|cx| connector.poll_ready(cx))
             .await
@@ -469,13 +479,13 @@ impl Pool {
 }
 
 /// A request counted as waiting for a connection, until it leaves.
-struct Queued<'a> {
-    pool: &'a Pool,
+struct Queued<'a, B: SendBody> {
+    pool: &'a Pool<B>,
     waiting: Option<limit::Waiting<'a>>,
 }
 
-impl<'a> Queued<'a> {
-    fn new(pool: &'a Pool) -> Queued<'a> {
+impl<'a, B: SendBody> Queued<'a, B> {
+    fn new(pool: &'a Pool<B>) -> Queued<'a, B> {
         Queued {
             pool,
             waiting: Some(pool.count.wait()),
@@ -496,28 +506,28 @@ impl<'a> Queued<'a> {
     }
 }
 
-impl Drop for Queued<'_> {
+impl<B: SendBody> Drop for Queued<'_, B> {
     fn drop(&mut self) {
         self.leave();
     }
 }
 
-struct Release {
-    conn: Http1,
-    pool: Rc<Pool>,
+struct Release<B: SendBody> {
+    conn: Http1<B>,
+    pool: Rc<Pool<B>>,
 }
 
 /// An upstream response body that gives its HTTP/1 connection back to the
 /// pool once it has been read to the end. A body dropped before its end
 /// leaves the connection to close: the rest of the response is still on
 /// the wire.
-pub struct PooledBody {
+pub struct PooledBody<B: SendBody> {
     inner: Incoming,
-    release: Option<Release>,
+    release: Option<Release<B>>,
 }
 
-impl PooledBody {
-    fn new(inner: Incoming, release: Option<Release>) -> Self {
+impl<B: SendBody> PooledBody<B> {
+    fn new(inner: Incoming, release: Option<Release<B>>) -> Self {
         PooledBody { inner, release }
     }
 
@@ -528,7 +538,7 @@ impl PooledBody {
     }
 }
 
-impl Body for PooledBody {
+impl<B: SendBody> Body for PooledBody<B> {
     type Data = Bytes;
     type Error = hyper::Error;
 
@@ -554,7 +564,7 @@ impl Body for PooledBody {
     }
 }
 
-impl Drop for PooledBody {
+impl<B: SendBody> Drop for PooledBody<B> {
     fn drop(&mut self) {
         // hyper's server does not poll a body that says it has ended (an
         // empty one, or the last bytes of a sized one), so the end is also

@@ -12,8 +12,8 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
+use crate::config::credentials::{self, Fingerprint};
 use crate::config::{CredentialSettings, Source};
-use crate::credentials::{self, Fingerprint};
 use crate::metrics::Metrics;
 use crate::token::{Exchanger, TokenHandle};
 

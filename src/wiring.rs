@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
+use crate::config::credentials::Credentials;
 use crate::config::{Config, ConfigError};
-use crate::credentials::Credentials;
 use crate::http_client::{self, Connector};
 use crate::reload;
 use crate::token::{ExchangeOptions, Exchanger, SystemClock};

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
-use lanyard::credentials::parse_private_key;
+use lanyard::config::credentials::parse_private_key;
 use lanyard::mock::{Fault, MockService};
 use lanyard::token::{AssertionSigner, ExchangeError};
 use lanyard::wiring;

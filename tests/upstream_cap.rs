@@ -21,7 +21,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::uri::{Authority, Scheme};
 use http::{Request, StatusCode};
-use http_body_util::{BodyExt, Either, Empty, Full};
+use http_body_util::{BodyExt, Empty, Full};
 use hyper::client::conn::http2;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -457,7 +457,7 @@ async fn a_connection_given_back_on_one_proxy_thread_goes_to_a_request_waiting_o
 }
 
 /// A pool to `upstream` under `limit`, as a proxy thread has one.
-fn pool(upstream: SocketAddr, limit: &UpstreamLimit) -> Rc<Pool> {
+fn pool(upstream: SocketAddr, limit: &UpstreamLimit) -> Rc<Pool<Full<Bytes>>> {
     let tls = http_client::tls_config(None).expect("TLS configuration");
     let authority = Authority::try_from(upstream.to_string()).unwrap();
     Rc::new(Pool::new(
@@ -470,10 +470,8 @@ fn pool(upstream: SocketAddr, limit: &UpstreamLimit) -> Rc<Pool> {
 
 /// GET `path` through `pool`, body read to its end (which gives the
 /// connection back to the pool).
-async fn fetch(pool: &Rc<Pool>, path: &str) -> StatusCode {
-    let request = Request::get(path)
-        .body(Either::Left(Full::new(Bytes::new())))
-        .unwrap();
+async fn fetch(pool: &Rc<Pool<Full<Bytes>>>, path: &str) -> StatusCode {
+    let request = Request::get(path).body(Full::new(Bytes::new())).unwrap();
     let response = pool.send(request).await.expect("the upstream answers");
     let status = response.status();
     response.into_body().collect().await.expect("whole body");
@@ -524,12 +522,13 @@ async fn pools_sharing_a_limit_free_idle_permits_for_each_other() {
     assert_eq!(upstream.connections(), 3);
     assert_eq!(limit.waiting(), 0);
 
-    // The quiet thread lost both idle connections to the one request: one
-    // permit is in the busy pool's idle connection, the other is free.
-    until("the second idle connection's permit freed", || {
-        limit.available() == 1
-    })
-    .await;
+    // The busy pool keeps the connection it won: its next request reuses
+    // it, with no new connection. (Whether the quiet thread's second idle
+    // connection closed too depends on whether its task ran before the
+    // waiter left; either is right, and asserting that both closed made
+    // this test fail under load.)
+    assert_eq!(fetch(&busy, "/d").await, StatusCode::OK);
+    assert_eq!(upstream.connections(), 3);
 
     stop_tx.send(()).unwrap();
     quiet.join().unwrap();

@@ -16,6 +16,7 @@
 //! collected before failing, and each message names the setting and where
 //! its value came from; values of secret settings are never echoed.
 
+pub mod credentials;
 pub mod declaration;
 mod outbound;
 mod problems;
@@ -40,7 +41,7 @@ pub use values::{ByteSize, LogFormat, Shown, TargetUrl, is_loopback_host, parse_
 use sources::{Layers, Reported};
 
 /// The credentials-related settings, unresolved: the credentials file is
-/// read and merged with these by [`crate::credentials`].
+/// read and merged with these by [`crate::config::credentials`].
 #[derive(Debug, Clone, Default)]
 pub struct CredentialSettings {
     pub file: Option<Sourced<PathBuf>>,

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use super::CredentialSettings;
 use super::settings::CA_FILE;
 use super::sources::{Layers, Sourced, io_reason};
-use crate::credentials::{self, Credentials, Fingerprint};
+use crate::config::credentials::{self, Credentials, Fingerprint};
 
 /// The service account's credentials, validated, with what the file held.
 #[derive(Debug, Clone)]

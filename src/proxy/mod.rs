@@ -54,7 +54,9 @@ const FORBIDDEN_LOG_INTERVAL: Duration = Duration::from_secs(60);
 
 /// What the proxy answers with: the upstream's streamed body, or lanyard's
 /// own small JSON error.
-pub type ProxyBody = Either<PooledBody, Full<Bytes>>;
+pub type ProxyBody = Either<UpstreamResponse, Full<Bytes>>;
+/// The upstream's response body, giving its connection back when read.
+pub type UpstreamResponse = PooledBody<UpstreamBody>;
 
 /// The proxy's own limits, from the settings.
 #[derive(Debug, Clone, Copy)]
@@ -141,7 +143,7 @@ impl ProxySetup {
 /// The forwarding service of one proxy thread, with that thread's own
 /// upstream connections.
 pub struct Proxy {
-    pool: Rc<Pool>,
+    pool: Rc<Pool<UpstreamBody>>,
     listen: SocketAddr,
     upstream: Upstream,
     tokens: TokenHandle,
@@ -187,7 +189,7 @@ impl Proxy {
     fn forward(
         &self,
         req: Request<Incoming>,
-    ) -> impl Future<Output = Result<Response<PooledBody>, Refusal>> {
+    ) -> impl Future<Output = Result<Response<UpstreamResponse>, Refusal>> {
         async move {
             // CONNECT would make lanyard a tunnel; an upstream honouring TRACE
             // would echo the injected token back to the client.
@@ -284,7 +286,7 @@ impl Proxy {
         body: StreamedBody,
         copied: oneshot::Receiver<(Bytes, Reservation)>,
         token: Arc<Token>,
-    ) -> Result<Response<PooledBody>, Refusal> {
+    ) -> Result<Response<UpstreamResponse>, Refusal> {
         // Kept for a replay, should the whole body arrive.
         let (method, uri, headers) = (
             parts.method.clone(),
@@ -315,9 +317,9 @@ impl Proxy {
     /// but the next requests should not carry a token the upstream refuses.
     fn unauthorized_passes(
         &self,
-        response: Response<PooledBody>,
+        response: Response<UpstreamResponse>,
         token: Arc<Token>,
-    ) -> Response<PooledBody> {
+    ) -> Response<UpstreamResponse> {
         if response.status() == StatusCode::UNAUTHORIZED {
             let tokens = self.tokens.clone();
             tokio::spawn(async move {
@@ -331,10 +333,10 @@ impl Proxy {
     /// when no new token comes, the 401 goes back to the client.
     async fn retry_unauthorized(
         &self,
-        unauthorized: Response<PooledBody>,
+        unauthorized: Response<UpstreamResponse>,
         rejected: &Arc<Token>,
         mut replay: Replay,
-    ) -> Result<Response<PooledBody>, Refusal> {
+    ) -> Result<Response<UpstreamResponse>, Refusal> {
         let renewed =
             tokio::time::timeout(self.timeout, self.tokens.renew_after_rejection(rejected)).await;
         let Ok(Ok(token)) = renewed else {
@@ -356,7 +358,7 @@ impl Proxy {
         &self,
         request: Request<UpstreamBody>,
         replay: Option<&Replay>,
-    ) -> impl Future<Output = Result<Response<PooledBody>, Refusal>> {
+    ) -> impl Future<Output = Result<Response<UpstreamResponse>, Refusal>> {
         async move {
             // An upstream may close a pooled connection (its idle timeout) just
             // as lanyard sends on it: the request fails with no answer, though

@@ -9,7 +9,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::Secret;
-use crate::credentials::SigningKey;
+use crate::config::credentials::SigningKey;
 
 /// A source of wall-clock time, so tests can pin `iat` and `exp`.
 pub trait Clock: Send + Sync {
@@ -100,7 +100,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::credentials::parse_private_key;
+    use crate::config::credentials::parse_private_key;
 
     const PKCS8: &str = include_str!("../../tests/fixtures/rsa2048.pkcs8.pem");
     const PKCS1: &str = include_str!("../../tests/fixtures/rsa2048.pkcs1.pem");

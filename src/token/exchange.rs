@@ -13,7 +13,7 @@ use hyper_util::client::legacy::Client;
 
 use super::assertion::{AssertionSigner, Clock, SignError};
 use crate::Secret;
-use crate::credentials::Credentials;
+use crate::config::credentials::Credentials;
 use crate::http_client::{self, Connector, FailureKind};
 
 /// RFC 7523 §2.2.

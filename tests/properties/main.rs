@@ -21,11 +21,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
+use lanyard::config::credentials::{self, parse_private_key};
 use lanyard::config::{
     self, AnySetting, Config, ConfigError, CredentialSettings, Flags, Requirement, SETTINGS,
     Source, Sourced,
 };
-use lanyard::credentials::{self, parse_private_key};
 use lanyard::token::exchange::{self, MAX_TOKEN_LIFETIME};
 use proptest::prelude::*;
 use proptest::sample::{Index, select};
