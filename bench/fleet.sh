@@ -106,25 +106,8 @@ outage=${outage:-$((3 * expires_in))}
 ((outage >= 2)) || die_usage "--outage must be at least 2"
 ((recovery >= 5)) || die_usage "--recovery must be at least 5"
 
-missing=()
-for tool in curl:curl awk:gawk python3:python3; do
-    command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
-done
-if ((${#missing[@]})); then
-    echo "fleet: installing ${missing[*]}"
-    apt_install "${missing[@]}"
-fi
-
-target=${CARGO_TARGET_DIR:-target}
-lanyard_bin=$target/release/lanyard
-mock_bin=$target/release/examples/mock_service
-if ((build)); then
-    echo "fleet: cargo build --release --bin lanyard --example mock_service"
-    cargo build --release --locked --bin lanyard --example mock_service
-fi
-for bin in "$lanyard_bin" "$mock_bin"; do
-    [[ -x $bin ]] || die_usage "$bin is missing (drop --no-build)"
-done
+install_missing curl:curl awk:gawk python3:python3
+release_binaries
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/lanyard-fleet.XXXXXX")
 mock_pid=

@@ -25,3 +25,31 @@ wait_for_line() {
         sleep 0.05
     done
 }
+
+# Installs what is missing of the tools given as command:package.
+install_missing() {
+    local tool missing=()
+    for tool in "$@"; do
+        command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
+    done
+    if ((${#missing[@]})); then
+        echo "$prog: installing ${missing[*]}"
+        apt_install "${missing[@]}"
+    fi
+}
+
+# Sets lanyard_bin and mock_bin to the release binaries, building them
+# first unless $build is 0; exits 2 through die_usage when one is missing.
+release_binaries() {
+    local target=${CARGO_TARGET_DIR:-target} bin
+    lanyard_bin=$target/release/lanyard
+    mock_bin=$target/release/examples/mock_service
+    if ((build)); then
+        echo "$prog: cargo build --release --bin lanyard --example mock_service"
+        cargo build --release --locked --bin lanyard --example mock_service
+    fi
+    for bin in "$lanyard_bin" "$mock_bin"; do
+        [[ -x $bin ]] || die_usage "$bin is missing (drop --no-build)"
+    done
+}
+

@@ -97,25 +97,8 @@ rotate_at=${rotate_at:-$((duration / 2))}
 ((rotate_at + pickup_limit_s + 5 <= duration)) ||
     die_usage "--duration must leave at least $((pickup_limit_s + 5)) s after --rotate-at"
 
-missing=()
-for tool in wrk:wrk curl:curl awk:gawk; do
-    command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
-done
-if ((${#missing[@]})); then
-    echo "soak: installing ${missing[*]}"
-    apt_install "${missing[@]}"
-fi
-
-target=${CARGO_TARGET_DIR:-target}
-lanyard_bin=$target/release/lanyard
-mock_bin=$target/release/examples/mock_service
-if ((build)); then
-    echo "soak: cargo build --release --bin lanyard --example mock_service"
-    cargo build --release --locked --bin lanyard --example mock_service
-fi
-for bin in "$lanyard_bin" "$mock_bin"; do
-    [[ -x $bin ]] || die_usage "$bin is missing (drop --no-build)"
-done
+install_missing wrk:wrk curl:curl awk:gawk
+release_binaries
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/lanyard-soak.XXXXXX")
 mock_pid=
