@@ -94,7 +94,7 @@ fn run(listen: &str, upstream: &str, authorization: &str, threads: &str) -> Resu
     let tls = rustls::ClientConfig::builder()
         .with_root_certificates(rustls::RootCertStore::empty())
         .with_no_client_auth();
-    let connector = lanyard::http_client::connector(tls);
+    let connector = lanyard::outbound::connector(tls);
     let listener = std::net::TcpListener::bind(listen).map_err(|err| format!("{listen}: {err}"))?;
     listener
         .set_nonblocking(true)

@@ -57,14 +57,7 @@ impl ClientBodyError {
     /// This error, if it is somewhere in `err`'s chain: a request sent
     /// upstream fails with its body's error as the cause.
     pub fn find<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a ClientBodyError> {
-        let mut next = Some(err);
-        while let Some(err) = next {
-            if let Some(found) = err.downcast_ref::<ClientBodyError>() {
-                return Some(found);
-            }
-            next = err.source();
-        }
-        None
+        crate::outbound::causes(err).find_map(|cause| cause.downcast_ref::<ClientBodyError>())
     }
 }
 

@@ -69,8 +69,9 @@ impl Demo {
         // test's) may lack it.
         let tls = match &config.tls {
             Some(tls) => tls.clone(),
-            None => crate::http_client::tls_config(config.ca_file.as_deref())
-                .map_err(Failure::Runtime)?,
+            None => {
+                crate::outbound::tls_config(config.ca_file.as_deref()).map_err(Failure::Runtime)?
+            }
         };
         let wiring = crate::wiring::wire_with(&config, credentials, tls);
         let sidecar = Sidecar::start(&config, wiring, proxy, admin)?;

@@ -10,7 +10,7 @@
 //! - [`cli`]: command-line parsing: subcommands by clap derive, the settings' flags built from their declarations.
 //! - [`config`]: every setting declared once (flag, variable, file key, default, help), validated into one [`config::Config`]; [`config::credentials`]: the credentials file, the `SA_*` overrides and the RSA key.
 //! - [`token`]: assertion, exchange, the token cell, the pure renewal schedule and the refresher task that applies it.
-//! - [`http_client`]: rustls roots, the outbound connector, and failure classification.
+//! - [`outbound`]: rustls roots, the outbound connector, error chains walked once, failure classification.
 //! - [`metrics`]: the Prometheus metrics, registered into an owned registry, and the request path's cached series.
 //! - [`wiring`]: settings into the connector, the token exchanger and the credentials watch.
 //! - [`commands`]: what `lanyard token`, `check` and `healthcheck` do.
@@ -37,9 +37,9 @@ pub mod config;
 pub mod demo;
 pub mod error;
 pub mod failure;
-pub mod http_client;
 pub mod metrics;
 pub mod mock;
+pub mod outbound;
 pub mod pool;
 pub mod proxy;
 pub mod reload;

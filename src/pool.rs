@@ -43,7 +43,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tower_service::Service as _;
 
-use crate::http_client::{self, Connector, FailureKind};
+use crate::outbound::{self, Connector, FailureKind};
 
 mod limit;
 
@@ -128,34 +128,22 @@ pub enum SendError {
 impl std::fmt::Display for SendError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            SendError::Connect(err) => write!(f, "cannot connect: {}", chain(err.as_ref())),
-            SendError::Handshake(err) => write!(f, "HTTP/2 handshake failed: {}", chain(err)),
-            SendError::Request(err) => write!(f, "{}", chain(err)),
+            SendError::Connect(err) => {
+                write!(f, "cannot connect: {}", outbound::describe(err.as_ref()))
+            }
+            SendError::Handshake(err) => {
+                write!(f, "HTTP/2 handshake failed: {}", outbound::describe(err))
+            }
+            SendError::Request(err) => write!(f, "{}", outbound::describe(err)),
         }
     }
-}
-
-/// An error with its causes, which carry the useful part ("connection
-/// refused") under hyper's and the connector's generic messages.
-fn chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 impl SendError {
     /// Where it failed, for metrics and the error response.
     pub fn kind(&self) -> FailureKind {
         match self {
-            SendError::Connect(err) if http_client::chain_has_rustls_error(err.as_ref()) => {
+            SendError::Connect(err) if outbound::chain_has_rustls_error(err.as_ref()) => {
                 FailureKind::Tls
             }
             SendError::Connect(_) => FailureKind::Connect,
@@ -168,7 +156,7 @@ impl SendError {
     /// the upstream dropped as idle at that moment looks like.
     pub fn closed_unanswered(&self) -> bool {
         match self {
-            SendError::Request(err) => http_client::hyper_closed_unanswered(err),
+            SendError::Request(err) => outbound::hyper_closed_unanswered(err),
             SendError::Connect(_) | SendError::Handshake(_) => false,
         }
     }
@@ -187,7 +175,7 @@ impl<B: SendBody> Pool<B> {
             .path_and_query("/")
             .build()
             .unwrap_or_default();
-        let default_port = if scheme == Scheme::HTTP { 80 } else { 443 };
+        let default_port = outbound::default_port(&scheme);
         let host = match authority.port_u16() {
             Some(port) if port != default_port => authority.as_str(),
             _ => authority.host(),
@@ -202,7 +190,7 @@ impl<B: SendBody> Pool<B> {
             idle: RefCell::new(VecDeque::new()),
             http2: RefCell::new(None),
             http2_builder: http2::Builder::new(TokioExecutor::new()),
-            idle_timeout: http_client::IDLE_TIMEOUT,
+            idle_timeout: outbound::IDLE_TIMEOUT,
             count: limit.join(),
             released: Notify::new(),
         }

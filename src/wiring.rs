@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::config::credentials::Credentials;
 use crate::config::{Config, ConfigError};
-use crate::http_client::{self, Connector};
+use crate::outbound::{self, Connector};
 use crate::reload;
 use crate::token::{ExchangeOptions, Exchanger, SystemClock};
 
@@ -40,7 +40,7 @@ pub fn wire(config: &Config) -> Result<Wiring, ConfigError> {
 /// As [`wire`], with credentials and TLS already in hand; nothing to
 /// watch.
 pub fn wire_with(config: &Config, credentials: Credentials, tls: rustls::ClientConfig) -> Wiring {
-    let connector = http_client::connector(tls);
+    let connector = outbound::connector(tls);
     let options = ExchangeOptions {
         assertion_ttl: config.assertion_ttl,
         clock_skew: config.clock_skew,

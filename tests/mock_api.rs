@@ -9,8 +9,8 @@ use http::{HeaderMap, Method, Request, StatusCode, Version, header};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use lanyard::http_client::{self, Connector};
 use lanyard::mock::{CREDENTIALS_ROLE, MockAccount, MockService, VERIFICATIONS_ROLE};
+use lanyard::outbound::{self, Connector};
 use lanyard::wiring;
 use serde_json::{Value, json};
 use support::tls::TestCa;
@@ -45,7 +45,7 @@ impl Api {
         let wiring = wiring::wire(&config(&settings(&mock, dir.path(), extra))).unwrap();
         let issued = wiring.exchanger.fetch().await.unwrap();
         Api {
-            client: http_client::client(wiring.connector),
+            client: outbound::client(wiring.connector),
             token: issued.access_token.expose().to_string(),
             mock,
             _dir: dir,

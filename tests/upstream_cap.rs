@@ -26,7 +26,7 @@ use hyper::client::conn::http2;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use lanyard::http_client;
+use lanyard::outbound;
 use lanyard::pool::{Pool, UpstreamLimit};
 use support::raw::RawUpstream;
 use support::sidecar::{self, get};
@@ -458,10 +458,10 @@ async fn a_connection_given_back_on_one_proxy_thread_goes_to_a_request_waiting_o
 
 /// A pool to `upstream` under `limit`, as a proxy thread has one.
 fn pool(upstream: SocketAddr, limit: &UpstreamLimit) -> Rc<Pool<Full<Bytes>>> {
-    let tls = http_client::tls_config(None).expect("TLS configuration");
+    let tls = outbound::tls_config(None).expect("TLS configuration");
     let authority = Authority::try_from(upstream.to_string()).unwrap();
     Rc::new(Pool::new(
-        http_client::connector(tls),
+        outbound::connector(tls),
         Scheme::HTTP,
         authority,
         limit.clone(),

@@ -9,7 +9,7 @@ use http::{Request, StatusCode, header};
 use http_body_util::Empty;
 
 use crate::config::Config;
-use crate::http_client::{self, FailureKind};
+use crate::outbound::{self, FailureKind};
 use crate::proxy::Upstream;
 
 use crate::Failure;
@@ -128,7 +128,7 @@ pub async fn check(config: &Config) -> Result<CheckReport, Failure> {
         report.push(CheckStatus::Skip, "upstream", "SERVICE_API_URL is not set");
         return Ok(report);
     };
-    let client = http_client::client::<Empty<Bytes>>(wiring.connector.clone());
+    let client = outbound::client::<Empty<Bytes>>(wiring.connector.clone());
     let probe = |url: String| {
         let client = client.clone();
         let token = token.clone();
@@ -142,7 +142,7 @@ pub async fn check(config: &Config) -> Result<CheckReport, Failure> {
             let started = Instant::now();
             match tokio::time::timeout(timeout, client.request(request)).await {
                 Ok(Ok(response)) => Ok((response.status(), started.elapsed())),
-                Ok(Err(err)) => Err(match http_client::classify(&err) {
+                Ok(Err(err)) => Err(match outbound::classify(&err) {
                     FailureKind::Tls => format!("TLS with {url} failed"),
                     FailureKind::Connect => format!("cannot connect to {url}"),
                     FailureKind::Other => format!("the request to {url} failed"),

@@ -83,7 +83,7 @@ pub(super) fn tls(
         }
     }
     let (built, warnings) =
-        kept_warnings(|| crate::http_client::tls_config(ca_file.map(|ca| ca.value.as_path())));
+        kept_warnings(|| crate::outbound::tls_config(ca_file.map(|ca| ca.value.as_path())));
     layers.warnings.extend(warnings);
     match built {
         Ok(tls) => Some(tls),

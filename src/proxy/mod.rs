@@ -39,8 +39,8 @@ use upstream::has_dot_segment;
 
 use crate::client_body::{ClientBody, ClientBodyError};
 use crate::error::ProxyError;
-use crate::http_client::{Connector, FailureKind};
 use crate::metrics::{METHODS, Metrics, RequestSeries, method_index};
+use crate::outbound::{Connector, FailureKind};
 use crate::pool::{Pool, PooledBody, SendError, UpstreamLimit};
 use crate::server::{Abort, Handler};
 use crate::token::{Token, TokenHandle};

@@ -71,7 +71,7 @@ impl Upstream {
     /// Whether an HTTP/1 absolute-form target may be served: it names the
     /// upstream itself, or lanyard's own listener.
     pub(super) fn accepts_target(&self, target: &Authority, listen: SocketAddr) -> bool {
-        let default_port = if self.scheme == Scheme::HTTP { 80 } else { 443 };
+        let default_port = crate::outbound::default_port(&self.scheme);
         let names_upstream = target.host().eq_ignore_ascii_case(self.authority.host())
             && target.port_u16().unwrap_or(default_port)
                 == self.authority.port_u16().unwrap_or(default_port);

@@ -34,7 +34,7 @@ use crate::token::TokenHandle;
 use crate::token::refresher::{self, RefreshPolicy};
 use crate::wiring::Wiring;
 
-use threads::{Serving, into_std, local_addr, start_proxy_workers, start_thread};
+use threads::{ServeOptions, into_std, local_addr, start_proxy_workers, start_thread};
 
 /// Once the proxy has drained, the admin listener gets this long to answer
 /// a last scrape before the process exits.
@@ -188,7 +188,7 @@ impl Sidecar {
         // The admin listener outlives the proxy's drain, so probes see
         // "not ready" rather than a refused connection. Its own thread keeps
         // probes from waiting on the token's RSA signature, here.
-        let admin_serving = Serving {
+        let admin_options = ServeOptions {
             grace: ADMIN_GRACE,
             limits: admin_limits,
             metrics: None,
@@ -200,17 +200,17 @@ impl Sidecar {
         let admin_done = start_thread(
             "lanyard-admin".to_string(),
             into_std(admin_listener, "admin")?,
-            server::Member::alone(&admin_serving.limits),
+            server::Member::alone(&admin_options.limits),
             move || admin,
             proxy_drained,
-            &admin_serving,
+            &admin_options,
         )?;
         let workers = start_proxy_workers(
             into_std(proxy_listener, "proxy")?,
             &proxy,
             config.worker_threads,
             &stopped,
-            Serving {
+            ServeOptions {
                 grace,
                 limits: proxy_limits,
                 metrics: Some(connection_metrics),

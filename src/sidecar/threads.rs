@@ -24,7 +24,7 @@ pub(super) fn start_proxy_workers(
     proxy: &proxy::ProxySetup,
     threads: usize,
     stopped: &watch::Receiver<bool>,
-    serving: Serving,
+    serving: ServeOptions,
 ) -> Result<Vec<oneshot::Receiver<Drained>>, Failure> {
     let members = server::Member::group(&serving.limits, threads);
     let mut workers = Vec::with_capacity(threads);
@@ -50,7 +50,7 @@ pub(super) fn start_proxy_workers(
 }
 
 /// An accept loop's settings, and the span its thread logs in.
-pub(super) struct Serving {
+pub(super) struct ServeOptions {
     pub(super) grace: Duration,
     pub(super) limits: server::Limits,
     pub(super) metrics: Option<server::ConnectionMetrics>,
@@ -67,7 +67,7 @@ pub(super) fn start_thread<H: Handler>(
     share: server::Member,
     handler: impl FnOnce() -> H + Send + 'static,
     shutdown: impl Future<Output = ()> + Send + 'static,
-    serving: &Serving,
+    serving: &ServeOptions,
 ) -> Result<oneshot::Receiver<Drained>, Failure> {
     // The thread logs where its starter does (a test's capture, say), not
     // only to the global subscriber.

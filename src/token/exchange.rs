@@ -14,7 +14,7 @@ use hyper_util::client::legacy::Client;
 use super::assertion::{AssertionSigner, Clock, SignError};
 use crate::Secret;
 use crate::config::credentials::Credentials;
-use crate::http_client::{self, Connector, FailureKind};
+use crate::outbound::{self, Connector, FailureKind};
 
 /// RFC 7523 §2.2.
 pub const CLIENT_ASSERTION_TYPE: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
@@ -153,7 +153,7 @@ impl Exchanger {
     ) -> Self {
         let account = Account::new(Arc::new(credentials), &options);
         Exchanger {
-            client: http_client::client(connector),
+            client: outbound::client(connector),
             account: ArcSwap::from_pointee(account),
             options,
             clock,
@@ -200,7 +200,7 @@ impl Exchanger {
         let exchange = async {
             let response = self.client.request(request).await.map_err(|err| {
                 let cause = root_cause(&err);
-                match http_client::classify(&err) {
+                match outbound::classify(&err) {
                     FailureKind::Tls => ExchangeError::Tls(cause),
                     FailureKind::Connect => ExchangeError::Connect(cause),
                     FailureKind::Other => ExchangeError::Network(cause),
@@ -249,11 +249,9 @@ impl Account {
 
 /// The innermost error's message: the useful part ("Connection refused").
 fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut current = err;
-    while let Some(next) = current.source() {
-        current = next;
-    }
-    current.to_string()
+    crate::outbound::causes(err)
+        .last()
+        .map_or_else(String::new, ToString::to_string)
 }
 
 /// Turns a token endpoint answer into a token or a classified error.

@@ -145,17 +145,79 @@ pub fn hyper_closed_unanswered(err: &hyper::Error) -> bool {
             })
 }
 
-/// `io::Error::source` skips the error it wraps, and hyper-rustls wraps
-/// tokio-rustls' `io::Error` in another, so descend through `get_ref` too.
+/// The port a URL of this scheme has when it names none: the one rule for
+/// the proxy's absolute-form check and the pool's `Host` header.
+pub fn default_port(scheme: &http::uri::Scheme) -> u16 {
+    if *scheme == http::uri::Scheme::HTTP {
+        80
+    } else {
+        443
+    }
+}
+
+/// An error and its causes, outermost first. `io::Error::source` skips
+/// the error it wraps, and hyper-rustls wraps tokio-rustls' `io::Error` in
+/// another, so an `io::Error`'s wrapped error is visited too. Every walk
+/// over an error chain in lanyard goes through here.
+pub fn causes<'a>(
+    err: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(err), |err| {
+        err.downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .map(|inner| inner as &(dyn std::error::Error + 'static))
+            .or_else(|| err.source())
+    })
+}
+
+/// An error with its causes, which carry the useful part ("connection
+/// refused") under hyper's and the connector's generic messages; a cause
+/// whose text the line already holds is not repeated.
+pub fn describe(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = String::new();
+    for cause in causes(err) {
+        let cause_text = cause.to_string();
+        if text.is_empty() {
+            text = cause_text;
+        } else if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+    }
+    text
+}
+
+/// Whether a TLS error is somewhere in the chain.
 pub fn chain_has_rustls_error(err: &(dyn std::error::Error + 'static)) -> bool {
-    if err.is::<rustls::Error>() {
-        return true;
+    causes(err).any(|cause| cause.is::<rustls::Error>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer: {0}")]
+    struct Outer(#[source] std::io::Error);
+
+    #[test]
+    fn causes_descend_through_a_wrapped_io_error_and_describe_each_once() {
+        // hyper-rustls' shape: an io::Error wrapping a rustls error, under
+        // another error that repeats its text.
+        let tls = rustls::Error::General("bad certificate".into());
+        let err = Outer(std::io::Error::other(tls));
+        let found: Vec<String> = causes(&err).map(ToString::to_string).collect();
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert!(chain_has_rustls_error(&err));
+        assert_eq!(describe(&err), "outer: unexpected error: bad certificate");
+        let plain = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert!(!chain_has_rustls_error(&plain));
+        assert_eq!(causes(&plain).count(), 1);
     }
-    if let Some(io) = err.downcast_ref::<std::io::Error>()
-        && let Some(inner) = io.get_ref()
-        && chain_has_rustls_error(inner)
-    {
-        return true;
+
+    #[test]
+    fn the_default_port_follows_the_scheme() {
+        assert_eq!(default_port(&http::uri::Scheme::HTTP), 80);
+        assert_eq!(default_port(&http::uri::Scheme::HTTPS), 443);
     }
-    err.source().is_some_and(chain_has_rustls_error)
 }
