@@ -85,14 +85,22 @@ impl From<ProxyError> for Refusal {
     }
 }
 
-impl From<ClientBodyError> for Refusal {
-    fn from(error: ClientBodyError) -> Self {
+/// The one rule for a client body's failure, found while reading it here
+/// or in the error of the upstream request it was being sent with.
+impl From<&ClientBodyError> for Refusal {
+    fn from(error: &ClientBodyError) -> Self {
         tracing::debug!(error = %error, "the client's request body failed");
         if error.answerable() {
             Refusal::Answer(ProxyError::BadRequest)
         } else {
             Refusal::Abort
         }
+    }
+}
+
+impl From<ClientBodyError> for Refusal {
+    fn from(error: ClientBodyError) -> Self {
+        Refusal::from(&error)
     }
 }
 
@@ -396,10 +404,7 @@ impl Proxy {
                 Ok(Err(SendError::Request(ref err)))
                     if let Some(body) = ClientBodyError::find(err) =>
                 {
-                    Err(match body.answerable() {
-                        true => Refusal::Answer(ProxyError::BadRequest),
-                        false => Refusal::Abort,
-                    })
+                    Err(body.into())
                 }
                 Ok(Err(err)) => {
                     let (kind, error) = match err.kind() {

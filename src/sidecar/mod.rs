@@ -48,9 +48,18 @@ const ADMIN_MAX_CONNECTIONS: usize = 64;
 /// Probes and scrapes send their request as they connect; a client that
 /// has not within this is not one of them.
 const ADMIN_HEADER_TIMEOUT: Duration = Duration::from_secs(5);
-/// What a connection beyond the admin listener's limit is told: only when
-/// every one of its connections is busy with a request.
-const ADMIN_REFUSAL: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: 81\r\nconnection: close\r\n\r\nthe admin listener is answering its 64 connections' requests already; retry soon\n";
+/// What a connection beyond the admin listener's limit is told (only when
+/// every one of its connections is busy with a request), naming its own
+/// limit; its length is counted here, not by hand.
+fn admin_refusal() -> Bytes {
+    let body = format!(
+        "the admin listener is answering its {ADMIN_MAX_CONNECTIONS} connections' requests already; retry soon\n"
+    );
+    Bytes::from(format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    ))
+}
 
 /// The admin listener's accept queue: probes and scrapes come a few at a
 /// time; std's default.
@@ -177,7 +186,7 @@ impl Sidecar {
             header_timeout: ADMIN_HEADER_TIMEOUT,
             max_connections: ADMIN_MAX_CONNECTIONS,
             max_header_bytes: MIN_MAX_HEADER_BYTES,
-            refusal: Bytes::from_static(ADMIN_REFUSAL),
+            refusal: admin_refusal(),
             evict_waiting: true,
         };
         let connection_metrics = server::ConnectionMetrics {
@@ -299,5 +308,26 @@ impl Sidecar {
         self.task
             .await
             .map_err(|err| Failure::Runtime(format!("the sidecar task failed: {err}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_admin_refusal_declares_its_own_length_and_names_its_limit() {
+        let refusal = admin_refusal();
+        let text = std::str::from_utf8(&refusal).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 503 "), "{head}");
+        assert!(
+            head.contains(&format!("content-length: {}", body.len())),
+            "{head}"
+        );
+        assert!(
+            body.contains(&format!("its {ADMIN_MAX_CONNECTIONS} connections")),
+            "{body}"
+        );
     }
 }
