@@ -39,6 +39,7 @@ impl Handler for Bare {
     fn handle(
         &self,
         req: Request<Incoming>,
+        _client: std::net::SocketAddr,
     ) -> impl Future<Output = Result<Response<Self::Body>, Abort>> {
         let (mut parts, body) = req.into_parts();
         parts.version = Version::HTTP_11;

@@ -103,7 +103,11 @@ impl Admin {
 impl Handler for Admin {
     type Body = Full<Bytes>;
 
-    async fn handle(&self, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Abort> {
+    async fn handle(
+        &self,
+        req: Request<Incoming>,
+        _client: std::net::SocketAddr,
+    ) -> Result<Response<Full<Bytes>>, Abort> {
         if req.method() != Method::GET && req.method() != Method::HEAD {
             let mut response = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
             response

@@ -36,6 +36,9 @@ pub enum Command {
     Token,
     /// Validate settings and credentials, fetch a token, probe the upstream.
     Check,
+    /// Serve the verification page and its backend (/api/start,
+    /// /api/status) for RULE_ID, with the admin listener.
+    Verifier,
     /// Probe the running sidecar's /readyz on LANYARD_ADMIN_LISTEN: exit 0
     /// when ready (the container image's health check; it has no curl).
     Healthcheck,

@@ -1,6 +1,7 @@
 //! `lanyard demo` (and `DEMO_MOCK=true lanyard run`): the embedded mock of
-//! the service with the sidecar wired to it; no account, key or settings
-//! needed (README "The two commands").
+//! the service with the proxy and the verifier wired to it; no account,
+//! key or settings needed (README "The two commands").
+//! `DEMO_MOCK=true lanyard verifier` serves the verifier alone.
 
 use std::io::Write as _;
 use std::sync::Arc;
@@ -8,9 +9,10 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 
 use crate::Failure;
+use crate::access::ServiceAccess;
 use crate::config::Config;
-
-use crate::sidecar::{ADMIN_BACKLOG, Sidecar, Signals, bind, failed, stop_on_signals};
+use crate::sidecar::{ADMIN_BACKLOG, Listeners, Sidecar, Signals, bind, failed, stop_on_signals};
+use crate::verifier::VerifierSettings;
 
 /// The demo account's identity on the embedded mock.
 pub const DEMO_CLIENT_ID: &str = "demo-client";
@@ -21,6 +23,14 @@ pub const DEMO_OTHER_PROJECT: &str = "proj-other";
 /// A published rule in the demo project.
 pub const DEMO_RULE: &str = "0b7c6d2e-4a1f-4c3b-9a57-2f1e8d9c6b10";
 
+/// Where the demo serves: the admin listener, and the proxy, the verifier
+/// or both.
+pub struct DemoListeners {
+    pub admin: TcpListener,
+    pub proxy: Option<TcpListener>,
+    pub verifier: Option<TcpListener>,
+}
+
 /// The embedded mock and the sidecar wired to it.
 pub struct Demo {
     pub mock: crate::mock::MockService,
@@ -30,13 +40,9 @@ pub struct Demo {
 impl Demo {
     /// Starts the mock on a loopback port, makes a key pair and an account
     /// for it, and starts the sidecar against the mock.
-    pub async fn start(
-        config: &Config,
-        proxy: TcpListener,
-        admin: TcpListener,
-    ) -> Result<Demo, Failure> {
-        use crate::config::TargetUrl;
+    pub async fn start(config: &Config, listeners: DemoListeners) -> Result<Demo, Failure> {
         use crate::config::credentials::{Credentials, parse_private_key};
+        use crate::config::{TargetUrl, WalletBaseUrl};
         use crate::mock::{MockAccount, MockService, generate_rsa_key};
 
         let mock = MockService::start()
@@ -73,58 +79,119 @@ impl Demo {
                 crate::outbound::tls_config(config.ca_file.as_deref()).map_err(Failure::Runtime)?
             }
         };
-        let wiring = crate::wiring::wire_with(&config, credentials, tls);
-        let sidecar = Sidecar::start(&config, wiring, proxy, admin)?;
+        let access = ServiceAccess::with_credentials(&config, credentials, tls);
+        let verifier = VerifierSettings {
+            rule_path: format!(
+                "/organizations/{DEMO_ORGANIZATION}/projects/{DEMO_PROJECT}/verifications/{DEMO_RULE}"
+            ),
+            wallet: WalletBaseUrl::parse(&mock.wallet_url()).map_err(|e| failed("mock URL", e))?,
+            session_ttl: config.verifier_session_ttl,
+        };
+        let listeners = Listeners {
+            admin: listeners.admin,
+            proxy: listeners.proxy,
+            verifier: listeners.verifier.map(|listener| (listener, verifier)),
+        };
+        let sidecar = Sidecar::start(&config, access, listeners)?;
         Ok(Demo { mock, sidecar })
     }
 
-    /// Where everything listens, and three requests to try.
+    /// Where everything listens, and what to try.
     pub fn banner(&self) -> String {
-        let proxy = self.sidecar.proxy_addr;
-        let rule_path = |project: &str| {
-            format!(
-                "http://{proxy}/organizations/{DEMO_ORGANIZATION}/projects/{project}/verifications/{DEMO_RULE}"
-            )
-        };
-        format!(
-            "lanyard demo: the sidecar against an embedded mock of the service\n\
-             \n\
-             \x20 proxy   http://{proxy}  ->  {api}  (adds Authorization: Bearer <token>)\n\
-             \x20 admin   http://{admin}/healthz  /readyz  /metrics\n\
-             \x20 mock    {base}  (token endpoint {token})\n\
-             \x20 account {DEMO_CLIENT_ID}, roles verifications.api and credentials.api, member of {DEMO_PROJECT} only\n\
-             \n\
-             Try, from another terminal:\n\
-             \n\
-             \x20 # start a verification session through the sidecar\n\
-             \x20 TX=$(curl -s -X POST {start} | sed -E 's/.*\"transaction_id\":\"([^\"]+)\".*/\\1/'); echo \"$TX\"\n\
-             \x20 # poll it (a simulated wallet presents with: curl -s -X POST {base}/mock/wallet/$TX/present)\n\
-             \x20 curl -s -w '\\n' {start}/sessions/$TX\n\
-             \x20 # a project the account is not a member of: 403 saying what is missing\n\
-             \x20 curl -s -i -w '\\n' {other}\n\
-             \n\
-             Stop with Ctrl-C.\n",
-            api = self.mock.api_url(),
+        let mut banner =
+            String::from("lanyard demo: lanyard against an embedded mock of the service\n\n");
+        if let Some(verifier) = self.sidecar.verifier_addr {
+            banner.push_str(&format!(
+                "\x20 verifier http://{verifier}/  (open it in a browser: verify a credential from the mock wallet)\n"
+            ));
+        }
+        if let Some(proxy) = self.sidecar.proxy_addr {
+            banner.push_str(&format!(
+                "\x20 proxy    http://{proxy}  ->  {api}  (adds Authorization: Bearer <token>)\n",
+                api = self.mock.api_url(),
+            ));
+        }
+        banner.push_str(&format!(
+            "\x20 admin    http://{admin}/healthz  /readyz  /metrics\n\
+             \x20 mock     {base}  (token endpoint {token}; wallet {wallet})\n\
+             \x20 account  {DEMO_CLIENT_ID}, roles verifications.api and credentials.api, member of {DEMO_PROJECT} only\n",
             admin = self.sidecar.admin_addr,
             base = self.mock.base_url(),
             token = self.mock.token_url(),
-            start = rule_path(DEMO_PROJECT),
-            other = rule_path(DEMO_OTHER_PROJECT),
-        )
+            wallet = self.mock.wallet_url(),
+        ));
+        if let Some(proxy) = self.sidecar.proxy_addr {
+            let rule_path = |project: &str| {
+                format!(
+                    "http://{proxy}/organizations/{DEMO_ORGANIZATION}/projects/{project}/verifications/{DEMO_RULE}"
+                )
+            };
+            banner.push_str(&format!(
+                "\n\
+                 Try, from another terminal:\n\
+                 \n\
+                 \x20 # start a verification session through the sidecar\n\
+                 \x20 TX=$(curl -s -X POST {start} | sed -E 's/.*\"transaction_id\":\"([^\"]+)\".*/\\1/'); echo \"$TX\"\n\
+                 \x20 # poll it (a simulated wallet presents with: curl -s -X POST {base}/mock/wallet/$TX/present)\n\
+                 \x20 curl -s -w '\\n' {start}/sessions/$TX\n\
+                 \x20 # a project the account is not a member of: 403 saying what is missing\n\
+                 \x20 curl -s -i -w '\\n' {other}\n",
+                base = self.mock.base_url(),
+                start = rule_path(DEMO_PROJECT),
+                other = rule_path(DEMO_OTHER_PROJECT),
+            ));
+        }
+        banner.push_str("\nStop with Ctrl-C.\n");
+        banner
     }
 }
 
-/// `lanyard demo` (and `DEMO_MOCK=true lanyard run`): the mock and the
-/// sidecar until SIGTERM or SIGINT.
+/// `lanyard demo` (and `DEMO_MOCK=true lanyard run`): the mock, the proxy
+/// and the verifier until SIGTERM or SIGINT.
 pub async fn run(config: &Config) -> Result<(), Failure> {
     let mut signals = Signals::install()?;
-    let proxy = bind(config.listen, "LANYARD_LISTEN", config.max_connections)?;
-    let admin = bind(config.admin_listen, "LANYARD_ADMIN_LISTEN", ADMIN_BACKLOG)?;
-    let demo = Demo::start(config, proxy, admin).await?;
+    let listeners = DemoListeners {
+        admin: bind(config.admin_listen, "LANYARD_ADMIN_LISTEN", ADMIN_BACKLOG)?,
+        proxy: Some(bind(
+            config.listen,
+            "LANYARD_LISTEN",
+            config.max_connections,
+        )?),
+        verifier: Some(bind(
+            config.demo_verifier_listen(),
+            "LANYARD_VERIFIER_LISTEN",
+            config.max_connections,
+        )?),
+    };
+    serve(config, listeners, &mut signals).await
+}
+
+/// `DEMO_MOCK=true lanyard verifier`: the mock and the verifier, where
+/// `lanyard verifier` would listen.
+pub async fn run_verifier(config: &Config) -> Result<(), Failure> {
+    let mut signals = Signals::install()?;
+    let listeners = DemoListeners {
+        admin: bind(config.admin_listen, "LANYARD_ADMIN_LISTEN", ADMIN_BACKLOG)?,
+        proxy: None,
+        verifier: Some(bind(
+            config.verifier_listen(),
+            "LANYARD_VERIFIER_LISTEN",
+            config.max_connections,
+        )?),
+    };
+    serve(config, listeners, &mut signals).await
+}
+
+async fn serve(
+    config: &Config,
+    listeners: DemoListeners,
+    signals: &mut Signals,
+) -> Result<(), Failure> {
+    let demo = Demo::start(config, listeners).await?;
     // Ignore a closed stdout: the banner is a courtesy.
     let _ = writeln!(std::io::stdout().lock(), "{}", demo.banner());
     let Demo { mock, sidecar } = demo;
-    let result = stop_on_signals(sidecar, &mut signals).await;
+    let result = stop_on_signals(sidecar, signals).await;
     drop(mock);
     result
 }

@@ -99,15 +99,9 @@ impl ProxyError {
     /// The response: status, `content-type: application/json`,
     /// `lanyard-error: <code>`, body `{"error":"<code>","message":"..."}`.
     pub fn response(self) -> Response<Full<Bytes>> {
-        let mut response = Response::new(Full::new(Bytes::from(self.body())));
-        *response.status_mut() = self.status();
-        let headers = response.headers_mut();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        headers.insert("lanyard-error", HeaderValue::from_static(self.code()));
+        let mut response = json_error(self.status(), self.code(), self.message());
         if self == ProxyError::MethodNotAllowed {
+            let headers = response.headers_mut();
             headers.insert(
                 header::ALLOW,
                 HeaderValue::from_static("GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"),
@@ -117,7 +111,7 @@ impl ProxyError {
     }
 
     fn body(self) -> String {
-        serde_json::json!({"error": self.code(), "message": self.message()}).to_string()
+        error_body(self.code(), self.message())
     }
 
     /// The same answer as raw HTTP/1.1 bytes with `connection: close`, for
@@ -134,6 +128,25 @@ impl ProxyError {
         )
         .into_bytes()
     }
+}
+
+/// One of lanyard's own errors, the proxy's or the verifier's: `status`,
+/// `content-type: application/json`, `lanyard-error: <code>`, body
+/// `{"error":"<code>","message":"<message>"}`.
+pub fn json_error(status: StatusCode, code: &'static str, message: &str) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(error_body(code, message))));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert("lanyard-error", HeaderValue::from_static(code));
+    response
+}
+
+fn error_body(code: &str, message: &str) -> String {
+    serde_json::json!({"error": code, "message": message}).to_string()
 }
 
 #[cfg(test)]

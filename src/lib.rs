@@ -1,6 +1,7 @@
 //! lanyard: a token sidecar for the credential issuance and verification
 //! service. It holds a service account's private key, keeps a bearer token
-//! fresh, and forwards local requests to the service with that token.
+//! fresh, and forwards local requests to the service with that token; the
+//! same token machinery serves the seed's verification page.
 //!
 //! # Layout
 //!
@@ -12,10 +13,11 @@
 //! - [`token`]: assertion, exchange, the token cell, the pure renewal schedule and the refresher task that applies it.
 //! - [`outbound`]: rustls roots, the outbound connector, error chains walked once, failure classification.
 //! - [`metrics`]: the Prometheus metrics, registered into an owned registry, and the request path's cached series.
-//! - [`wiring`]: settings into the connector, the token exchanger and the credentials watch.
+//! - [`access`]: settings into the connector, the token exchanger and the credentials watch: how lanyard reaches the service.
 //! - [`commands`]: what `lanyard token`, `check` and `healthcheck` do.
-//! - [`sidecar`]: the sidecar assembled and its shutdown sequence; `lanyard run`.
-//! - [`demo`]: `lanyard demo`: the mock and the sidecar wired to it.
+//! - [`sidecar`]: the process assembled (token refresher, admin listener, and the proxy, the verifier or both) and its shutdown sequence; `lanyard run`.
+//! - [`verifier`]: `lanyard verifier`: the seed's verification page and its API, its assumptions about the service in one place.
+//! - [`demo`]: `lanyard demo`: the mock, with the proxy and the verifier wired to it.
 //! - [`failure`]: how a command failed, and its exit code.
 //! - [`reload`]: the credentials file watched and reloaded.
 //! - [`proxy`]: the forwarding service: upstream URL and prefix boundary, bodies and replay, hop-by-hop headers, 401 retry.
@@ -29,6 +31,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod access;
 pub mod admin;
 pub mod cli;
 pub mod client_body;
@@ -47,7 +50,7 @@ pub mod secret;
 pub mod server;
 pub mod sidecar;
 pub mod token;
-pub mod wiring;
+pub mod verifier;
 
 pub use failure::Failure;
 pub use secret::Secret;

@@ -19,6 +19,7 @@ fn main() -> ExitCode {
     let need = match command {
         Command::Run | Command::Check => Requirement::Upstream,
         Command::Token => Requirement::NoUpstream,
+        Command::Verifier => Requirement::Verifier,
         Command::Demo => Requirement::Demo,
         Command::Healthcheck => Requirement::AdminOnly,
     };
@@ -69,6 +70,10 @@ fn main() -> ExitCode {
             Command::Demo => lanyard::demo::run(&config).await.map(|()| true),
             Command::Run if config.demo => lanyard::demo::run(&config).await.map(|()| true),
             Command::Run => lanyard::sidecar::run(&config).await.map(|()| true),
+            Command::Verifier if config.demo => {
+                lanyard::demo::run_verifier(&config).await.map(|()| true)
+            }
+            Command::Verifier => lanyard::verifier::run(&config).await.map(|()| true),
         }
     });
     match outcome {

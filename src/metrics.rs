@@ -32,8 +32,13 @@ pub struct Metrics {
     pub upstream_unauthorized_retries: IntCounter,
     pub upstream_forbidden: IntCounter,
     pub credentials_reloads: IntCounterVec,
+    pub verifier_sessions: IntCounterVec,
     pub build_info: IntGaugeVec,
 }
+
+/// Every outcome of a verification session, in the order a session meets
+/// them: `started`, then one of the others (README "The verifier").
+pub const VERIFIER_OUTCOMES: [&str; 5] = ["started", "verified", "declined", "expired", "failed"];
 
 impl Metrics {
     /// Creates and registers every metric.
@@ -106,6 +111,13 @@ impl Metrics {
                 ),
                 &["outcome"],
             )?,
+            verifier_sessions: IntCounterVec::new(
+                Opts::new(
+                    "lanyard_verifier_sessions_total",
+                    "Verification sessions started, and how each ended, by outcome.",
+                ),
+                &["outcome"],
+            )?,
             build_info: IntGaugeVec::new(
                 Opts::new(
                     "lanyard_build_info",
@@ -126,6 +138,7 @@ impl Metrics {
         registry.register(Box::new(metrics.upstream_unauthorized_retries.clone()))?;
         registry.register(Box::new(metrics.upstream_forbidden.clone()))?;
         registry.register(Box::new(metrics.credentials_reloads.clone()))?;
+        registry.register(Box::new(metrics.verifier_sessions.clone()))?;
         registry.register(Box::new(metrics.build_info.clone()))?;
         metrics
             .build_info
@@ -139,6 +152,9 @@ impl Metrics {
         }
         for outcome in ["success", "invalid"] {
             metrics.credentials_reloads.with_label_values(&[outcome]);
+        }
+        for outcome in VERIFIER_OUTCOMES {
+            metrics.verifier_sessions.with_label_values(&[outcome]);
         }
         Ok(metrics)
     }

@@ -113,6 +113,17 @@ pub enum FailureKind {
     Other,
 }
 
+impl FailureKind {
+    /// The `kind` label of `lanyard_upstream_errors_total`.
+    pub fn label(self) -> &'static str {
+        match self {
+            FailureKind::Connect => "connect",
+            FailureKind::Tls => "tls",
+            FailureKind::Other => "other",
+        }
+    }
+}
+
 /// Classifies a client error by walking its sources: a rustls error means
 /// the TLS handshake failed, any other connect error is a network failure.
 pub fn classify(err: &hyper_util::client::legacy::Error) -> FailureKind {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use lanyard::config::{Config, Flags, Requirement};
-use lanyard::demo::Demo;
+use lanyard::demo::{Demo, DemoListeners};
 use tokio::net::TcpListener;
 
 #[tokio::test]
@@ -16,9 +16,12 @@ async fn banner_curl_lines_start_poll_and_show_a_403() {
         Requirement::Demo,
     )
     .unwrap();
-    let proxy = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let demo = Demo::start(&config, proxy, admin).await.unwrap();
+    let listeners = DemoListeners {
+        admin: TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        proxy: Some(TcpListener::bind("127.0.0.1:0").await.unwrap()),
+        verifier: Some(TcpListener::bind("127.0.0.1:0").await.unwrap()),
+    };
+    let demo = Demo::start(&config, listeners).await.unwrap();
     tokio::time::timeout(
         Duration::from_secs(10),
         demo.sidecar.tokens.state().wait_for(|s| s.generation >= 1),

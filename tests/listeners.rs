@@ -34,7 +34,11 @@ struct Named {
 impl Handler for Named {
     type Body = Full<Bytes>;
 
-    async fn handle(&self, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Abort> {
+    async fn handle(
+        &self,
+        req: Request<Incoming>,
+        _client: std::net::SocketAddr,
+    ) -> Result<Response<Full<Bytes>>, Abort> {
         if req.uri().path() == "/hold" {
             self.holding.notify_one();
             std::future::pending::<()>().await;

@@ -9,9 +9,9 @@ use http::{HeaderMap, Method, Request, StatusCode, Version, header};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use lanyard::access::ServiceAccess;
 use lanyard::mock::{CREDENTIALS_ROLE, MockAccount, MockService, VERIFICATIONS_ROLE};
 use lanyard::outbound::{self, Connector};
-use lanyard::wiring;
 use serde_json::{Value, json};
 use support::tls::TestCa;
 use support::*;
@@ -42,10 +42,11 @@ impl Api {
     async fn over(mock: MockService, extra: &[(&str, &str)]) -> Api {
         mock.add_rule(PROJECT, RULE);
         let dir = tempfile::tempdir().unwrap();
-        let wiring = wiring::wire(&config(&settings(&mock, dir.path(), extra))).unwrap();
-        let issued = wiring.exchanger.fetch().await.unwrap();
+        let access =
+            ServiceAccess::from_config(&config(&settings(&mock, dir.path(), extra))).unwrap();
+        let issued = access.exchanger.fetch().await.unwrap();
         Api {
-            client: outbound::client(wiring.connector),
+            client: outbound::client(access.connector),
             token: issued.access_token.expose().to_string(),
             mock,
             _dir: dir,

@@ -16,11 +16,11 @@ mod scripted;
 
 use std::time::Duration;
 
+use lanyard::access::ServiceAccess;
 use lanyard::metrics::Metrics;
 use lanyard::mock::Fault;
 use lanyard::token::refresher::spawn;
 use lanyard::token::{ExchangeError, RefreshPolicy, Unavailable};
-use lanyard::wiring;
 use scripted::*;
 use support::*;
 use tokio::time::Instant;
@@ -272,9 +272,9 @@ async fn renewal_happens_before_expiry_against_the_mock() {
     // Renewal comes after 2.8-3.4 s, leaving a margin for a loaded machine.
     mock.set_expires_in(Some(4));
     let dir = tempfile::tempdir().unwrap();
-    let wiring = wiring::wire(&config(&settings(&mock, dir.path(), &[]))).unwrap();
+    let access = ServiceAccess::from_config(&config(&settings(&mock, dir.path(), &[]))).unwrap();
     let (handle, _task) = spawn(
-        wiring.exchanger,
+        access.exchanger,
         RefreshPolicy::default(),
         Metrics::unregistered(),
     );
@@ -295,13 +295,13 @@ async fn retry_after_from_the_token_endpoint_is_obeyed() {
     let mock = mock().await;
     mock.push_fault(Fault::rate_limited(Some("1")));
     let dir = tempfile::tempdir().unwrap();
-    let wiring = wiring::wire(&config(&settings(&mock, dir.path(), &[]))).unwrap();
+    let access = ServiceAccess::from_config(&config(&settings(&mock, dir.path(), &[]))).unwrap();
     let policy = RefreshPolicy {
         backoff_initial: Duration::from_millis(10),
         ..RefreshPolicy::default()
     };
     let mut counters = mock.watch_counters();
-    let (handle, _task) = spawn(wiring.exchanger, policy, Metrics::unregistered());
+    let (handle, _task) = spawn(access.exchanger, policy, Metrics::unregistered());
     wait_for(&mut counters, Duration::from_secs(5), |c| {
         c.token_requests >= 1
     })

@@ -3,9 +3,9 @@
 
 mod support;
 
+use lanyard::access::ServiceAccess;
 use lanyard::config::{Config, Flags, Requirement};
 use lanyard::mock::MockService;
-use lanyard::wiring;
 use support::tls::TestCa;
 use support::*;
 
@@ -28,7 +28,7 @@ async fn private_ca_from_ca_file_is_trusted_for_the_token_endpoint() {
         dir.path(),
         &[("LANYARD_CA_FILE", ca_file.to_str().unwrap())],
     );
-    let issued = wiring::wire(&config(&map))
+    let issued = ServiceAccess::from_config(&config(&map))
         .unwrap()
         .exchanger
         .fetch()
@@ -43,7 +43,7 @@ async fn unknown_ca_is_a_tls_failure() {
     let mock = tls_mock(&ca).await;
     let dir = tempfile::tempdir().unwrap();
     let map = settings(&mock, dir.path(), &[]);
-    let err = wiring::wire(&config(&map))
+    let err = ServiceAccess::from_config(&config(&map))
         .unwrap()
         .exchanger
         .fetch()

@@ -9,10 +9,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
+use lanyard::access::ServiceAccess;
 use lanyard::config::credentials::parse_private_key;
 use lanyard::mock::{Fault, MockService};
 use lanyard::token::{AssertionSigner, ExchangeError};
-use lanyard::wiring;
 use serde_json::Value;
 use support::*;
 use uuid::Uuid;
@@ -23,7 +23,9 @@ fn exchanger(
     extra: &[(&str, &str)],
 ) -> Arc<lanyard::token::Exchanger> {
     let config = config(&settings(mock, dir, extra));
-    wiring::wire(&config).expect("wiring").exchanger
+    ServiceAccess::from_config(&config)
+        .expect("service access")
+        .exchanger
 }
 
 /// Posts a token request by hand, for the cases lanyard itself never sends.
@@ -249,8 +251,8 @@ async fn pkcs1_key_and_literal_newlines_are_accepted() {
         ("SA_TOKEN_URI", &mock.token_url()),
         ("ORG_ID", ORGANIZATION_ID),
     ]);
-    let wiring = wiring::wire(&config(&map)).unwrap();
-    let issued = wiring.exchanger.fetch().await.unwrap();
+    let access = ServiceAccess::from_config(&config(&map)).unwrap();
+    let issued = access.exchanger.fetch().await.unwrap();
     assert!(mock.token_owner(issued.access_token.expose()).is_some());
     drop(dir);
 }

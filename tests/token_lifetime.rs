@@ -23,9 +23,9 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use lanyard::access::ServiceAccess;
 use lanyard::mock::Fault;
-use lanyard::sidecar::Sidecar;
-use lanyard::wiring;
+use lanyard::sidecar::{Listeners, Sidecar};
 use serde::{Deserialize, Serialize};
 use support::logs::Logs;
 use support::sidecar::{self, get};
@@ -213,11 +213,16 @@ async fn across_a_token_endpoint_outage_no_expired_token_is_sent_and_no_401_is_s
         ("SA_TOKEN_URI", &issuer.url),
         ("SA_ORGANIZATION_ID", ORGANIZATION_ID),
     ]));
-    let wiring = wiring::wire(&config).unwrap();
+    let access = ServiceAccess::from_config(&config).unwrap();
     let proxy = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let before_request = Instant::now();
-    let sidecar = Sidecar::start(&config, wiring, proxy, admin).unwrap();
+    let listeners = Listeners {
+        admin,
+        proxy: Some(proxy),
+        verifier: None,
+    };
+    let sidecar = Sidecar::start(&config, access, listeners).unwrap();
     wait_for(&mut sidecar.tokens.state(), Duration::from_secs(10), |s| {
         s.generation >= 1
     })
@@ -226,7 +231,7 @@ async fn across_a_token_endpoint_outage_no_expired_token_is_sent_and_no_401_is_s
     // clients as far as it safely can, and no further.
     issuer.down.store(true, Ordering::SeqCst);
 
-    let url = format!("http://{}/v1/things", sidecar.proxy_addr);
+    let url = format!("http://{}/v1/things", sidecar.proxy_addr.unwrap());
     let mut answers = Vec::new();
     let mut first_refusal = None;
     let deadline = before_request + Duration::from_secs(LIFETIME_S + 5);

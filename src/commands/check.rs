@@ -13,7 +13,7 @@ use crate::outbound::{self, FailureKind};
 use crate::proxy::Upstream;
 
 use crate::Failure;
-use crate::wiring::wire;
+use crate::access::ServiceAccess;
 
 /// One line of the `check` report.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,10 +78,10 @@ impl CheckReport {
 /// rule path when `PROJECT_ID` and `RULE_ID` are set. Bad settings or
 /// credentials are a [`Failure::Config`]; everything else is reported.
 pub async fn check(config: &Config) -> Result<CheckReport, Failure> {
-    let wiring = wire(config)?;
+    let access = ServiceAccess::from_config(config)?;
     let mut report = CheckReport::default();
     report.push(CheckStatus::Ok, "settings", "valid");
-    let creds = wiring.exchanger.credentials();
+    let creds = access.exchanger.credentials();
     report.push(
         CheckStatus::Ok,
         "credentials",
@@ -94,7 +94,7 @@ pub async fn check(config: &Config) -> Result<CheckReport, Failure> {
     );
 
     let started = Instant::now();
-    let token = match wiring.exchanger.fetch().await {
+    let token = match access.exchanger.fetch().await {
         Ok(issued) => {
             report.push(
                 CheckStatus::Ok,
@@ -128,7 +128,7 @@ pub async fn check(config: &Config) -> Result<CheckReport, Failure> {
         report.push(CheckStatus::Skip, "upstream", "SERVICE_API_URL is not set");
         return Ok(report);
     };
-    let client = outbound::client::<Empty<Bytes>>(wiring.connector.clone());
+    let client = outbound::client::<Empty<Bytes>>(access.connector.clone());
     let probe = |url: String| {
         let client = client.clone();
         let token = token.clone();

@@ -4,12 +4,12 @@ use crate::Secret;
 use crate::config::Config;
 
 use crate::Failure;
-use crate::wiring::wire;
+use crate::access::ServiceAccess;
 
 /// `lanyard token`: one token, for scripts.
 pub async fn token(config: &Config) -> Result<Secret, Failure> {
-    let wiring = wire(config)?;
-    wiring
+    let access = ServiceAccess::from_config(config)?;
+    access
         .exchanger
         .fetch()
         .await

@@ -36,7 +36,9 @@ pub use outbound::Account;
 pub use problems::ConfigError;
 pub use settings::*;
 pub use sources::{Env, Flags, NotUnicode, ProcessEnv, Source, Sourced, io_reason};
-pub use values::{ByteSize, LogFormat, Shown, TargetUrl, is_loopback_host, parse_duration};
+pub use values::{
+    ByteSize, LogFormat, Shown, TargetUrl, WalletBaseUrl, is_loopback_host, parse_duration,
+};
 
 use sources::{Layers, Reported};
 
@@ -65,6 +67,13 @@ pub struct Config {
     pub rule_id: Option<String>,
     pub listen: SocketAddr,
     pub admin_listen: SocketAddr,
+    /// `LANYARD_VERIFIER_LISTEN` and `PORT` as given; the command decides
+    /// what unset means ([`Config::verifier_listen`]).
+    pub verifier_listen_given: Option<SocketAddr>,
+    pub port: Option<u16>,
+    /// Required for `verifier`, unless it runs against the mock.
+    pub wallet_base_url: Option<WalletBaseUrl>,
+    pub verifier_session_ttl: Duration,
     pub assertion_ttl: Duration,
     /// How far `iat` (and with it `exp`) is backdated.
     pub clock_skew: Duration,
@@ -102,6 +111,8 @@ pub struct Config {
 pub enum Requirement {
     /// `run` and `check`: the upstream base URL and credentials.
     Upstream,
+    /// `verifier`: as `run`, plus the rule and the wallet.
+    Verifier,
     /// `token`: credentials only.
     NoUpstream,
     /// `demo`: neither; the demo makes its own.
@@ -113,11 +124,98 @@ pub enum Requirement {
 
 impl Requirement {
     fn credentials(self) -> bool {
-        matches!(self, Requirement::Upstream | Requirement::NoUpstream)
+        matches!(
+            self,
+            Requirement::Upstream | Requirement::Verifier | Requirement::NoUpstream
+        )
+    }
+}
+
+/// A path segment of the rule path (seed §4.3), as lanyard sends it: no
+/// character that would need escaping, so the segment is the value.
+fn is_path_segment(value: &str) -> bool {
+    !value.is_empty()
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
+}
+
+/// What the verifier needs beyond `run`'s settings: the rule path's
+/// segments and the wallet, each reported by name when missing or unusable.
+fn check_verifier_settings(
+    l: &mut Layers,
+    org_id: Option<&Sourced<String>>,
+    project_id: Option<&Sourced<String>>,
+    rule_id: Option<&Sourced<String>>,
+    wallet: Option<&WalletBaseUrl>,
+) {
+    let required = [
+        (
+            PROJECT_ID.env,
+            project_id.is_some(),
+            "the verification project's id",
+        ),
+        (
+            RULE_ID.env,
+            rule_id.is_some(),
+            "the UUID of the published rule",
+        ),
+        (
+            WALLET_BASE_URL.env,
+            wallet.is_some(),
+            "the wallet's base URL, for the wallet button",
+        ),
+    ];
+    for (env, given, what) in required {
+        if !given {
+            l.errors.push(format!(
+                "{env}: is required for `lanyard verifier` ({what})"
+            ));
+        }
+    }
+    for (setting, value) in [(&ORG_ID, org_id), (&PROJECT_ID, project_id)] {
+        if let Some(value) = value
+            && !is_path_segment(&value.value)
+        {
+            let why = "has characters that cannot appear in a URL path segment";
+            l.problem(setting.env, &value.source, why);
+        }
+    }
+    if let Some(rule) = rule_id {
+        let why = if rule.value.starts_with("ver_") {
+            Some(
+                "is the rule's `ver_` identifier; use its Rule ID, the UUID the Generate ID action made (seed §2.5)",
+            )
+        } else if rule.value.len() != 36 || uuid::Uuid::try_parse(&rule.value).is_err() {
+            Some(
+                "is not a UUID (like 0b7c6d2e-4a1f-4c3b-9a57-2f1e8d9c6b10): the Rule ID of a published rule (seed §2.5)",
+            )
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            l.problem(RULE_ID.env, &rule.source, why);
+        }
     }
 }
 
 impl Config {
+    /// Where `lanyard verifier` listens: as given, else on `PORT`, else
+    /// [`DEFAULT_VERIFIER_LISTEN`].
+    pub fn verifier_listen(&self) -> SocketAddr {
+        let on_port = |port| SocketAddr::new(DEFAULT_VERIFIER_LISTEN.ip(), port);
+        self.verifier_listen_given
+            .or(self.port.map(on_port))
+            .unwrap_or(DEFAULT_VERIFIER_LISTEN)
+    }
+
+    /// Where `lanyard demo` serves the verifier: as given, else beside the
+    /// proxy on loopback. `PORT` is a platform's choice for the one port
+    /// of a deployed verifier, not the demo's.
+    pub fn demo_verifier_listen(&self) -> SocketAddr {
+        self.verifier_listen_given.unwrap_or(DEMO_VERIFIER_LISTEN)
+    }
+
     /// Merges flags, environment, config file and defaults, validates
     /// everything, and reads the credentials and the CA bundle the command
     /// needs, reporting all problems at once.
@@ -128,7 +226,7 @@ impl Config {
         let demo = l.value(&DEMO);
         let service_api_url = match l.given(&SERVICE_API_URL) {
             Ok(Some(url)) => Some(url.value),
-            Ok(None) if need == Requirement::Upstream && !demo => {
+            Ok(None) if matches!(need, Requirement::Upstream | Requirement::Verifier) && !demo => {
                 l.errors.push(format!(
                     "{}: is required (the service's API base URL, e.g. https://api.example.com)",
                     SERVICE_API_URL.env
@@ -151,8 +249,23 @@ impl Config {
             org_id: l.optional(&ORG_ID),
         };
         let org_id = credentials.org_id.as_ref().map(|s| s.value.clone());
-        let project_id = l.optional(&PROJECT_ID).map(|s| s.value);
-        let rule_id = l.optional(&RULE_ID).map(|s| s.value);
+        let project_id = l.optional(&PROJECT_ID);
+        let rule_id = l.optional(&RULE_ID);
+        let wallet_base_url = l.optional(&WALLET_BASE_URL).map(|s| s.value);
+        if need == Requirement::Verifier && !demo {
+            check_verifier_settings(
+                l,
+                credentials.org_id.as_ref(),
+                project_id.as_ref(),
+                rule_id.as_ref(),
+                wallet_base_url.as_ref(),
+            );
+        }
+        let project_id = project_id.map(|s| s.value);
+        let rule_id = rule_id.map(|s| s.value);
+        let port = l.optional(&PORT).map(|s| s.value);
+        let verifier_listen_given = l.optional(&VERIFIER_LISTEN).map(|s| s.value);
+        let verifier_session_ttl = l.value(&VERIFIER_SESSION_TTL);
 
         let allow_remote = l.value(&ALLOW_REMOTE);
         let listen = match l.optional(&LISTEN) {
@@ -233,6 +346,10 @@ impl Config {
             rule_id,
             listen,
             admin_listen,
+            verifier_listen_given,
+            port,
+            wallet_base_url,
+            verifier_session_ttl,
             assertion_ttl,
             clock_skew,
             ca_file: ca_file.map(|ca| ca.value),

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use super::declaration::{AnySetting, DefaultValue, Setting};
 use super::values::{
-    ByteSize, LogFormat, TargetUrl, read_addr, read_bool, read_clock_skew, read_connections,
-    read_duration, read_header_bytes, read_lifetime, read_log_format, read_path,
-    read_positive_duration, read_text, read_upstream_connections, read_worker_threads,
+    ByteSize, LogFormat, TargetUrl, WalletBaseUrl, read_addr, read_bool, read_clock_skew,
+    read_connections, read_duration, read_header_bytes, read_lifetime, read_log_format, read_path,
+    read_port, read_positive_duration, read_text, read_upstream_connections, read_worker_threads,
 };
 
 /// The config file itself is located by flag or environment only.
@@ -24,6 +24,17 @@ pub const DEFAULT_LISTEN: SocketAddr =
 /// health and metrics only, never a token.
 pub const DEFAULT_ADMIN_LISTEN: SocketAddr =
     SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9090));
+/// The seed's reference application listens on 8080 in its container
+/// (seed §8), on every interface: browsers reach it.
+pub const DEFAULT_VERIFIER_LISTEN: SocketAddr =
+    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 8080));
+/// `lanyard demo` serves the verifier beside the proxy's 8080, on loopback:
+/// its wallet is the mock's, which only this machine reaches.
+pub const DEMO_VERIFIER_LISTEN: SocketAddr =
+    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 1), 8081));
+/// Long enough to find a phone, open the wallet and consent; short enough
+/// that an abandoned session stops being polled and held soon.
+pub const DEFAULT_VERIFIER_SESSION_TTL: Duration = Duration::from_secs(300);
 /// The seed suggests one hour, and its token endpoint refuses longer.
 pub const DEFAULT_ASSERTION_TTL: Duration = Duration::from_secs(3600);
 /// Upper bound of the assertion lifetime: the service refuses longer (see
@@ -103,6 +114,10 @@ pub const SETTINGS: &[&dyn AnySetting] = &[
     &LISTEN,
     &ALLOW_REMOTE,
     &ADMIN_LISTEN,
+    &VERIFIER_LISTEN,
+    &PORT,
+    &WALLET_BASE_URL,
+    &VERIFIER_SESSION_TTL,
     &ASSERTION_TTL,
     &CLOCK_SKEW,
     &CA_FILE,
@@ -223,7 +238,7 @@ pub const PROJECT_ID: Setting = Setting {
     env: "PROJECT_ID",
     flag: Some("--project-id"),
     value_name: Some("ID"),
-    help: "Project id, for `check` to probe the rule path",
+    help: "Project id: the rule's project, for `verifier` and `check`",
     default: DefaultValue::None,
     read: read_text,
     secret: false,
@@ -235,7 +250,7 @@ pub const RULE_ID: Setting = Setting {
     env: "RULE_ID",
     flag: Some("--rule-id"),
     value_name: Some("UUID"),
-    help: "Rule id (UUID), for `check` to probe the rule path",
+    help: "Rule id (UUID): the rule `verifier` starts sessions for",
     default: DefaultValue::None,
     read: read_text,
     secret: false,
@@ -274,6 +289,57 @@ pub const ADMIN_LISTEN: Setting<SocketAddr> = Setting {
     help: "Admin listener: health and metrics",
     default: DefaultValue::Value(DEFAULT_ADMIN_LISTEN),
     read: read_addr,
+    secret: false,
+};
+
+/// `LANYARD_VERIFIER_LISTEN`: unset, `PORT` decides (README "The verifier").
+pub const VERIFIER_LISTEN: Setting<SocketAddr> = Setting {
+    key: "verifier_listen",
+    env: "LANYARD_VERIFIER_LISTEN",
+    flag: Some("--verifier-listen"),
+    value_name: Some("ADDR"),
+    help: "Verifier listener (`lanyard verifier`, and the demo's)",
+    default: DefaultValue::Described(
+        "`0.0.0.0:8080`, or `0.0.0.0:$PORT` when `PORT` is set; `lanyard demo`: `127.0.0.1:8081`",
+    ),
+    read: read_addr,
+    secret: false,
+};
+
+/// `PORT`, as serverless platforms set it for the one port they route to.
+pub const PORT: Setting<u16> = Setting {
+    key: "port",
+    env: "PORT",
+    flag: None,
+    value_name: None,
+    help: "The verifier's port when LANYARD_VERIFIER_LISTEN is not set",
+    default: DefaultValue::None,
+    read: read_port,
+    secret: false,
+};
+
+/// `WALLET_BASE_URL`: where the wallet button sends a phone; how the link
+/// is formed is an assumption (`verifier::assumptions`).
+pub const WALLET_BASE_URL: Setting<WalletBaseUrl> = Setting {
+    key: "wallet_base_url",
+    env: "WALLET_BASE_URL",
+    flag: Some("--wallet-base-url"),
+    value_name: Some("URL"),
+    help: "The wallet's base URL, for the verifier's wallet button",
+    default: DefaultValue::Described("required for `verifier`; the demo's is the mock wallet"),
+    read: WalletBaseUrl::parse,
+    secret: false,
+};
+
+/// `LANYARD_VERIFIER_SESSION_TTL`.
+pub const VERIFIER_SESSION_TTL: Setting<Duration> = Setting {
+    key: "verifier_session_ttl",
+    env: "LANYARD_VERIFIER_SESSION_TTL",
+    flag: Some("--verifier-session-ttl"),
+    value_name: Some("DURATION"),
+    help: "How long a verification session is held and polled",
+    default: DefaultValue::Value(DEFAULT_VERIFIER_SESSION_TTL),
+    read: read_positive_duration,
     secret: false,
 };
 

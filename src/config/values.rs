@@ -115,6 +115,77 @@ pub(super) fn read_addr(raw: &str) -> Result<SocketAddr, String> {
     })
 }
 
+pub(super) fn read_port(raw: &str) -> Result<u16, String> {
+    match raw.parse::<u16>() {
+        Ok(0) | Err(_) => Err(format!("`{raw}` is not a port number (1 to 65535)")),
+        Ok(port) => Ok(port),
+    }
+}
+
+/// `WALLET_BASE_URL`: an absolute URL the page links to. Its scheme may be
+/// a wallet's own (`openid4vp:`, `haip:`) as well as `https:`, but never one
+/// that runs or embeds content where a link lands (README "The verifier").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalletBaseUrl(String);
+
+/// Schemes a browser runs or renders in place rather than navigating to.
+const UNSAFE_LINK_SCHEMES: &[&str] = &["javascript", "data", "vbscript", "file", "blob"];
+
+/// Longer than any wallet's base URL; the link it makes goes in a QR code.
+const MAX_WALLET_BASE_URL: usize = 512;
+
+impl WalletBaseUrl {
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let Some((scheme, rest)) = raw.split_once(':') else {
+            return Err(format!(
+                "`{raw}` is not an absolute URL (like https://wallet.example/authorize)"
+            ));
+        };
+        let scheme_ok = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+        if !scheme_ok || rest.is_empty() {
+            return Err(format!(
+                "`{raw}` is not an absolute URL (like https://wallet.example/authorize)"
+            ));
+        }
+        if UNSAFE_LINK_SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()) {
+            return Err(format!(
+                "the scheme `{scheme}:` is not a link to a wallet (use https: or the wallet's own scheme)"
+            ));
+        }
+        if raw.len() > MAX_WALLET_BASE_URL {
+            return Err(format!(
+                "is {} bytes long; at most {MAX_WALLET_BASE_URL} are allowed",
+                raw.len()
+            ));
+        }
+        if raw.contains('#') || raw.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(format!(
+                "`{raw}` holds a fragment, a space or a control character"
+            ));
+        }
+        Ok(WalletBaseUrl(raw.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Shown for WalletBaseUrl {
+    fn shown(&self) -> String {
+        self.0.clone()
+    }
+}
+
+impl Shown for u16 {
+    fn shown(&self) -> String {
+        self.to_string()
+    }
+}
+
 pub(super) fn read_log_format(raw: &str) -> Result<LogFormat, String> {
     match raw.to_ascii_lowercase().as_str() {
         "json" => Ok(LogFormat::Json),

@@ -16,6 +16,7 @@ mod issuance;
 mod keys;
 mod token;
 mod verification;
+mod wallet_page;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -339,6 +340,12 @@ impl MockService {
             .lock()
             .rules
             .insert(key, verification::Rule { rule_id, status });
+    }
+
+    /// The mock wallet's base URL: the demo's `WALLET_BASE_URL`, whose
+    /// page a person presents or declines on.
+    pub fn wallet_url(&self) -> String {
+        format!("{}{WALLET_PREFIX}", self.state.base_url)
     }
 
     /// Where the simulated wallet presents a credential for a session.

@@ -13,7 +13,7 @@ use super::api::{
     Answer, Refusal, Reply, Scope, conflict, error, method_not_allowed, not_found,
     read_json_object, unix_now,
 };
-use super::{State, WALLET_PREFIX};
+use super::{State, WALLET_PREFIX, wallet_page};
 
 /// Bounds the session table of a long demo.
 const MAX_SESSIONS: usize = 10_000;
@@ -242,6 +242,10 @@ fn default_claims() -> Map<String, Value> {
 /// - `POST /mock/wallet/{transaction_id}/present`: presents a credential,
 ///   with the claims in an optional JSON object body.
 /// - `POST /mock/wallet/{transaction_id}/decline`: the holder declines.
+/// - `GET /mock/wallet?request_uri=…`: the demo's wallet link.
+///
+/// A browser (asking for HTML) gets pages instead of JSON: see
+/// `wallet_page`.
 pub(super) async fn wallet(state: &State, req: Request<Incoming>) -> Reply {
     wallet_dispatch(state, req)
         .await
@@ -250,11 +254,25 @@ pub(super) async fn wallet(state: &State, req: Request<Incoming>) -> Reply {
 
 async fn wallet_dispatch(state: &State, req: Request<Incoming>) -> Answer {
     let (parts, body) = req.into_parts();
+    let html = wallet_page::wants_html(&parts.headers);
     let rest = parts
         .uri
         .path()
         .strip_prefix(WALLET_PREFIX)
         .unwrap_or_default();
+    if rest.is_empty() && parts.method == Method::GET {
+        // The wallet button's link: the demo's WALLET_BASE_URL with the
+        // OpenID4VP request's query.
+        let Some(transaction_id) =
+            wallet_page::transaction_of_link(parts.uri.query(), &state.base_url)
+        else {
+            return Ok(wallet_page::problem(
+                StatusCode::BAD_REQUEST,
+                "This wallet link names no request of this mock: it needs request_uri={mock}/mock/wallet/{transaction_id}.",
+            ));
+        };
+        return wallet_request(state, &transaction_id, true);
+    }
     let segments: Vec<&str> = rest.split('/').skip(1).collect();
     let (transaction_id, action) = match segments.as_slice() {
         [tx] if !tx.is_empty() => (*tx, None),
@@ -269,7 +287,7 @@ async fn wallet_dispatch(state: &State, req: Request<Incoming>) -> Answer {
         if parts.method != Method::GET {
             return Err(method_not_allowed(&[Method::GET]));
         }
-        return wallet_request(state, transaction_id);
+        return wallet_request(state, transaction_id, html);
     };
     if parts.method != Method::POST {
         return Err(method_not_allowed(&[Method::POST]));
@@ -287,6 +305,12 @@ async fn wallet_dispatch(state: &State, req: Request<Incoming>) -> Answer {
     let mut inner = state.lock();
     let Some(session) = inner.sessions.get_mut(transaction_id) else {
         drop(inner);
+        if html {
+            return Ok(wallet_page::problem(
+                StatusCode::NOT_FOUND,
+                "This mock holds no such request.",
+            ));
+        }
         return Err(not_found(format!(
             "no verification session {transaction_id}"
         )));
@@ -294,6 +318,9 @@ async fn wallet_dispatch(state: &State, req: Request<Incoming>) -> Answer {
     if session.status != SessionStatus::Pending {
         let current = session.status.as_str();
         drop(inner);
+        if html {
+            return Ok(wallet_page::consent(transaction_id, current, &Map::new()));
+        }
         return Err(conflict(format!(
             "the session is already {current}; start a new one"
         )));
@@ -303,12 +330,24 @@ async fn wallet_dispatch(state: &State, req: Request<Incoming>) -> Answer {
     session.completed_at = Some(unix_now());
     let view = session.view(transaction_id);
     drop(inner);
+    if html {
+        return Ok(wallet_page::done(status == SessionStatus::Verified));
+    }
     Ok(super::json(StatusCode::OK, &view))
 }
 
-/// What a wallet would fetch from the `request_uri` (illustrative).
-fn wallet_request(state: &State, transaction_id: &str) -> Answer {
+/// What a wallet would fetch from the `request_uri` (illustrative), or
+/// for a browser the page where a person presents or declines.
+fn wallet_request(state: &State, transaction_id: &str, html: bool) -> Answer {
     let session = state.lock().sessions.get(transaction_id).cloned();
+    if html {
+        return Ok(match session {
+            Some(session) => {
+                wallet_page::consent(transaction_id, session.status.as_str(), &default_claims())
+            }
+            None => wallet_page::problem(StatusCode::NOT_FOUND, "This mock holds no such request."),
+        });
+    }
     let session =
         session.ok_or_else(|| not_found(format!("no verification session {transaction_id}")))?;
     Ok(super::json(

@@ -407,10 +407,12 @@ impl Proxy {
                     Err(body.into())
                 }
                 Ok(Err(err)) => {
-                    let (kind, error) = match err.kind() {
-                        FailureKind::Tls => ("tls", ProxyError::UpstreamTls),
-                        FailureKind::Connect => ("connect", ProxyError::UpstreamUnreachable),
-                        FailureKind::Other => ("other", ProxyError::UpstreamUnreachable),
+                    let kind = err.kind().label();
+                    let error = match err.kind() {
+                        FailureKind::Tls => ProxyError::UpstreamTls,
+                        FailureKind::Connect | FailureKind::Other => {
+                            ProxyError::UpstreamUnreachable
+                        }
                     };
                     self.metrics
                         .upstream_errors
@@ -472,6 +474,7 @@ impl Handler for Proxy {
     fn handle(
         &self,
         req: Request<Incoming>,
+        _client: SocketAddr,
     ) -> impl Future<Output = Result<Response<ProxyBody>, Abort>> {
         async move {
             let started = Instant::now();

@@ -4,6 +4,7 @@
 use std::cell::Cell;
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 use std::pin::{Pin, pin};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -84,6 +85,7 @@ impl Protocols {
 /// within the header timeout, then serves the connection until it ends.
 pub(super) async fn serve_connection<H: Handler>(
     mut stream: TcpStream,
+    peer: SocketAddr,
     handler: Rc<H>,
     protocols: &Protocols,
     header_bytes: Arc<Semaphore>,
@@ -150,7 +152,7 @@ pub(super) async fn serve_connection<H: Handler>(
                 );
                 return Err(Abort);
             };
-            let response = handler.handle(req).await;
+            let response = handler.handle(req, peer).await;
             drop(guard);
             response
         }

@@ -21,6 +21,7 @@ pub use connection::MAX_CONCURRENT_STREAMS;
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::pin;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -95,9 +96,12 @@ pub trait Handler: 'static {
     type Body: hyper::body::Body<Data = Bytes, Error: Into<Box<dyn std::error::Error + Send + Sync>>>
         + 'static;
 
+    /// `client` is the connection's peer: what a handler that limits or
+    /// logs per client keys on.
     fn handle(
         &self,
         req: Request<Incoming>,
+        client: SocketAddr,
     ) -> impl Future<Output = Result<Response<Self::Body>, Abort>>;
 }
 
@@ -190,6 +194,7 @@ async fn accept_loop<H: Handler>(
             let _open = metrics.as_ref().map(OpenConnection::new);
             serve_connection(
                 stream,
+                peer,
                 handler,
                 &protocols,
                 header_bytes,

@@ -1,5 +1,6 @@
-//! The sidecar assembled: token refresher, proxy threads and admin
-//! listener, with the shutdown sequence (README "Shutdown").
+//! The process assembled: the token refresher and the admin listener, with
+//! the proxy's threads, the verifier's thread or both, and the shutdown
+//! sequence (README "Shutdown").
 //!
 //! - `threads`: each listener's threads, each with its own runtime.
 //! - `signals`: SIGTERM, SIGINT and SIGHUP, and `lanyard run`.
@@ -23,6 +24,7 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use crate::Failure;
+use crate::access::ServiceAccess;
 use crate::admin::Admin;
 use crate::config::{Config, MIN_MAX_HEADER_BYTES};
 use crate::error::ProxyError;
@@ -32,7 +34,7 @@ use crate::reload;
 use crate::server::{self, Drained};
 use crate::token::TokenHandle;
 use crate::token::refresher::{self, RefreshPolicy};
-use crate::wiring::Wiring;
+use crate::verifier::{Verifier, VerifierSettings};
 
 use threads::{ServeOptions, into_std, local_addr, start_proxy_workers, start_thread};
 
@@ -79,9 +81,15 @@ const SPARE_FILE_DESCRIPTORS: usize = 128;
 /// the settings need (many runtimes start processes at 1024); if it cannot
 /// go that far, the proxy's connection limit is lowered to what fits, with
 /// a warning naming both settings.
-fn budget_file_descriptors(max_connections: usize, max_upstream: usize) -> usize {
+fn budget_file_descriptors(
+    max_connections: usize,
+    client_listeners: usize,
+    max_upstream: usize,
+) -> usize {
     let others = max_upstream + ADMIN_MAX_CONNECTIONS + SPARE_FILE_DESCRIPTORS;
-    let wanted = max_connections.saturating_add(others);
+    let wanted = max_connections
+        .saturating_mul(client_listeners)
+        .saturating_add(others);
     let limit = match rlimit::increase_nofile_limit(wanted as u64) {
         Ok(limit) => usize::try_from(limit).unwrap_or(usize::MAX),
         Err(err) => {
@@ -92,7 +100,7 @@ fn budget_file_descriptors(max_connections: usize, max_upstream: usize) -> usize
     if limit >= wanted {
         return max_connections;
     }
-    let fits = limit.saturating_sub(others).max(1);
+    let fits = (limit.saturating_sub(others) / client_listeners).max(1);
     tracing::warn!(
         open_file_limit = limit,
         wanted,
@@ -102,9 +110,19 @@ fn budget_file_descriptors(max_connections: usize, max_upstream: usize) -> usize
     fits
 }
 
+/// What a lanyard process serves, each listener bound by the caller (so
+/// tests can use port 0): the admin listener always, and the proxy, the
+/// verifier or both.
+pub struct Listeners {
+    pub admin: TcpListener,
+    pub proxy: Option<TcpListener>,
+    pub verifier: Option<(TcpListener, VerifierSettings)>,
+}
+
 /// A running sidecar.
 pub struct Sidecar {
-    pub proxy_addr: SocketAddr,
+    pub proxy_addr: Option<SocketAddr>,
+    pub verifier_addr: Option<SocketAddr>,
     pub admin_addr: SocketAddr,
     pub tokens: TokenHandle,
     pub metrics: Metrics,
@@ -117,65 +135,62 @@ pub struct Sidecar {
 }
 
 impl Sidecar {
-    /// Starts the refresher and both listeners. The listeners are bound by
-    /// the caller, so tests can use port 0.
+    /// Starts the refresher and the listeners.
     pub fn start(
         config: &Config,
-        wiring: Wiring,
-        proxy_listener: TcpListener,
-        admin_listener: TcpListener,
+        access: ServiceAccess,
+        listeners: Listeners,
     ) -> Result<Sidecar, Failure> {
         let base = config
             .service_api_url
             .as_ref()
             .ok_or_else(|| Failure::Runtime("SERVICE_API_URL is not set".into()))?;
-        let proxy_addr = local_addr(&proxy_listener)?;
-        let admin_addr = local_addr(&admin_listener)?;
+        let proxy_addr = listeners.proxy.as_ref().map(local_addr).transpose()?;
+        let verifier_addr = listeners
+            .verifier
+            .as_ref()
+            .map(|(listener, _)| local_addr(listener))
+            .transpose()?;
+        let admin_addr = local_addr(&listeners.admin)?;
         let (metrics, registry) = Metrics::with_registry()
             .map_err(|err| Failure::Runtime(format!("cannot register metrics: {err}")))?;
-        let max_connections =
-            budget_file_descriptors(config.max_connections, config.max_upstream_connections);
+        // Each client-facing listener may hold LANYARD_MAX_CONNECTIONS.
+        let client_listeners =
+            usize::from(proxy_addr.is_some()) + usize::from(verifier_addr.is_some());
+        let max_connections = budget_file_descriptors(
+            config.max_connections,
+            client_listeners.max(1),
+            config.max_upstream_connections,
+        );
 
         let (tokens, refresher) = refresher::spawn(
-            wiring.exchanger.clone(),
+            access.exchanger.clone(),
             RefreshPolicy {
                 expiry_margin: config.expiry_margin,
                 ..RefreshPolicy::default()
             },
             metrics.clone(),
         );
-        let check_credentials = wiring.watch.is_some().then(|| Arc::new(Notify::new()));
-        let (watcher, reloads) = wiring
+        let check_credentials = access.watch.is_some().then(|| Arc::new(Notify::new()));
+        let (watcher, reloads) = access
             .watch
             .zip(check_credentials.clone())
             .and_then(|(watch, check)| {
                 reload::spawn(
                     watch,
-                    wiring.exchanger,
+                    access.exchanger,
                     tokens.clone(),
                     metrics.clone(),
                     check,
                 )
             })
             .unzip();
-        let proxy = proxy::ProxySetup::new(
-            wiring.connector,
-            proxy_addr,
-            Upstream::new(base),
-            tokens.clone(),
-            metrics.clone(),
-            proxy::ProxyLimits {
-                upstream_timeout: config.upstream_timeout,
-                body_timeout: config.body_timeout,
-                max_upstream_connections: config.max_upstream_connections,
-            },
-        );
         let draining = Arc::new(AtomicBool::new(false));
         let admin = Admin::new(tokens.clone(), registry, draining.clone());
 
         let (stop, stopped) = watch::channel(false);
         let grace = config.shutdown_grace;
-        let proxy_limits = server::Limits {
+        let client_limits = server::Limits {
             header_timeout: config.header_timeout,
             max_connections,
             max_header_bytes: config.max_header_bytes,
@@ -189,43 +204,90 @@ impl Sidecar {
             refusal: admin_refusal(),
             evict_waiting: true,
         };
-        let connection_metrics = server::ConnectionMetrics {
-            open: metrics.proxy_connections.clone(),
-            refused: metrics.proxy_connections_refused.clone(),
-        };
-        let (proxy_done_tx, mut proxy_done) = watch::channel(false);
-        // The admin listener outlives the proxy's drain, so probes see
-        // "not ready" rather than a refused connection. Its own thread keeps
-        // probes from waiting on the token's RSA signature, here.
+        let (clients_done_tx, mut clients_done) = watch::channel(false);
+        // The admin listener outlives the client listeners' drain, so
+        // probes see "not ready" rather than a refused connection. Its own
+        // thread keeps probes from waiting on the token's RSA signature,
+        // here.
         let admin_options = ServeOptions {
             grace: ADMIN_GRACE,
             limits: admin_limits,
             metrics: None,
             span: tracing::info_span!("admin", addr = %admin_addr),
         };
-        let proxy_drained = async move {
-            let _ = proxy_done.wait_for(|done| *done).await;
+        let clients_drained = async move {
+            let _ = clients_done.wait_for(|done| *done).await;
         };
         let admin_done = start_thread(
             "lanyard-admin".to_string(),
-            into_std(admin_listener, "admin")?,
+            into_std(listeners.admin, "admin")?,
             server::Member::alone(&admin_options.limits),
             move || admin,
-            proxy_drained,
+            clients_drained,
             &admin_options,
         )?;
-        let workers = start_proxy_workers(
-            into_std(proxy_listener, "proxy")?,
-            &proxy,
-            config.worker_threads,
-            &stopped,
-            ServeOptions {
+        let mut workers = Vec::new();
+        if let (Some(listener), Some(addr)) = (listeners.proxy, proxy_addr) {
+            let proxy = proxy::ProxySetup::new(
+                access.connector.clone(),
+                addr,
+                Upstream::new(base),
+                tokens.clone(),
+                metrics.clone(),
+                proxy::ProxyLimits {
+                    upstream_timeout: config.upstream_timeout,
+                    body_timeout: config.body_timeout,
+                    max_upstream_connections: config.max_upstream_connections,
+                },
+            );
+            let connection_metrics = server::ConnectionMetrics {
+                open: metrics.proxy_connections.clone(),
+                refused: metrics.proxy_connections_refused.clone(),
+            };
+            workers.extend(start_proxy_workers(
+                into_std(listener, "proxy")?,
+                &proxy,
+                config.worker_threads,
+                &stopped,
+                ServeOptions {
+                    grace,
+                    limits: client_limits.clone(),
+                    metrics: Some(connection_metrics),
+                    span: tracing::info_span!("proxy", addr = %addr),
+                },
+            )?);
+        }
+        if let (Some((listener, settings)), Some(addr)) = (listeners.verifier, verifier_addr) {
+            let verifier = Verifier::new(
+                &settings,
+                base,
+                access.connector,
+                tokens.clone(),
+                metrics.clone(),
+                config.upstream_timeout,
+                config.body_timeout,
+            )?;
+            let options = ServeOptions {
                 grace,
-                limits: proxy_limits,
-                metrics: Some(connection_metrics),
-                span: tracing::info_span!("proxy", addr = %proxy_addr),
-            },
-        )?;
+                limits: client_limits,
+                metrics: None,
+                span: tracing::info_span!("verifier", addr = %addr),
+            };
+            let mut stopped = stopped.clone();
+            workers.push(start_thread(
+                "lanyard-verifier".to_string(),
+                into_std(listener, "verifier")?,
+                server::Member::alone(&options.limits),
+                move || {
+                    verifier.spawn_sweeper();
+                    verifier
+                },
+                async move {
+                    let _ = stopped.wait_for(|stop| *stop).await;
+                },
+                &options,
+            )?);
+        }
         let task = tokio::spawn(
             async move {
                 let mut stopped = stopped;
@@ -251,7 +313,7 @@ impl Sidecar {
                         )
                     }
                 }
-                let _ = proxy_done_tx.send(true);
+                let _ = clients_done_tx.send(true);
                 let _ = admin_done.await;
                 refresher.abort();
                 if let Some(watcher) = watcher {
@@ -259,10 +321,11 @@ impl Sidecar {
                 }
                 drained
             }
-            .instrument(tracing::info_span!("proxy", addr = %proxy_addr)),
+            .instrument(tracing::info_span!("lanyard", admin = %admin_addr)),
         );
         tracing::info!(
-            proxy = %proxy_addr,
+            proxy = proxy_addr.map(tracing::field::display),
+            verifier = verifier_addr.map(tracing::field::display),
             admin = %admin_addr,
             upstream = %base,
             version = env!("CARGO_PKG_VERSION"),
@@ -271,6 +334,7 @@ impl Sidecar {
         );
         Ok(Sidecar {
             proxy_addr,
+            verifier_addr,
             admin_addr,
             tokens,
             metrics,

@@ -104,9 +104,16 @@ pub async fn stop_on_signals(sidecar: Sidecar, signals: &mut Signals) -> Result<
 /// `lanyard run`: the sidecar until SIGTERM or SIGINT.
 pub async fn run(config: &Config) -> Result<(), Failure> {
     let mut signals = Signals::install()?;
-    let wiring = crate::wiring::wire(config)?;
-    let proxy = bind(config.listen, "LANYARD_LISTEN", config.max_connections)?;
-    let admin = bind(config.admin_listen, "LANYARD_ADMIN_LISTEN", ADMIN_BACKLOG)?;
-    let sidecar = Sidecar::start(config, wiring, proxy, admin)?;
+    let access = crate::access::ServiceAccess::from_config(config)?;
+    let listeners = Listeners {
+        admin: bind(config.admin_listen, "LANYARD_ADMIN_LISTEN", ADMIN_BACKLOG)?,
+        proxy: Some(bind(
+            config.listen,
+            "LANYARD_LISTEN",
+            config.max_connections,
+        )?),
+        verifier: None,
+    };
+    let sidecar = Sidecar::start(config, access, listeners)?;
     stop_on_signals(sidecar, &mut signals).await
 }

@@ -6,10 +6,10 @@
 
 use std::time::Duration;
 
+use lanyard::access::ServiceAccess;
 use lanyard::metrics::Metrics;
 use lanyard::token::refresher::spawn;
 use lanyard::token::{ExchangeError, RefreshPolicy, Unavailable};
-use lanyard::wiring;
 use tokio::time::Instant;
 
 use crate::scripted::*;
@@ -41,9 +41,9 @@ async fn failed_forced_renewal_keeps_the_rejected_token_until_it_expires() {
 async fn concurrent_forced_renewals_share_one_token_request() {
     let mock = mock().await;
     let dir = tempfile::tempdir().unwrap();
-    let wiring = wiring::wire(&config(&settings(&mock, dir.path(), &[]))).unwrap();
+    let access = ServiceAccess::from_config(&config(&settings(&mock, dir.path(), &[]))).unwrap();
     let (handle, _task) = spawn(
-        wiring.exchanger,
+        access.exchanger,
         RefreshPolicy::default(),
         Metrics::unregistered(),
     );

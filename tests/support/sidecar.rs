@@ -9,9 +9,9 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use lanyard::access::ServiceAccess;
 use lanyard::mock::MockService;
-use lanyard::sidecar::Sidecar;
-use lanyard::wiring;
+use lanyard::sidecar::{Listeners, Sidecar};
 use tokio::net::TcpListener;
 
 pub struct Running {
@@ -31,12 +31,17 @@ pub async fn start(mock: MockService, upstream: &str, extra: &[(&str, &str)]) ->
         map.insert("SERVICE_API_URL".into(), upstream.into());
     }
     let config = super::config(&map);
-    let wiring = wiring::wire(&config).unwrap();
+    let access = ServiceAccess::from_config(&config).unwrap();
     let proxy = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let sidecar = Sidecar::start(&config, wiring, proxy, admin).unwrap();
+    let listeners = Listeners {
+        admin,
+        proxy: Some(proxy),
+        verifier: None,
+    };
+    let sidecar = Sidecar::start(&config, access, listeners).unwrap();
     Running {
-        proxy: format!("http://{}", sidecar.proxy_addr),
+        proxy: format!("http://{}", sidecar.proxy_addr.unwrap()),
         admin: format!("http://{}", sidecar.admin_addr),
         sidecar,
         mock,

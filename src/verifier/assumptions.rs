@@ -1,0 +1,282 @@
+//! Everything the verifier assumes where the seed is silent, in one place
+//! (README "The verifier", Assumptions). The seed gives the rule path
+//! (docs/service.md §4.3), that a session is identified by
+//! `transaction_id` and polled for a `status` and the claims (§2.6, §4.2),
+//! and that the reference application turns `WALLET_BASE_URL` into a
+//! wallet button (§8). It shows no methods, payloads or status values
+//! (§3.2, §4.3), nor how the wallet link is formed. A service that differs
+//! is adapted here alone.
+//!
+//! 1. **Start**: `POST {rule path}` with the body `{}`; a 2xx answer is a
+//!    JSON object with the strings `transaction_id` and `request_uri`
+//!    (what the QR code encodes), as the mock answers (docs/mock-service.md).
+//! 2. **Poll**: `GET {rule path}/sessions/{transaction_id}`; a 2xx answer is
+//!    a JSON object with the string `status` and, once verified, the object
+//!    `claims`.
+//! 3. **Statuses**: see [`progress_of`]: `verified` ends with the claims;
+//!    `declined`, `rejected`, `denied`, `cancelled` and `canceled` end
+//!    declined; `expired` ends expired; `failed` and `error` end failed;
+//!    anything else is still pending.
+//! 4. **The wallet link**: `WALLET_BASE_URL` followed by the query of
+//!    `request_uri`. An OpenID4VP request (`openid4vp://?client_id=…&
+//!    request_uri=…`) carries its parameters in its query, and wallets'
+//!    https links take the same parameters; a `request_uri` with no query
+//!    is passed whole, as `?request_uri=…`.
+//! 5. **Transaction ids** are 1 to 128 characters from `A-Z a-z 0-9 - . _
+//!    ~` (UUIDs on the mock), so each is a path segment and a query value
+//!    as it is.
+
+use bytes::Bytes;
+use serde_json::{Map, Value};
+
+use crate::config::WalletBaseUrl;
+
+/// The claims of a presented credential: personal data. Held only until
+/// the session ends, and never logged (README "The verifier").
+pub type Claims = Map<String, Value>;
+
+/// Longest transaction id taken from the service (assumption 5).
+const MAX_TRANSACTION_ID: usize = 128;
+/// Longest `request_uri` taken: a QR code at error correction level M
+/// holds 2,331 bytes at most, and a phone's camera reads far less well
+/// before that.
+pub const MAX_REQUEST_URI: usize = 2048;
+/// Claims beyond this are refused rather than held: a credential's claims
+/// are a few hundred bytes, and each live session may hold them.
+pub const MAX_CLAIMS_BYTES: usize = 16 * 1024;
+
+/// The body of a session start (assumption 1).
+pub fn start_body() -> Bytes {
+    Bytes::from_static(b"{}")
+}
+
+/// Where a session is polled, under the rule path (assumption 2).
+pub fn session_path(rule_path: &str, transaction_id: &str) -> String {
+    format!("{rule_path}/sessions/{transaction_id}")
+}
+
+/// A started session, as the service answered it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Started {
+    pub transaction_id: String,
+    pub request_uri: String,
+}
+
+/// Where a session stands.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Progress {
+    Pending,
+    Verified(Claims),
+    Declined,
+    Expired,
+    Failed,
+}
+
+/// Why an answer of the service is unusable. The reason names a field,
+/// never a value: a value may be a claim.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Malformed(pub &'static str);
+
+/// Reads a session start's answer (assumption 1).
+pub fn parse_started(body: &[u8]) -> Result<Started, Malformed> {
+    let object = json_object(body)?;
+    let field = |name: &'static str, missing: &'static str| {
+        object
+            .get(name)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or(Malformed(missing))
+    };
+    let transaction_id = field("transaction_id", "has no string `transaction_id`")?;
+    let request_uri = field("request_uri", "has no string `request_uri`")?;
+    if !is_transaction_id(&transaction_id) {
+        return Err(Malformed(
+            "has a `transaction_id` that is not 1 to 128 of A-Z a-z 0-9 - . _ ~",
+        ));
+    }
+    if !is_request_uri(&request_uri) {
+        return Err(Malformed(
+            "has a `request_uri` that is not an absolute URI of at most 2048 bytes",
+        ));
+    }
+    Ok(Started {
+        transaction_id,
+        request_uri,
+    })
+}
+
+/// Reads a poll's answer (assumptions 2 and 3).
+pub fn parse_progress(body: &[u8]) -> Result<Progress, Malformed> {
+    let mut object = json_object(body)?;
+    let status = object
+        .get("status")
+        .and_then(Value::as_str)
+        .ok_or(Malformed("has no string `status`"))?;
+    match progress_of(status) {
+        Progress::Verified(_) => match object.remove("claims") {
+            Some(Value::Object(claims)) => {
+                let size = serde_json::to_vec(&claims).map_or(usize::MAX, |v| v.len());
+                if size > MAX_CLAIMS_BYTES {
+                    return Err(Malformed("has claims over 16 KiB"));
+                }
+                Ok(Progress::Verified(claims))
+            }
+            _ => Err(Malformed("is `verified` with no `claims` object")),
+        },
+        progress => Ok(progress),
+    }
+}
+
+/// What a service's status means for the session (assumption 3). The
+/// claims of a verified session are read by [`parse_progress`].
+pub fn progress_of(status: &str) -> Progress {
+    match status.to_ascii_lowercase().as_str() {
+        "verified" => Progress::Verified(Claims::new()),
+        "declined" | "rejected" | "denied" | "cancelled" | "canceled" => Progress::Declined,
+        "expired" => Progress::Expired,
+        "failed" | "error" => Progress::Failed,
+        _ => Progress::Pending,
+    }
+}
+
+/// The wallet button's target (assumption 4).
+pub fn wallet_url(base: &WalletBaseUrl, request_uri: &str) -> String {
+    let base = base.as_str();
+    let query = match request_uri.split_once('?') {
+        Some((_, query)) if !query.is_empty() => query.to_string(),
+        _ => form_urlencoded::Serializer::new(String::new())
+            .append_pair("request_uri", request_uri)
+            .finish(),
+    };
+    let joiner = match base.contains('?') {
+        true if base.ends_with('?') || base.ends_with('&') => "",
+        true => "&",
+        false => "?",
+    };
+    format!("{base}{joiner}{query}")
+}
+
+/// A transaction id lanyard puts in a path and takes from a query
+/// (assumption 5).
+pub fn is_transaction_id(id: &str) -> bool {
+    (1..=MAX_TRANSACTION_ID).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
+}
+
+/// An absolute URI fit for a QR code: a scheme, no space or control
+/// character, at most [`MAX_REQUEST_URI`] bytes.
+fn is_request_uri(uri: &str) -> bool {
+    let scheme_ok = uri.split_once(':').is_some_and(|(scheme, rest)| {
+        !rest.is_empty()
+            && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    });
+    scheme_ok
+        && uri.len() <= MAX_REQUEST_URI
+        && !uri.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+fn json_object(body: &[u8]) -> Result<Map<String, Value>, Malformed> {
+    match serde_json::from_slice(body) {
+        Ok(Value::Object(object)) => Ok(object),
+        Ok(_) => Err(Malformed("is JSON but not an object")),
+        Err(_) => Err(Malformed("is not JSON")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wallet(base: &str) -> WalletBaseUrl {
+        WalletBaseUrl::parse(base).unwrap()
+    }
+
+    #[test]
+    fn a_wallet_link_takes_the_openid4vp_request_s_query() {
+        let request = "openid4vp://?client_id=rp&request_uri=https%3A%2F%2Fsvc%2Fr%2F1";
+        assert_eq!(
+            wallet_url(&wallet("https://wallet.example/authorize"), request),
+            "https://wallet.example/authorize?client_id=rp&request_uri=https%3A%2F%2Fsvc%2Fr%2F1"
+        );
+        assert_eq!(
+            wallet_url(&wallet("https://wallet.example/a?lang=de"), request),
+            "https://wallet.example/a?lang=de&client_id=rp&request_uri=https%3A%2F%2Fsvc%2Fr%2F1"
+        );
+        assert_eq!(
+            wallet_url(&wallet("https://wallet.example/a?"), request),
+            "https://wallet.example/a?client_id=rp&request_uri=https%3A%2F%2Fsvc%2Fr%2F1"
+        );
+    }
+
+    #[test]
+    fn a_request_uri_without_a_query_is_passed_whole() {
+        assert_eq!(
+            wallet_url(&wallet("haip://"), "https://svc.example/r/1"),
+            "haip://?request_uri=https%3A%2F%2Fsvc.example%2Fr%2F1"
+        );
+    }
+
+    #[test]
+    fn a_start_answer_needs_both_fields_in_shape() {
+        let good = br#"{"transaction_id":"6f1c-0e2a","request_uri":"openid4vp://?a=b","x":1}"#;
+        assert_eq!(
+            parse_started(good).unwrap(),
+            Started {
+                transaction_id: "6f1c-0e2a".into(),
+                request_uri: "openid4vp://?a=b".into()
+            }
+        );
+        for (body, why) in [
+            (&b"nope"[..], "is not JSON"),
+            (b"[1]", "is JSON but not an object"),
+            (
+                b"{\"request_uri\":\"a:b\"}",
+                "has no string `transaction_id`",
+            ),
+            (b"{\"transaction_id\":\"t\"}", "has no string `request_uri`"),
+            (
+                b"{\"transaction_id\":\"../x\",\"request_uri\":\"a:b\"}",
+                "has a `transaction_id` that is not 1 to 128 of A-Z a-z 0-9 - . _ ~",
+            ),
+            (
+                b"{\"transaction_id\":\"t\",\"request_uri\":\"no scheme\"}",
+                "has a `request_uri` that is not an absolute URI of at most 2048 bytes",
+            ),
+        ] {
+            assert_eq!(parse_started(body).unwrap_err(), Malformed(why));
+        }
+    }
+
+    #[test]
+    fn statuses_map_as_the_module_lists_them() {
+        assert_eq!(progress_of("pending"), Progress::Pending);
+        assert_eq!(progress_of("in_progress"), Progress::Pending);
+        assert_eq!(progress_of("DECLINED"), Progress::Declined);
+        assert_eq!(progress_of("rejected"), Progress::Declined);
+        assert_eq!(progress_of("expired"), Progress::Expired);
+        assert_eq!(progress_of("error"), Progress::Failed);
+        let verified = br#"{"status":"verified","claims":{"given_name":"Erika"}}"#;
+        let Progress::Verified(claims) = parse_progress(verified).unwrap() else {
+            panic!("not verified");
+        };
+        assert_eq!(claims["given_name"], "Erika");
+        assert_eq!(
+            parse_progress(br#"{"status":"verified"}"#).unwrap_err(),
+            Malformed("is `verified` with no `claims` object")
+        );
+    }
+
+    #[test]
+    fn oversized_claims_are_refused_without_quoting_them() {
+        let big = "x".repeat(MAX_CLAIMS_BYTES);
+        let body = serde_json::json!({"status": "verified", "claims": {"a": big}}).to_string();
+        let err = parse_progress(body.as_bytes()).unwrap_err();
+        assert!(!err.to_string().contains("xxx"), "{err}");
+    }
+}

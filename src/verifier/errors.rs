@@ -1,0 +1,162 @@
+//! The verifier's own error answers: the shape of README "Errors made by
+//! lanyard itself", with sentences written for the person at the page,
+//! who reads them there. The operator's detail goes to the log instead
+//! (`api`), so an answer never tells a visitor about the deployment.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+use http_body_util::Full;
+
+use super::page;
+use super::service::CallError;
+use crate::error::json_error;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VerifierError {
+    /// A request the API does not take; the sentence says what is wrong.
+    BadRequest(&'static str),
+    /// No session by that id for this browser.
+    UnknownSession,
+    /// Not a path of the API.
+    NoSuchPath,
+    MethodNotAllowed {
+        allow: &'static str,
+    },
+    BodyTooLarge,
+    /// A request made by another site's page.
+    CrossSite,
+    /// This client, or everyone together, started too many sessions.
+    RateLimited {
+        retry_after: Duration,
+    },
+    /// The session table is full.
+    Busy,
+    TokenUnavailable,
+    /// The service refused the service account: 401 even with a new
+    /// token, or 403.
+    ServiceRefusedAccount,
+    /// The service knows no such rule, or it is a draft.
+    RuleNotFound,
+    /// The service failed or answered something unusable.
+    ServiceFailed,
+    ServiceUnreachable,
+    ServiceTimeout,
+}
+
+impl VerifierError {
+    pub fn code(self) -> &'static str {
+        match self {
+            VerifierError::BadRequest(_) => "bad_request",
+            VerifierError::UnknownSession | VerifierError::NoSuchPath => "not_found",
+            VerifierError::MethodNotAllowed { .. } => "method_not_allowed",
+            VerifierError::BodyTooLarge => "payload_too_large",
+            VerifierError::CrossSite => "cross_site_request",
+            VerifierError::RateLimited { .. } => "rate_limited",
+            VerifierError::Busy => "too_many_sessions",
+            VerifierError::TokenUnavailable => "token_unavailable",
+            VerifierError::ServiceRefusedAccount => "service_refused",
+            VerifierError::RuleNotFound => "rule_not_found",
+            VerifierError::ServiceFailed => "service_error",
+            VerifierError::ServiceUnreachable => "upstream_unreachable",
+            VerifierError::ServiceTimeout => "upstream_timeout",
+        }
+    }
+
+    pub fn status(self) -> StatusCode {
+        match self {
+            VerifierError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            VerifierError::UnknownSession | VerifierError::NoSuchPath => StatusCode::NOT_FOUND,
+            VerifierError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            VerifierError::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            VerifierError::CrossSite => StatusCode::FORBIDDEN,
+            VerifierError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            VerifierError::Busy | VerifierError::TokenUnavailable => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            VerifierError::ServiceRefusedAccount
+            | VerifierError::RuleNotFound
+            | VerifierError::ServiceFailed
+            | VerifierError::ServiceUnreachable => StatusCode::BAD_GATEWAY,
+            VerifierError::ServiceTimeout => StatusCode::GATEWAY_TIMEOUT,
+        }
+    }
+
+    pub fn message(self) -> &'static str {
+        match self {
+            VerifierError::BadRequest(why) => why,
+            VerifierError::UnknownSession => {
+                "No verification session with that transactionId was started by this browser."
+            }
+            VerifierError::NoSuchPath => {
+                "Not a path of this API: POST /api/start, GET /api/status?transactionId=..."
+            }
+            VerifierError::MethodNotAllowed { .. } => "That method is not allowed on this path.",
+            VerifierError::BodyTooLarge => "The request body is too large; /api/start takes none.",
+            VerifierError::CrossSite => "Requests from other sites' pages are not accepted.",
+            VerifierError::RateLimited { .. } => {
+                "Too many verifications were started from here just now. Please wait a moment and start again."
+            }
+            VerifierError::Busy => {
+                "This site is handling too many verifications right now. Please try again in a few minutes."
+            }
+            VerifierError::TokenUnavailable => {
+                "This site cannot reach the verification service right now (it holds no access token). Please try again later."
+            }
+            VerifierError::ServiceRefusedAccount => {
+                "The verification service refused this site's service account. The site's operator has been told in its logs."
+            }
+            VerifierError::RuleNotFound => {
+                "The verification service does not know this site's verification rule, or it is not published. The site's operator has been told in its logs."
+            }
+            VerifierError::ServiceFailed => {
+                "The verification service had a problem. Please try again in a moment."
+            }
+            VerifierError::ServiceUnreachable => {
+                "This site could not reach the verification service. Please try again in a moment."
+            }
+            VerifierError::ServiceTimeout => {
+                "The verification service did not answer in time. Please try again in a moment."
+            }
+        }
+    }
+
+    pub fn response(self) -> Response<Full<Bytes>> {
+        let mut response = json_error(self.status(), self.code(), self.message());
+        let headers = response.headers_mut();
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        match self {
+            VerifierError::MethodNotAllowed { allow } => {
+                headers.insert(header::ALLOW, HeaderValue::from_static(allow));
+            }
+            VerifierError::RateLimited { retry_after } => {
+                // Whole seconds, rounded up: a client that waits exactly
+                // this long gets through.
+                let seconds = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
+            }
+            _ => {}
+        }
+        page::secure(headers);
+        response
+    }
+
+    /// What the page is told when a call to the service failed.
+    pub fn from_call(err: &CallError) -> VerifierError {
+        match err {
+            CallError::TokenUnavailable => VerifierError::TokenUnavailable,
+            CallError::Refused(status)
+                if *status == StatusCode::UNAUTHORIZED || *status == StatusCode::FORBIDDEN =>
+            {
+                VerifierError::ServiceRefusedAccount
+            }
+            CallError::Refused(status) if *status == StatusCode::NOT_FOUND => {
+                VerifierError::RuleNotFound
+            }
+            CallError::Refused(_) | CallError::Malformed(_) => VerifierError::ServiceFailed,
+            CallError::Unreachable(_) => VerifierError::ServiceUnreachable,
+            CallError::Timeout(_) => VerifierError::ServiceTimeout,
+        }
+    }
+}

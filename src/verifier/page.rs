@@ -1,0 +1,167 @@
+//! What the browser loads: the page, its script, style and icon, compiled
+//! into the binary and served under a strict Content-Security-Policy, and
+//! the QR code, an SVG lanyard renders (README "The verifier").
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+use http_body_util::Full;
+use qrcode::render::svg;
+use qrcode::{EcLevel, QrCode};
+
+/// Nothing from another origin, no inline script or style, no framing,
+/// no form posts, no plugins: the page's own files and its own API only.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
+     style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; \
+     form-action 'none'; frame-ancestors 'none'";
+
+/// A file of the page.
+pub struct Asset {
+    pub path: &'static str,
+    content_type: &'static str,
+    body: &'static str,
+}
+
+/// The page and what it loads; `/` is the page.
+pub const ASSETS: &[Asset] = &[
+    Asset {
+        path: "/",
+        content_type: "text/html; charset=utf-8",
+        body: include_str!("page/index.html"),
+    },
+    Asset {
+        path: "/assets/verifier.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("page/verifier.js"),
+    },
+    Asset {
+        path: "/assets/verifier.css",
+        content_type: "text/css; charset=utf-8",
+        body: include_str!("page/verifier.css"),
+    },
+    Asset {
+        path: "/assets/icon.svg",
+        content_type: "image/svg+xml",
+        body: include_str!("page/icon.svg"),
+    },
+];
+
+pub fn asset(path: &str) -> Option<&'static Asset> {
+    ASSETS.iter().find(|asset| asset.path == path)
+}
+
+impl Asset {
+    /// The file with its headers; `head` leaves the body out.
+    pub fn response(&self, head: bool) -> Response<Full<Bytes>> {
+        let body = match head {
+            true => Bytes::new(),
+            false => Bytes::from_static(self.body.as_bytes()),
+        };
+        let mut response = Response::new(Full::new(body));
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(self.content_type),
+        );
+        if head {
+            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(self.body.len()));
+        }
+        // Revalidated each time: a new lanyard's page must not run an old
+        // script against a new API.
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        secure(headers);
+        response
+    }
+}
+
+/// The headers every answer of the verifier carries.
+pub fn secure(headers: &mut http::HeaderMap) {
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(
+        "cross-origin-opener-policy",
+        HeaderValue::from_static("same-origin"),
+    );
+    headers.insert(
+        "cross-origin-resource-policy",
+        HeaderValue::from_static("same-origin"),
+    );
+}
+
+/// A plain-text answer for a path that is not the page's.
+pub fn not_found(head: bool) -> Response<Full<Bytes>> {
+    let text = "not found: the verification page is at /\n";
+    let mut response = Response::new(Full::new(match head {
+        true => Bytes::new(),
+        false => Bytes::from_static(text.as_bytes()),
+    }));
+    *response.status_mut() = StatusCode::NOT_FOUND;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    secure(response.headers_mut());
+    response
+}
+
+/// `data` as a QR code in SVG, at error correction level M (15 % of the
+/// code may be unreadable: a screen's glare, a phone's angle). `None` when
+/// `data` does not fit a QR code, which `request_uri`'s bound prevents.
+pub fn qr_svg(data: &str) -> Option<String> {
+    let code = QrCode::with_error_correction_level(data.as_bytes(), EcLevel::M).ok()?;
+    Some(
+        code.render::<svg::Color>()
+            .min_dimensions(256, 256)
+            .dark_color(svg::Color("#000000"))
+            .light_color(svg::Color("#ffffff"))
+            .quiet_zone(true)
+            .build(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_qr_code_is_an_svg_with_no_style_or_script() {
+        let svg =
+            qr_svg("openid4vp://?client_id=rp&request_uri=https%3A%2F%2Fsvc%2Fr%2F1").unwrap();
+        assert!(svg.contains("<svg"), "{svg}");
+        for banned in ["style", "<script", "href"] {
+            assert!(!svg.contains(banned), "{banned} in {svg}");
+        }
+    }
+
+    #[test]
+    fn the_longest_request_uri_taken_fits_a_qr_code() {
+        let longest = "x".repeat(super::super::assumptions::MAX_REQUEST_URI);
+        assert!(qr_svg(&longest).is_some());
+    }
+
+    #[test]
+    fn the_page_loads_only_its_own_files() {
+        let page = asset("/").unwrap().body;
+        for reference in [
+            "/assets/verifier.js",
+            "/assets/verifier.css",
+            "/assets/icon.svg",
+        ] {
+            assert!(page.contains(reference), "{reference}");
+            assert!(asset(reference).is_some(), "{reference}");
+        }
+        assert!(!page.contains("http://") && !page.contains("https://"));
+        assert!(!page.contains("<style") && !page.contains("style="));
+        assert!(!page.contains("<script>"), "no inline script");
+    }
+}

@@ -1,0 +1,214 @@
+// The verification page (README "The verifier"): start a session, show the
+// wallet button or the QR code, poll until the session ends, show the
+// claims. Everything comes from this origin; the claims are written as
+// text, never as markup.
+'use strict';
+
+(function () {
+  const $ = (id) => document.getElementById(id);
+
+  // Polling starts at 1 s and backs off by half each time up to 5 s: quick
+  // enough to feel live after the wallet presents, gentle on the service
+  // over a session's minutes.
+  const FIRST_POLL_MS = 1000;
+  const MAX_POLL_MS = 5000;
+
+  // Seed §4.2 step 4: a phone gets the wallet button, with the QR code one
+  // toggle away for a wallet on another device.
+  const mobile = Boolean(
+    (navigator.userAgentData && navigator.userAgentData.mobile) ||
+      /Android|iPhone|iPad|iPod|Mobile/i.test(navigator.userAgent)
+  );
+
+  // Each start gets a number; a poll of an earlier start stops when it sees
+  // a newer one.
+  let run = 0;
+
+  function say(text) {
+    $('status').textContent = text;
+  }
+
+  function showError(text) {
+    const error = $('error');
+    error.textContent = text;
+    error.hidden = !text;
+  }
+
+  function reset() {
+    $('present').hidden = true;
+    $('result').hidden = true;
+    $('restart').hidden = true;
+    $('claims').replaceChildren();
+    $('qr').replaceChildren();
+    showError('');
+    say('');
+  }
+
+  function finish(text, isError) {
+    $('present').hidden = true;
+    $('qr').replaceChildren();
+    if (isError) {
+      showError(text);
+      say('');
+    } else {
+      say(text);
+    }
+    $('start').hidden = true;
+    $('restart').hidden = false;
+    $('restart').focus();
+  }
+
+  // The server's sentence when it sent one, else what the status means.
+  async function failure(response) {
+    try {
+      const body = await response.json();
+      if (body && typeof body.message === 'string') return body.message;
+    } catch (_) {
+      // Not JSON: fall through to the generic sentence.
+    }
+    return 'Something went wrong (HTTP ' + response.status + '). Please start again.';
+  }
+
+  function setQrVisible(visible) {
+    $('qr-panel').hidden = !visible;
+    $('toggle-qr').setAttribute('aria-expanded', String(visible));
+    $('toggle-qr').textContent = visible
+      ? 'Hide the QR code'
+      : 'My wallet is on another device: show a QR code';
+  }
+
+  function present(session) {
+    // The SVG is lanyard's own rendering of request_uri; parsed as SVG,
+    // not inserted as HTML.
+    const parsed = new DOMParser().parseFromString(session.qr_svg, 'image/svg+xml');
+    const svg = document.importNode(parsed.documentElement, true);
+    svg.setAttribute('role', 'img');
+    svg.setAttribute('aria-label', 'QR code to scan with your wallet');
+    $('qr').replaceChildren(svg);
+    $('wallet-button').href = session.wallet_url;
+    $('same-device-link').href = session.wallet_url;
+    $('on-this-device').hidden = !mobile;
+    $('same-device').hidden = mobile;
+    setQrVisible(!mobile);
+    $('present').hidden = false;
+    say(mobile ? 'Open your wallet to continue. Waiting for your wallet…'
+      : 'Scan the QR code with your wallet. Waiting for your wallet…');
+  }
+
+  function showClaims(claims) {
+    const list = $('claims');
+    const rows = [];
+    for (const [name, value] of Object.entries(claims || {})) {
+      const dt = document.createElement('dt');
+      dt.textContent = name;
+      const dd = document.createElement('dd');
+      dd.textContent = typeof value === 'object' && value !== null
+        ? JSON.stringify(value) : String(value);
+      rows.push(dt, dd);
+    }
+    list.replaceChildren(...rows);
+    $('result').hidden = false;
+    $('result').focus();
+  }
+
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  async function poll(mine, transactionId, expiresAt) {
+    let wait = FIRST_POLL_MS;
+    const url = '/api/status?transactionId=' + encodeURIComponent(transactionId);
+    for (;;) {
+      const left = expiresAt - Date.now();
+      if (left <= 0) {
+        finish('The session expired before a credential was presented.', false);
+        return;
+      }
+      await sleep(Math.min(wait, left));
+      if (mine !== run) return;
+      wait = Math.min(MAX_POLL_MS, Math.round(wait * 1.5));
+      let response;
+      try {
+        response = await fetch(url, { cache: 'no-store', credentials: 'same-origin' });
+      } catch (_) {
+        say('Cannot reach this site right now; still trying…');
+        continue;
+      }
+      if (mine !== run) return;
+      if (response.status === 404) {
+        finish('This session is no longer known here. Please start again.', true);
+        return;
+      }
+      if (response.status >= 500 || response.status === 429) {
+        say((await failure(response)) + ' Still trying…');
+        continue;
+      }
+      if (!response.ok) {
+        finish(await failure(response), true);
+        return;
+      }
+      const body = await response.json();
+      switch (body.status) {
+        case 'verified':
+          finish('Verified. Your wallet presented the claims below.', false);
+          showClaims(body.claims);
+          return;
+        case 'declined':
+          finish('You declined to share a credential. Nothing was shared.', false);
+          return;
+        case 'expired':
+          finish('The session expired before a credential was presented.', false);
+          return;
+        case 'failed':
+          finish('The verification failed. Please start again.', true);
+          return;
+        default:
+          // Still pending.
+          break;
+      }
+    }
+  }
+
+  async function start() {
+    const mine = ++run;
+    reset();
+    $('start').disabled = true;
+    say('Starting…');
+    let response;
+    try {
+      response = await fetch('/api/start', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{}',
+        cache: 'no-store',
+        credentials: 'same-origin',
+      });
+    } catch (_) {
+      $('start').disabled = false;
+      finish('Cannot reach this site right now. Check your connection and start again.', true);
+      return;
+    }
+    $('start').disabled = false;
+    if (mine !== run) return;
+    if (!response.ok) {
+      finish(await failure(response), true);
+      return;
+    }
+    const session = await response.json();
+    $('start').hidden = true;
+    present(session);
+    poll(mine, session.transaction_id, Date.now() + session.expires_in * 1000);
+  }
+
+  document.addEventListener('DOMContentLoaded', function () {
+    $('start').addEventListener('click', start);
+    $('restart').addEventListener('click', start);
+    $('toggle-qr').addEventListener('click', function () {
+      setQrVisible($('qr-panel').hidden);
+    });
+    for (const id of ['wallet-button', 'same-device-link']) {
+      // A wallet opened in a new tab leaves this page polling, so one
+      // browser can do the whole flow (the demo's wallet is a web page).
+      $(id).target = '_blank';
+      $(id).rel = 'noopener';
+    }
+  });
+})();

@@ -1,0 +1,184 @@
+//! The verifier's calls to the service: a session's start and its polls on
+//! the rule path (docs/service.md §4.3), each with the token from lanyard's
+//! own cell, renewed and retried once after a 401 as the proxy does
+//! (README "Renewal and retries"). The payloads are `assumptions`'.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderValue, Method, Request, StatusCode, Uri, header};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::client::legacy::Client;
+
+use super::assumptions::{self, Malformed, Progress, Started};
+use crate::config::TargetUrl;
+use crate::metrics::Metrics;
+use crate::outbound::{self, Connector, FailureKind};
+use crate::token::{Token, TokenHandle};
+
+/// Larger answers are not a session's: the claims are bounded well below.
+const MAX_ANSWER_BYTES: usize = 64 * 1024;
+
+/// Why a call to the service gave no usable answer. Each carries what the
+/// operator's log line and the page's message need, and nothing the
+/// service said beyond its status: an error body may quote personal data.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    #[error("no valid token is held")]
+    TokenUnavailable,
+    #[error("the service answered HTTP {0}")]
+    Refused(StatusCode),
+    #[error("the service's answer {0}")]
+    Malformed(Malformed),
+    #[error("the service could not be reached ({0:?})")]
+    Unreachable(FailureKind),
+    #[error("the service did not answer within {0:?}")]
+    Timeout(Duration),
+}
+
+/// The service's verification API for one rule.
+pub struct ServiceApi {
+    client: Client<Connector, Full<Bytes>>,
+    /// The rule path under `SERVICE_API_URL`, whole.
+    rule: Uri,
+    tokens: TokenHandle,
+    timeout: Duration,
+    metrics: Metrics,
+}
+
+impl ServiceApi {
+    /// `rule_path` is `/organizations/{ORG}/projects/{PROJECT}/verifications/{RULE}`,
+    /// its segments checked when the settings were loaded.
+    pub fn new(
+        connector: Connector,
+        base: &TargetUrl,
+        rule_path: &str,
+        tokens: TokenHandle,
+        timeout: Duration,
+        metrics: Metrics,
+    ) -> Result<ServiceApi, String> {
+        let rule = join(base, rule_path)?;
+        Ok(ServiceApi {
+            client: outbound::client(connector),
+            rule,
+            tokens,
+            timeout,
+            metrics,
+        })
+    }
+
+    /// The rule path, for log lines.
+    pub fn rule(&self) -> &Uri {
+        &self.rule
+    }
+
+    /// Starts a session (assumption 1).
+    pub async fn start(&self) -> Result<Started, CallError> {
+        let body = self.call(Method::POST, &self.rule).await?;
+        assumptions::parse_started(&body).map_err(CallError::Malformed)
+    }
+
+    /// Asks where a session stands (assumption 2).
+    pub async fn progress(&self, transaction_id: &str) -> Result<Progress, CallError> {
+        let path = assumptions::session_path(&self.rule.to_string(), transaction_id);
+        // The id's characters were checked (assumption 5), so this parses.
+        let uri: Uri = path
+            .parse()
+            .map_err(|_| CallError::Malformed(Malformed("has an unusable `transaction_id`")))?;
+        let body = self.call(Method::GET, &uri).await?;
+        assumptions::parse_progress(&body).map_err(CallError::Malformed)
+    }
+
+    /// One call, with one renewal and retry after a 401; a 2xx answer's
+    /// body, or why there is none.
+    async fn call(&self, method: Method, uri: &Uri) -> Result<Bytes, CallError> {
+        let token = self
+            .tokens
+            .get()
+            .await
+            .map_err(|_| CallError::TokenUnavailable)?;
+        let (status, body) = self.send(&method, uri, &token).await?;
+        let (status, body) = if status == StatusCode::UNAUTHORIZED {
+            self.metrics.upstream_unauthorized_retries.inc();
+            let renewed =
+                tokio::time::timeout(self.timeout, self.tokens.renew_after_rejection(&token)).await;
+            match renewed {
+                Ok(Ok(fresh)) => self.send(&method, uri, &fresh).await?,
+                _ => return Err(CallError::Refused(status)),
+            }
+        } else {
+            (status, body)
+        };
+        if status == StatusCode::FORBIDDEN {
+            self.metrics.upstream_forbidden.inc();
+        }
+        match status.is_success() {
+            true => Ok(body),
+            false => Err(CallError::Refused(status)),
+        }
+    }
+
+    /// One exchange, answer and body within the timeout.
+    async fn send(
+        &self,
+        method: &Method,
+        uri: &Uri,
+        token: &Token,
+    ) -> Result<(StatusCode, Bytes), CallError> {
+        let mut request = Request::new(match *method == Method::POST {
+            true => Full::new(assumptions::start_body()),
+            false => Full::new(Bytes::new()),
+        });
+        *request.method_mut() = method.clone();
+        *request.uri_mut() = uri.clone();
+        let headers = request.headers_mut();
+        headers.insert(header::AUTHORIZATION, token.authorization().clone());
+        headers.insert(
+            header::USER_AGENT,
+            HeaderValue::from_static(crate::USER_AGENT),
+        );
+        headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+        if *method == Method::POST {
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+        }
+        let exchange = async {
+            let response = self.client.request(request).await.map_err(|err| {
+                let kind = outbound::classify(&err);
+                self.metrics
+                    .upstream_errors
+                    .with_label_values(&[kind.label()])
+                    .inc();
+                CallError::Unreachable(kind)
+            })?;
+            let status = response.status();
+            let body = Limited::new(response.into_body(), MAX_ANSWER_BYTES)
+                .collect()
+                .await
+                .map_err(|_| CallError::Malformed(Malformed("is over 64 KiB or was cut off")))?;
+            Ok((status, body.to_bytes()))
+        };
+        match tokio::time::timeout(self.timeout, exchange).await {
+            Ok(answer) => answer,
+            Err(_) => {
+                self.metrics
+                    .upstream_errors
+                    .with_label_values(&["timeout"])
+                    .inc();
+                Err(CallError::Timeout(self.timeout))
+            }
+        }
+    }
+}
+
+/// `path` under the base URL, as the proxy joins a request's path.
+fn join(base: &TargetUrl, path: &str) -> Result<Uri, String> {
+    let path: Uri = path
+        .parse()
+        .map_err(|_| format!("{path} is not a URL path"))?;
+    crate::proxy::Upstream::new(base)
+        .uri_for(&path)
+        .map_err(|_| format!("{path} cannot be joined to {base}"))
+}
