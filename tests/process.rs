@@ -49,6 +49,7 @@ impl Process {
             .envs(vars)
             .env("LANYARD_LISTEN", "127.0.0.1:0")
             .env("LANYARD_ADMIN_LISTEN", "127.0.0.1:0")
+            .env("LANYARD_VERIFIER_LISTEN", "127.0.0.1:0")
             .env("LANYARD_LOG_FORMAT", format)
             .stdout(if stdout {
                 Stdio::piped()
@@ -524,6 +525,10 @@ async fn demo_serves_the_banners_verification_path(args: &[&str], vars: &[(&str,
     let admin = word_after("admin ")
         .trim_end_matches("/healthz")
         .to_string();
+    let verifier = word_after("verifier ");
+    let page = get(&verifier).await;
+    assert_eq!(page.status, StatusCode::OK, "{verifier}");
+    assert!(String::from_utf8_lossy(&page.body).contains("Verify a credential"));
     let start = banner
         .lines()
         .find_map(|line| line.split("curl -s -X POST ").nth(1))
@@ -575,6 +580,63 @@ async fn lanyard_demo_serves_the_banners_verification_path_and_exits_0_on_sigter
 #[tokio::test]
 async fn demo_mock_run_serves_the_banners_verification_path_and_exits_0_on_sigterm() {
     demo_serves_the_banners_verification_path(&["run"], &[("DEMO_MOCK", "true")]).await;
+}
+
+/// `DEMO_MOCK=true lanyard verifier`: the page and its API against the
+/// embedded mock, with no settings at all; a session is started and the
+/// mock wallet's page is where the wallet link leads.
+#[tokio::test]
+async fn demo_mock_verifier_serves_the_page_and_a_session() {
+    let mut process = Process::launch(&["verifier"], env(&[("DEMO_MOCK", "true")]), "json", true);
+    let started = process.wait_for_log("lanyard started").await;
+    assert!(
+        started["fields"].get("proxy").is_none(),
+        "no proxy: {started}"
+    );
+    let verifier = format!("http://{}", started["fields"]["verifier"].as_str().unwrap());
+    process.wait_for_log("token obtained").await;
+    assert_eq!(get(&format!("{verifier}/")).await.status, StatusCode::OK);
+    let answer = send(
+        Method::POST,
+        &format!("{verifier}/api/start"),
+        &[],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
+    let wallet = answer.json()["wallet_url"].as_str().unwrap().to_string();
+    let page = send(
+        Method::GET,
+        &wallet,
+        &[("accept", "text/html")],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(String::from_utf8_lossy(&page.body).contains("id=\"present\""));
+    process.terminate();
+    let (code, log) = process.finish().await;
+    assert_eq!(code, Some(0), "{log}");
+}
+
+/// `lanyard verifier` with none of its settings says each one is missing,
+/// and starts nothing.
+#[tokio::test]
+async fn lanyard_verifier_names_each_missing_setting_and_exits_2() {
+    let output = lanyard(&["verifier"], [("PATH", "/usr/bin:/bin")]).await;
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = text(&output.stderr);
+    for setting in [
+        "SERVICE_API_URL",
+        "PROJECT_ID",
+        "RULE_ID",
+        "WALLET_BASE_URL",
+    ] {
+        assert!(
+            stderr.contains(&format!("lanyard: {setting}")),
+            "{setting}:\n{stderr}"
+        );
+    }
 }
 
 /// The accept queue's length of the listener on `addr`, as `ss` reports it

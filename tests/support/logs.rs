@@ -18,6 +18,11 @@ impl Logs {
         (logs, tracing::subscriber::set_default(subscriber))
     }
 
+    /// Everything written, as written.
+    pub fn bytes(&self) -> Vec<u8> {
+        self.0.lock().unwrap().clone()
+    }
+
     pub fn events(&self) -> Vec<serde_json::Value> {
         let bytes = self.0.lock().unwrap().clone();
         String::from_utf8(bytes)

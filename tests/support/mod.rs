@@ -15,6 +15,7 @@ pub mod raw;
 pub mod sidecar;
 pub mod tls;
 pub mod upstream;
+pub mod verifier;
 
 pub const CLIENT_ID: &str = "sa-test-client";
 pub const ORGANIZATION_ID: &str = "org-test";

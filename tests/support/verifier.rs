@@ -1,0 +1,121 @@
+//! The verifier started in-process on `127.0.0.1:0` against the mock (or
+//! another service), and a browser-like client that keeps its cookie.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::Method;
+use lanyard::access::ServiceAccess;
+use lanyard::config::{Config, Flags, Requirement};
+use lanyard::mock::MockService;
+use lanyard::sidecar::{Listeners, Sidecar};
+use lanyard::verifier::{COOKIE, VerifierSettings};
+use tokio::net::TcpListener;
+
+use super::sidecar::{Answer, send};
+
+/// The published rule the tests verify against, in the fixture account's
+/// project.
+pub const RULE: &str = "5a1b9c3e-7d2f-4e8a-b6c0-1f2e3d4c5b6a";
+pub const PROJECT: &str = "proj-demo";
+
+pub struct Running {
+    pub sidecar: Sidecar,
+    pub mock: MockService,
+    /// `http://127.0.0.1:PORT`, no trailing slash.
+    pub url: String,
+    pub admin: String,
+    _dir: tempfile::TempDir,
+}
+
+/// Starts the verifier for [`RULE`] with tokens from `mock`, calling
+/// `service` (the mock's API unless a test gives another), with `extra`
+/// settings on top.
+pub async fn start(mock: MockService, service: Option<&str>, extra: &[(&str, &str)]) -> Running {
+    mock.add_rule(PROJECT, RULE);
+    let dir = tempfile::tempdir().unwrap();
+    let wallet = mock.wallet_url();
+    let mut map = super::settings(&mock, dir.path(), &[]);
+    map.extend(super::env(&[
+        ("PROJECT_ID", PROJECT),
+        ("RULE_ID", RULE),
+        ("WALLET_BASE_URL", &wallet),
+    ]));
+    if let Some(service) = service {
+        map.insert("SERVICE_API_URL".into(), service.into());
+    }
+    map.extend(super::env(extra));
+    let config =
+        Config::load(&Flags::default(), &map, Requirement::Verifier).expect("valid settings");
+    let access = ServiceAccess::from_config(&config).unwrap();
+    let organization = access.exchanger.credentials().organization_id.clone();
+    let settings = VerifierSettings::from_config(&config, &organization).unwrap();
+    let listeners = Listeners {
+        admin: TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        proxy: None,
+        verifier: Some((TcpListener::bind("127.0.0.1:0").await.unwrap(), settings)),
+    };
+    let sidecar = Sidecar::start(&config, access, listeners).unwrap();
+    super::wait_for(&mut sidecar.tokens.state(), Duration::from_secs(10), |s| {
+        s.generation >= 1 || s.last_error.is_some()
+    })
+    .await;
+    Running {
+        url: format!("http://{}", sidecar.verifier_addr.unwrap()),
+        admin: format!("http://{}", sidecar.admin_addr),
+        sidecar,
+        mock,
+        _dir: dir,
+    }
+}
+
+/// A browser: it keeps the cookie the verifier sets, and sends it back.
+#[derive(Default)]
+pub struct Browser {
+    pub cookie: Option<String>,
+}
+
+impl Browser {
+    pub async fn start(&mut self, verifier: &Running) -> Answer {
+        let answer = self
+            .request(Method::POST, &format!("{}/api/start", verifier.url), &[])
+            .await;
+        if let Some(set) = answer.headers.get("set-cookie") {
+            let pair = set.to_str().unwrap().split(';').next().unwrap();
+            assert!(pair.starts_with(&format!("{COOKIE}=")), "{pair}");
+            self.cookie = Some(pair.to_string());
+        }
+        answer
+    }
+
+    pub async fn status(&self, verifier: &Running, transaction_id: &str) -> Answer {
+        let url = format!("{}/api/status?transactionId={transaction_id}", verifier.url);
+        self.request(Method::GET, &url, &[]).await
+    }
+
+    /// Polls until the status is no longer `pending`, as the page does.
+    pub async fn until_ended(&self, verifier: &Running, transaction_id: &str) -> Answer {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            let answer = self.status(verifier, transaction_id).await;
+            if answer.status != 200 || answer.json()["status"] != "pending" {
+                return answer;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "still pending after 15 s"
+            );
+            // The verifier asks the service at most once a second; asking
+            // it faster only reads the same answer.
+            tokio::time::sleep(lanyard::verifier::SERVICE_POLL_SPACING).await;
+        }
+    }
+
+    pub async fn request(&self, method: Method, url: &str, headers: &[(&str, &str)]) -> Answer {
+        let mut all: Vec<(&str, &str)> = headers.to_vec();
+        if let Some(cookie) = &self.cookie {
+            all.push(("cookie", cookie));
+        }
+        send(method, url, &all, Bytes::new()).await
+    }
+}

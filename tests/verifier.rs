@@ -1,0 +1,602 @@
+//! `lanyard verifier` over real sockets against the mock service: a
+//! session started and polled to its end, bound to its browser; each
+//! refusal of the service and each bad input, as the page and the operator
+//! see them; the bound on starts; no claim in any log.
+
+mod support;
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http::{Method, Response, StatusCode};
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use lanyard::verifier::CONTENT_SECURITY_POLICY;
+use support::logs::Logs;
+use support::sidecar::{Answer, get, send};
+use support::verifier::{self, Browser, PROJECT, RULE, Running};
+use tokio::net::TcpListener;
+
+/// The error an API answer names, with its `lanyard-error` header checked.
+fn error_code(answer: &Answer) -> String {
+    let code = answer.json()["error"].as_str().unwrap().to_string();
+    assert_eq!(answer.headers["lanyard-error"], code.as_str());
+    assert_eq!(answer.headers["cache-control"], "no-store");
+    code
+}
+
+async fn metric(running: &Running, outcome: &str) -> u64 {
+    let text = String::from_utf8(
+        get(&format!("{}/metrics", running.admin))
+            .await
+            .body
+            .to_vec(),
+    )
+    .unwrap();
+    let series = format!("lanyard_verifier_sessions_total{{outcome=\"{outcome}\"}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&series))
+        .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_session_is_started_polled_to_its_claims_and_bound_to_its_browser() {
+    let running = verifier::start(support::mock().await, None, &[]).await;
+    let mut browser = Browser::default();
+    let started = browser.start(&running).await;
+    assert_eq!(started.status, 200, "{:?}", started.body);
+    assert_eq!(started.headers["cache-control"], "no-store");
+    let cookie = started.headers["set-cookie"].to_str().unwrap();
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/api"] {
+        assert!(cookie.contains(attribute), "{cookie}");
+    }
+    let session = started.json();
+    let tx = session["transaction_id"].as_str().unwrap();
+    let request_uri = session["request_uri"].as_str().unwrap();
+    assert!(request_uri.starts_with("openid4vp://?"), "{request_uri}");
+    let wallet_url = session["wallet_url"].as_str().unwrap();
+    assert_eq!(
+        wallet_url,
+        format!(
+            "{}?{}",
+            running.mock.wallet_url(),
+            request_uri.split_once('?').unwrap().1
+        )
+    );
+    assert!(session["qr_svg"].as_str().unwrap().contains("<svg"));
+    assert_eq!(session["expires_in"], 300);
+
+    let pending = browser.status(&running, tx).await;
+    assert_eq!(pending.status, 200);
+    assert_eq!(pending.json()["status"], "pending");
+
+    // Anyone else asking gets nothing: no cookie, or another browser's.
+    let stranger = Browser::default().status(&running, tx).await;
+    assert_eq!(
+        (stranger.status, error_code(&stranger).as_str()),
+        (StatusCode::NOT_FOUND, "not_found")
+    );
+    let mut other = Browser::default();
+    other.start(&running).await;
+    assert_ne!(other.cookie, browser.cookie);
+    assert_eq!(other.status(&running, tx).await.status, 404);
+
+    let presented = send(
+        Method::POST,
+        &running.mock.wallet_present_url(tx),
+        &[],
+        Bytes::from_static(br#"{"given_name":"Ada","age_over_21":true}"#),
+    )
+    .await;
+    assert_eq!(presented.status, 200);
+    let verified = browser.until_ended(&running, tx).await;
+    assert_eq!(verified.status, 200);
+    assert_eq!(verified.headers["cache-control"], "no-store");
+    assert_eq!(
+        verified.json(),
+        serde_json::json!({"status": "verified", "claims": {"given_name": "Ada", "age_over_21": true}})
+    );
+    assert_eq!(other.status(&running, tx).await.status, 404, "still bound");
+    assert_eq!(metric(&running, "started").await, 2);
+    assert_eq!(metric(&running, "verified").await, 1);
+}
+
+#[tokio::test]
+async fn a_declined_session_ends_declined() {
+    let running = verifier::start(support::mock().await, None, &[]).await;
+    let mut browser = Browser::default();
+    let tx = browser.start(&running).await.json()["transaction_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let decline = running
+        .mock
+        .wallet_present_url(&tx)
+        .replace("/present", "/decline");
+    assert_eq!(
+        send(Method::POST, &decline, &[], Bytes::new()).await.status,
+        200
+    );
+    let ended = browser.until_ended(&running, &tx).await;
+    assert_eq!(ended.json(), serde_json::json!({"status": "declined"}));
+    assert_eq!(metric(&running, "declined").await, 1);
+}
+
+#[tokio::test]
+async fn a_session_past_its_lifetime_expires_and_is_forgotten() {
+    let running = verifier::start(
+        support::mock().await,
+        None,
+        &[("LANYARD_VERIFIER_SESSION_TTL", "1s")],
+    )
+    .await;
+    let mut browser = Browser::default();
+    let started = browser.start(&running).await.json();
+    assert_eq!(started["expires_in"], 1);
+    let tx = started["transaction_id"].as_str().unwrap();
+    let ended = browser.until_ended(&running, tx).await;
+    assert_eq!(ended.json(), serde_json::json!({"status": "expired"}));
+    assert_eq!(metric(&running, "expired").await, 1);
+}
+
+/// A service that answers every request as the test sets it.
+#[derive(Clone)]
+enum Script {
+    Answer(u16, &'static str),
+    Hang,
+}
+
+async fn scripted(script: Script) -> (String, tokio::task::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let script = Arc::new(Mutex::new(script));
+    let task = tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let script = script.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |_req| {
+                    let script = script.lock().unwrap().clone();
+                    async move {
+                        match script {
+                            Script::Answer(status, body) => {
+                                let mut response =
+                                    Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+                                *response.status_mut() = StatusCode::from_u16(status).unwrap();
+                                Ok::<_, Infallible>(response)
+                            }
+                            Script::Hang => std::future::pending().await,
+                        }
+                    }
+                });
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    (url, task)
+}
+
+/// Starts a session against a service set up by `prepare`, and returns
+/// the page's answer and the operator's log.
+async fn refused_start(
+    service: Option<&str>,
+    extra: &[(&str, &str)],
+    prepare: impl FnOnce(&lanyard::mock::MockService),
+) -> (Answer, Logs, Running) {
+    let (logs, _guard) = Logs::capture();
+    let mock = support::mock().await;
+    prepare(&mock);
+    let running = verifier::start(mock, service, extra).await;
+    let answer = Browser::default().start(&running).await;
+    (answer, logs, running)
+}
+
+#[tokio::test]
+async fn each_refusal_of_the_service_reaches_the_page_and_the_log() {
+    let other_rule = "6b2c0d4f-8e3a-4f9b-a7d1-2a3b4c5d6e7f";
+    let cases: Vec<(&str, Vec<(&str, &str)>, u16, &str, &str)> = vec![
+        // 403: the account is not in the project's group (seed §5.4).
+        (
+            "403",
+            vec![("PROJECT_ID", "proj-other")],
+            502,
+            "service_refused",
+            "seed §5.4",
+        ),
+        // 404: no such rule, or a draft.
+        (
+            "404",
+            vec![("RULE_ID", other_rule)],
+            502,
+            "rule_not_found",
+            "RULE_ID must be the UUID of a published rule",
+        ),
+    ];
+    for (name, extra, status, code, logged) in cases {
+        let (answer, logs, running) = refused_start(None, &extra, |mock| {
+            mock.add_rule("proj-other", RULE);
+        })
+        .await;
+        assert_eq!(answer.status.as_u16(), status, "{name}: {:?}", answer.body);
+        assert_eq!(error_code(&answer), code, "{name}");
+        assert!(
+            logs.count(logged) >= 1,
+            "{name}: no log line with {logged:?}: {:?}",
+            logs.events()
+        );
+        assert_eq!(metric(&running, "failed").await, 1, "{name}");
+        assert_eq!(metric(&running, "started").await, 0, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn a_draft_rule_is_refused_as_unknown() {
+    let draft = "7c3d1e5a-9f4b-4a0c-b8e2-3b4c5d6e7f80";
+    let (answer, logs, _running) = refused_start(None, &[("RULE_ID", draft)], |mock| {
+        mock.add_draft_rule(PROJECT, draft);
+    })
+    .await;
+    assert_eq!(answer.status, 502, "{:?}", answer.body);
+    assert_eq!(error_code(&answer), "rule_not_found");
+    assert!(logs.count("published rule") >= 1);
+}
+
+#[tokio::test]
+async fn a_401_even_to_a_renewed_token_is_a_refusal_of_the_account() {
+    let (answer, logs, running) = refused_start(None, &[], |_| {}).await;
+    assert_eq!(answer.status, 200, "the first start works");
+    running.mock.set_revoke_on_issue(true);
+    running.mock.revoke_all_tokens();
+    let answer = Browser::default().start(&running).await;
+    assert_eq!(answer.status, 502, "{:?}", answer.body);
+    assert_eq!(error_code(&answer), "service_refused");
+    assert!(
+        logs.count("401 even to a renewed token") >= 1,
+        "{:?}",
+        logs.events()
+    );
+}
+
+#[tokio::test]
+async fn a_failing_slow_or_strange_service_is_a_clear_error() {
+    let (failing, _a) = scripted(Script::Answer(503, "down")).await;
+    let (slow, _b) = scripted(Script::Hang).await;
+    let (strange, _c) = scripted(Script::Answer(200, r#"{"id":"not what lanyard assumes"}"#)).await;
+    for (service, extra, status, code, logged) in [
+        (&failing, vec![], 502, "service_error", "HTTP 503"),
+        (
+            &slow,
+            vec![("LANYARD_UPSTREAM_TIMEOUT", "1s")],
+            504,
+            "upstream_timeout",
+            "did not answer",
+        ),
+        (
+            &strange,
+            vec![],
+            502,
+            "service_error",
+            "not what lanyard assumes",
+        ),
+    ] {
+        let (answer, logs, _running) = refused_start(Some(service), &extra, |_| {}).await;
+        assert_eq!(answer.status.as_u16(), status, "{code}: {:?}", answer.body);
+        assert_eq!(error_code(&answer), code);
+        let text = serde_json::to_string(&logs.events()).unwrap();
+        assert!(text.contains(logged), "{code}: no {logged:?} in {text}");
+    }
+}
+
+#[tokio::test]
+async fn with_no_token_the_page_is_told_so() {
+    let (answer, _logs, _running) = refused_start(None, &[], |mock| {
+        mock.set_token_outage(true);
+    })
+    .await;
+    assert_eq!(answer.status, 503);
+    assert_eq!(error_code(&answer), "token_unavailable");
+}
+
+#[tokio::test]
+async fn bad_requests_get_clear_errors() {
+    let running = verifier::start(support::mock().await, None, &[]).await;
+    let mut browser = Browser::default();
+    browser.start(&running).await;
+    let url = &running.url;
+    let cases: Vec<(Method, String, Vec<(&str, &str)>, Bytes, u16, &str)> = vec![
+        (
+            Method::GET,
+            format!("{url}/api/status"),
+            vec![],
+            Bytes::new(),
+            400,
+            "bad_request",
+        ),
+        (
+            Method::GET,
+            format!("{url}/api/status?transactionId="),
+            vec![],
+            Bytes::new(),
+            400,
+            "bad_request",
+        ),
+        (
+            Method::GET,
+            format!("{url}/api/status?transactionId=..%2Fadmin"),
+            vec![],
+            Bytes::new(),
+            400,
+            "bad_request",
+        ),
+        (
+            Method::GET,
+            format!("{url}/api/status?transactionId=a&transactionId=b"),
+            vec![],
+            Bytes::new(),
+            400,
+            "bad_request",
+        ),
+        (
+            Method::GET,
+            format!("{url}/api/status?transactionId=no-such-tx"),
+            vec![],
+            Bytes::new(),
+            404,
+            "not_found",
+        ),
+        (
+            Method::POST,
+            format!("{url}/api/status?transactionId=x"),
+            vec![],
+            Bytes::new(),
+            405,
+            "method_not_allowed",
+        ),
+        (
+            Method::GET,
+            format!("{url}/api/start"),
+            vec![],
+            Bytes::new(),
+            405,
+            "method_not_allowed",
+        ),
+        (
+            Method::GET,
+            format!("{url}/api/other"),
+            vec![],
+            Bytes::new(),
+            404,
+            "not_found",
+        ),
+        (
+            Method::DELETE,
+            format!("{url}/"),
+            vec![],
+            Bytes::new(),
+            405,
+            "method_not_allowed",
+        ),
+        (
+            Method::POST,
+            format!("{url}/api/start"),
+            vec![],
+            Bytes::from(vec![b'x'; 4096]),
+            413,
+            "payload_too_large",
+        ),
+        (
+            Method::POST,
+            format!("{url}/api/start"),
+            vec![("sec-fetch-site", "cross-site")],
+            Bytes::new(),
+            403,
+            "cross_site_request",
+        ),
+    ];
+    for (method, target, headers, body, status, code) in cases {
+        let mut all = headers.clone();
+        let cookie = browser.cookie.clone().unwrap();
+        all.push(("cookie", &cookie));
+        let answer = send(method.clone(), &target, &all, body).await;
+        assert_eq!(
+            answer.status.as_u16(),
+            status,
+            "{method} {target}: {:?}",
+            answer.body
+        );
+        assert_eq!(error_code(&answer), code, "{method} {target}");
+        assert!(!answer.json()["message"].as_str().unwrap().is_empty());
+    }
+    let allow = send(Method::GET, &format!("{url}/api/start"), &[], Bytes::new()).await;
+    assert_eq!(allow.headers["allow"], "POST");
+
+    // A head too large for the server's limit.
+    let huge = "x".repeat(70 * 1024);
+    let answer = send(
+        Method::GET,
+        &format!("{url}/"),
+        &[("x-big", &huge)],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(answer.status, 431);
+}
+
+#[tokio::test]
+async fn the_page_and_its_files_are_served_under_the_policy() {
+    let running = verifier::start(support::mock().await, None, &[]).await;
+    for (path, content_type) in [
+        ("/", "text/html; charset=utf-8"),
+        ("/assets/verifier.js", "text/javascript; charset=utf-8"),
+        ("/assets/verifier.css", "text/css; charset=utf-8"),
+    ] {
+        let answer = get(&format!("{}{path}", running.url)).await;
+        assert_eq!(answer.status, 200, "{path}");
+        assert_eq!(answer.headers["content-type"], content_type);
+        assert_eq!(
+            answer.headers["content-security-policy"],
+            CONTENT_SECURITY_POLICY
+        );
+        assert_eq!(answer.headers["x-content-type-options"], "nosniff");
+    }
+    assert_eq!(get(&format!("{}/nope", running.url)).await.status, 404);
+}
+
+#[tokio::test]
+async fn a_flood_of_starts_from_one_client_is_bounded() {
+    let running = verifier::start(support::mock().await, None, &[]).await;
+    let mut statuses = Vec::new();
+    let mut retry_after = None;
+    // Without a cookie, as a script would: each start would be a new browser.
+    for _ in 0..15 {
+        let answer = Browser::default().start(&running).await;
+        if answer.status == 429 {
+            assert_eq!(error_code(&answer), "rate_limited");
+            retry_after = Some(
+                answer.headers["retry-after"]
+                    .to_str()
+                    .unwrap()
+                    .parse::<u64>()
+                    .unwrap(),
+            );
+        }
+        statuses.push(answer.status.as_u16());
+    }
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        10,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 429).count(),
+        5,
+        "{statuses:?}"
+    );
+    assert!(
+        retry_after.is_some_and(|s| (1..=6).contains(&s)),
+        "{retry_after:?}"
+    );
+    assert_eq!(
+        metric(&running, "started").await,
+        10,
+        "only ten reached the service"
+    );
+}
+
+#[tokio::test]
+async fn one_browser_holds_a_few_pending_sessions_the_oldest_giving_way() {
+    let running = verifier::start(support::mock().await, None, &[]).await;
+    let mut browser = Browser::default();
+    let mut ids = Vec::new();
+    for _ in 0..=lanyard::verifier::MAX_PENDING_PER_BROWSER {
+        let answer = browser.start(&running).await;
+        ids.push(
+            answer.json()["transaction_id"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    assert_eq!(
+        browser.status(&running, &ids[0]).await.status,
+        404,
+        "the oldest gave way"
+    );
+    assert_eq!(
+        browser.status(&running, ids.last().unwrap()).await.status,
+        200
+    );
+    assert_eq!(metric(&running, "expired").await, 1);
+}
+
+#[tokio::test]
+async fn no_claim_reaches_the_logs_even_at_trace_level() {
+    let logs = Logs::default();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(logs.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let running = verifier::start(support::mock().await, None, &[]).await;
+    let mut browser = Browser::default();
+    let tx = browser.start(&running).await.json()["transaction_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let claims = br#"{"given_name":"Qwzxklaim","document_number":"DN-77441"}"#;
+    let presented = send(
+        Method::POST,
+        &running.mock.wallet_present_url(&tx),
+        &[],
+        Bytes::from_static(claims),
+    )
+    .await;
+    assert_eq!(presented.status, 200);
+    let verified = browser.until_ended(&running, &tx).await;
+    assert_eq!(verified.json()["claims"]["given_name"], "Qwzxklaim");
+
+    let text = String::from_utf8(logs.bytes()).unwrap();
+    assert!(text.lines().count() > 20, "trace logging was on: {text}");
+    for claim in ["Qwzxklaim", "DN-77441"] {
+        assert!(!text.contains(claim), "a claim reached the logs");
+    }
+    assert_eq!(running.sidecar.tokens.current().map(|_| ()), Some(()));
+    let token = running.sidecar.tokens.current().unwrap();
+    let bearer = token
+        .authorization()
+        .to_str()
+        .unwrap()
+        .trim_start_matches("Bearer ");
+    assert!(!text.contains(bearer), "the token reached the logs");
+}
+
+#[tokio::test]
+async fn the_verifier_settings_are_checked_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let mock = support::mock().await;
+    let map = support::settings(&mock, dir.path(), &[("RULE_ID", "ver_0123")]);
+    let err = lanyard::config::Config::load(
+        &lanyard::config::Flags::default(),
+        &map,
+        lanyard::config::Requirement::Verifier,
+    )
+    .unwrap_err();
+    let text = err.lines().join("\n");
+    for named in [
+        "PROJECT_ID: is required",
+        "WALLET_BASE_URL: is required",
+        "RULE_ID (environment variable RULE_ID): is the rule's `ver_` identifier",
+    ] {
+        assert!(text.contains(named), "no {named:?} in\n{text}");
+    }
+    let map = support::settings(
+        &mock,
+        dir.path(),
+        &[
+            ("PROJECT_ID", "a/b"),
+            ("RULE_ID", "not-a-uuid"),
+            ("WALLET_BASE_URL", "javascript:alert(1)"),
+        ],
+    );
+    let err = lanyard::config::Config::load(
+        &lanyard::config::Flags::default(),
+        &map,
+        lanyard::config::Requirement::Verifier,
+    )
+    .unwrap_err();
+    let text = err.lines().join("\n");
+    for named in [
+        "PROJECT_ID (environment variable PROJECT_ID): has characters that cannot appear in a URL path segment",
+        "RULE_ID (environment variable RULE_ID): is not a UUID",
+        "WALLET_BASE_URL (environment variable WALLET_BASE_URL): the scheme `javascript:` is not a link to a wallet",
+    ] {
+        assert!(text.contains(named), "no {named:?} in\n{text}");
+    }
+}
