@@ -35,9 +35,9 @@ impl Demo {
         proxy: TcpListener,
         admin: TcpListener,
     ) -> Result<Demo, Failure> {
-        use crate::config::TargetUrl;
         use crate::config::credentials::{Credentials, parse_private_key};
         use crate::mock::{MockAccount, MockService, generate_rsa_key};
+        use crate::target::TargetUrl;
 
         let mock = MockService::start()
             .await
