@@ -16,14 +16,14 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::uri::{Authority, Scheme};
-use http::{HeaderValue, Request, Response, Uri, Version, header};
+use http::{HeaderValue, Request, Response, Version, header};
 use http_body_util::{Either, Full};
 use hyper::body::Incoming;
 use lanyard::client_body::ClientBody;
 use lanyard::pool::{Pool, UpstreamLimit};
 use lanyard::proxy::{StreamedBody, UpstreamBody, UpstreamResponse};
 use lanyard::server::{self, Abort, Handler, Limits, Member};
+use lanyard::target::TargetUrl;
 
 /// As lanyard's default: the benchmark's 256 connections each get one.
 const MAX_UPSTREAM_CONNECTIONS: usize = 256;
@@ -81,13 +81,8 @@ fn main() -> ExitCode {
 
 fn run(listen: &str, upstream: &str, authorization: &str, threads: &str) -> Result<(), String> {
     let listen: SocketAddr = listen.parse().map_err(|err| format!("LISTEN: {err}"))?;
-    let upstream: Uri = upstream
-        .parse()
-        .map_err(|err| format!("UPSTREAM_URL: {err}"))?;
-    let authority: Authority = upstream
-        .authority()
-        .cloned()
-        .ok_or("UPSTREAM_URL has no host")?;
+    let upstream =
+        TargetUrl::parse(upstream, false).map_err(|why| format!("UPSTREAM_URL {why}"))?;
     let authorization =
         HeaderValue::from_str(authorization).map_err(|err| format!("AUTHORIZATION: {err}"))?;
     let threads: usize = threads.parse().map_err(|err| format!("THREADS: {err}"))?;
@@ -124,13 +119,12 @@ fn run(listen: &str, upstream: &str, authorization: &str, threads: &str) -> Resu
             let listener = listener.try_clone().map_err(|err| err.to_string())?;
             tokio::net::TcpListener::from_std(listener).map_err(|err| err.to_string())?
         };
-        let (connector, authority) = (connector.clone(), authority.clone());
-        let scheme = upstream.scheme().cloned().unwrap_or(Scheme::HTTP);
+        let (connector, upstream) = (connector.clone(), upstream.clone());
         let authorization = authorization.clone();
         workers.push(std::thread::spawn(move || {
             // Built on its thread: a pool belongs to one thread.
             let handler = Bare {
-                pool: Rc::new(Pool::new(connector, scheme, authority, upstream_limit)),
+                pool: Rc::new(Pool::new(connector, &upstream, upstream_limit)),
                 authorization,
             };
             runtime.block_on(server::serve(

@@ -8,13 +8,17 @@
 //! failure is the client's, answered 400 when an answer can still reach
 //! it, and never counted or logged as the upstream's (README "Failure
 //! behaviour", clients of the proxy).
+//!
+//! It is read, never sent as it is: what carries its frames upstream wraps
+//! it and is the `hyper::body::Body`, so this type is only the bounded
+//! read, and a client's frames pass through one `Body` impl, not two.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::body::{Body as _, Frame, Incoming, SizeHint};
 use tokio::time::{Instant, Sleep};
 
 /// A request body that fails once it has been silent for `idle`.
@@ -69,14 +73,17 @@ impl ClientBody {
             timer: None,
         }
     }
-}
 
-impl Body for ClientBody {
-    type Data = Bytes;
-    type Error = ClientBodyError;
+    /// The next frame, `None` at the end.
+    pub async fn frame(&mut self) -> Option<Result<Frame<Bytes>, ClientBodyError>> {
+        std::future::poll_fn(|cx| self.poll_frame(cx)).await
+    }
 
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
+    /// As [`hyper::body::Body::poll_frame`]: the next frame, or the error
+    /// that ends the body, [`ClientBodyError::Stalled`] after `idle` of
+    /// silence.
+    pub fn poll_frame(
+        &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, ClientBodyError>>> {
         match Pin::new(&mut self.inner).poll_frame(cx) {
@@ -100,11 +107,11 @@ impl Body for ClientBody {
         }
     }
 
-    fn is_end_stream(&self) -> bool {
+    pub fn is_end_stream(&self) -> bool {
         self.inner.is_end_stream()
     }
 
-    fn size_hint(&self) -> SizeHint {
+    pub fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
     }
 }

@@ -41,9 +41,10 @@ impl Demo {
     /// Starts the mock on a loopback port, makes a key pair and an account
     /// for it, and starts the sidecar against the mock.
     pub async fn start(config: &Config, listeners: DemoListeners) -> Result<Demo, Failure> {
+        use crate::config::WalletBaseUrl;
         use crate::config::credentials::{Credentials, parse_private_key};
-        use crate::config::{TargetUrl, WalletBaseUrl};
         use crate::mock::{MockAccount, MockService, generate_rsa_key};
+        use crate::target::TargetUrl;
 
         let mock = MockService::start()
             .await

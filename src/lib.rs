@@ -20,7 +20,8 @@
 //! - [`demo`]: `lanyard demo`: the mock, with the proxy and the verifier wired to it.
 //! - [`failure`]: how a command failed, and its exit code.
 //! - [`reload`]: the credentials file watched and reloaded.
-//! - [`proxy`]: the forwarding service: upstream URL and prefix boundary, bodies and replay, hop-by-hop headers, 401 retry.
+//! - [`target`]: the URL a token is sent to (the upstream's base, the token endpoint): checked and split once, request targets joined onto it within its prefix.
+//! - [`proxy`]: the forwarding service: the absolute-form check, bodies and replay, hop-by-hop headers, 401 retry.
 //! - [`client_body`]: a client's request body, bounded in time, its failures told apart from the upstream's.
 //! - [`pool`]: upstream connections, pooled per proxy thread under one process-wide cap.
 //! - [`admin`]: `/healthz`, `/readyz`, `/metrics`.
@@ -49,6 +50,7 @@ pub mod reload;
 pub mod secret;
 pub mod server;
 pub mod sidecar;
+pub mod target;
 pub mod token;
 pub mod verifier;
 

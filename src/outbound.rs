@@ -156,16 +156,6 @@ pub fn hyper_closed_unanswered(err: &hyper::Error) -> bool {
             })
 }
 
-/// The port a URL of this scheme has when it names none: the one rule for
-/// the proxy's absolute-form check and the pool's `Host` header.
-pub fn default_port(scheme: &http::uri::Scheme) -> u16 {
-    if *scheme == http::uri::Scheme::HTTP {
-        80
-    } else {
-        443
-    }
-}
-
 /// An error and its causes, outermost first. `io::Error::source` skips
 /// the error it wraps, and hyper-rustls wraps tokio-rustls' `io::Error` in
 /// another, so an `io::Error`'s wrapped error is visited too. Every walk
@@ -224,11 +214,5 @@ mod tests {
         let plain = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
         assert!(!chain_has_rustls_error(&plain));
         assert_eq!(causes(&plain).count(), 1);
-    }
-
-    #[test]
-    fn the_default_port_follows_the_scheme() {
-        assert_eq!(default_port(&http::uri::Scheme::HTTP), 80);
-        assert_eq!(default_port(&http::uri::Scheme::HTTPS), 443);
     }
 }

@@ -33,7 +33,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::uri::{Authority, Scheme};
 use http::{HeaderValue, Request, Response, Uri, header};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::{http1, http2};
@@ -44,6 +43,7 @@ use tokio::time::Instant;
 use tower_service::Service as _;
 
 use crate::outbound::{self, Connector, FailureKind};
+use crate::target::TargetUrl;
 
 mod limit;
 
@@ -69,10 +69,9 @@ impl<T> SendBody for T where
 /// Connections to one upstream.
 pub struct Pool<B> {
     connector: Connector,
-    /// What the connector dials: the upstream's scheme and authority.
-    target: Uri,
-    scheme: Scheme,
-    authority: Authority,
+    /// What the connector dials (its scheme and authority), and what an
+    /// HTTP/2 request's URI is made absolute with.
+    target: TargetUrl,
     /// The `Host` of every HTTP/1 request, built once.
     host: HeaderValue,
     /// HTTP/1 connections with no exchange in progress, most recently used
@@ -163,30 +162,13 @@ impl SendError {
 }
 
 impl<B: SendBody> Pool<B> {
-    pub fn new(
-        connector: Connector,
-        scheme: Scheme,
-        authority: Authority,
-        limit: UpstreamLimit,
-    ) -> Pool<B> {
-        let target = Uri::builder()
-            .scheme(scheme.clone())
-            .authority(authority.clone())
-            .path_and_query("/")
-            .build()
-            .unwrap_or_default();
-        let default_port = outbound::default_port(&scheme);
-        let host = match authority.port_u16() {
-            Some(port) if port != default_port => authority.as_str(),
-            _ => authority.host(),
-        };
+    pub fn new(connector: Connector, target: &TargetUrl, limit: UpstreamLimit) -> Pool<B> {
         Pool {
             connector,
-            target,
             // An authority always makes a valid header value.
-            host: HeaderValue::from_str(host).unwrap_or_else(|_| HeaderValue::from_static("")),
-            scheme,
-            authority,
+            host: HeaderValue::from_str(target.host_header())
+                .unwrap_or_else(|_| HeaderValue::from_static("")),
+            target: target.clone(),
             idle: RefCell::new(VecDeque::new()),
             http2: RefCell::new(None),
             http2_builder: http2::Builder::new(TokioExecutor::new()),
@@ -259,10 +241,10 @@ impl<B: SendBody> Pool<B> {
 
     fn absolute(&self, origin: &Uri) -> Uri {
         let mut parts = http::uri::Parts::default();
-        parts.scheme = Some(self.scheme.clone());
-        parts.authority = Some(self.authority.clone());
+        parts.scheme = Some(self.target.scheme().clone());
+        parts.authority = Some(self.target.authority().clone());
         parts.path_and_query = origin.path_and_query().cloned();
-        Uri::from_parts(parts).unwrap_or_else(|_| self.target.clone())
+        Uri::from_parts(parts).unwrap_or_else(|_| self.target.uri().clone())
     }
 
     async fn checkout(self: &Rc<Self>) -> Result<Checkout<B>, SendError> {
@@ -414,7 +396,7 @@ impl<B: SendBody> Pool<B> {
             .await
             .map_err(SendError::Connect)?;
         let io = connector
-            .call(self.target.clone())
+            .call(self.target.uri().clone())
             .await
             .map_err(SendError::Connect)?;
         if io.connected().is_negotiated_h2() {

@@ -390,18 +390,23 @@ async fn help_and_version_exit_0() {
     let help = text(&out.stdout);
     assert!(help.contains("[env: SERVICE_API_URL]"), "{help}");
     // Each flag's variable and default come from the setting's declaration.
-    let listen = help
-        .lines()
-        .find(|l| l.trim_start().starts_with("--listen <ADDR>"))
-        .expect("a --listen line");
+    // clap puts the help on the flag's line, or on the next one when some
+    // flag is long: read both.
+    let described = |flag: &str| {
+        let lines: Vec<&str> = help.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.trim_start().starts_with(flag))
+            .unwrap_or_else(|| panic!("no {flag} line in {help}"));
+        let next = lines.get(at + 1).copied().unwrap_or_default();
+        format!("{} {}", lines[at].trim(), next.trim())
+    };
+    let listen = described("--listen <ADDR>");
     assert!(
         listen.ends_with("[env: LANYARD_LISTEN] [default: 127.0.0.1:8080]"),
         "{listen}"
     );
-    let ttl = help
-        .lines()
-        .find(|l| l.trim_start().starts_with("--assertion-ttl <DURATION>"))
-        .expect("an --assertion-ttl line");
+    let ttl = described("--assertion-ttl <DURATION>");
     assert!(ttl.ends_with("[default: 1h]"), "{ttl}");
     // The key is no flag, but --help still names it.
     assert!(!help.contains("--private-key"), "{help}");

@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::uri::{Authority, Scheme};
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::client::conn::http2;
@@ -28,6 +27,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use lanyard::outbound;
 use lanyard::pool::{Pool, UpstreamLimit};
+use lanyard::target::TargetUrl;
 use support::raw::RawUpstream;
 use support::sidecar::{self, get};
 use support::tls::TestCa;
@@ -459,13 +459,8 @@ async fn a_connection_given_back_on_one_proxy_thread_goes_to_a_request_waiting_o
 /// A pool to `upstream` under `limit`, as a proxy thread has one.
 fn pool(upstream: SocketAddr, limit: &UpstreamLimit) -> Rc<Pool<Full<Bytes>>> {
     let tls = outbound::tls_config(None).expect("TLS configuration");
-    let authority = Authority::try_from(upstream.to_string()).unwrap();
-    Rc::new(Pool::new(
-        outbound::connector(tls),
-        Scheme::HTTP,
-        authority,
-        limit.clone(),
-    ))
+    let target = TargetUrl::parse(&format!("http://{upstream}"), false).unwrap();
+    Rc::new(Pool::new(outbound::connector(tls), &target, limit.clone()))
 }
 
 /// GET `path` through `pool`, body read to its end (which gives the

@@ -10,7 +10,6 @@ use http_body_util::Empty;
 
 use crate::config::Config;
 use crate::outbound::{self, FailureKind};
-use crate::proxy::Upstream;
 
 use crate::Failure;
 use crate::access::ServiceAccess;
@@ -196,7 +195,7 @@ pub async fn check(config: &Config) -> Result<CheckReport, Failure> {
             let url = path
                 .parse::<http::Uri>()
                 .ok()
-                .and_then(|path| Upstream::new(base).uri_for(&path).ok())
+                .and_then(|path| base.uri_for(&path).ok())
                 .map_or(path, |uri| uri.to_string());
             match probe(url).await {
                 Ok((status, _)) => {

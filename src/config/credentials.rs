@@ -12,8 +12,9 @@ use rustls_pki_types::pem::SectionKind;
 use crate::Secret;
 use crate::config::{
     self, CLIENT_ID, ConfigError, CredentialSettings, IAM_AUDIENCE, ORG_ID, ORGANIZATION_ID,
-    PRIVATE_KEY, Setting, Source, Sourced, TOKEN_URI, TargetUrl,
+    PRIVATE_KEY, Setting, Source, Sourced, TOKEN_URI,
 };
+use crate::target::TargetUrl;
 
 /// A credentials file is a few kilobytes; anything much larger is not one.
 const MAX_FILE_BYTES: u64 = 1024 * 1024;

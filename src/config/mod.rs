@@ -6,7 +6,8 @@
 //!   `--help`, the config file's keys and the README's table follow it.
 //! - [`declaration`]: what a declaration holds, [`Setting`] and
 //!   [`AnySetting`].
-//! - `values`: readers for durations, counts, sizes, addresses, URLs.
+//! - `values`: readers for durations, counts, sizes and addresses; URLs
+//!   are read by [`crate::target::TargetUrl`].
 //! - `sources`: flags, environment and file, layered, each value with
 //!   where it came from.
 //! - `outbound`: the credentials and TLS roots, read and checked once.
@@ -31,14 +32,14 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::target::TargetUrl;
+
 pub use declaration::{AnySetting, DefaultValue, Setting, ShownDefault};
 pub use outbound::Account;
 pub use problems::ConfigError;
 pub use settings::*;
 pub use sources::{Env, Flags, NotUnicode, ProcessEnv, Source, Sourced, io_reason};
-pub use values::{
-    ByteSize, LogFormat, Shown, TargetUrl, WalletBaseUrl, is_loopback_host, parse_duration,
-};
+pub use values::{ByteSize, LogFormat, Shown, WalletBaseUrl, parse_duration};
 
 use sources::{Layers, Reported};
 

@@ -1,14 +1,15 @@
 //! How settings' text becomes values, and values text again: durations,
-//! counts, sizes, addresses, booleans and the URLs lanyard sends the token
-//! to. A reader's error is a reason that may quote the value; the loader
-//! prefixes the setting and where the value came from.
+//! counts, sizes, addresses and booleans; the URLs lanyard sends the token
+//! to are read by [`TargetUrl::parse`]. A reader's error is a reason that
+//! may quote the value; the loader prefixes the setting and where the value
+//! came from.
 
-use std::fmt;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use http::Uri;
+// The settings read URLs with the target URL's own parser.
+pub(super) use crate::target::TargetUrl;
 
 use super::settings::{
     MAX_ASSERTION_TTL, MAX_CLOCK_SKEW, MAX_MAX_CONNECTIONS, MAX_MAX_HEADER_BYTES,
@@ -318,80 +319,4 @@ pub(super) fn read_clock_skew(raw: &str) -> Result<Duration, String> {
 /// seconds at least, since `iat` and `exp` are integers.
 pub(super) fn capped_lifetime(ttl: Duration) -> Duration {
     ttl.min(MAX_ASSERTION_TTL).max(Duration::from_secs(1))
-}
-
-/// An absolute `http(s)` URL that lanyard sends the token to.
-#[derive(Clone, PartialEq, Eq)]
-pub struct TargetUrl {
-    uri: Uri,
-}
-
-impl TargetUrl {
-    /// Parses and checks a URL: absolute, `http` or `https`, no user info,
-    /// no fragment, and `https` unless the host is a loopback address.
-    /// The message does not repeat the value, which may carry a secret.
-    pub fn parse(raw: &str, allow_query: bool) -> Result<Self, String> {
-        let raw = raw.trim();
-        if raw.contains('#') {
-            return Err("must not have a fragment (#...)".into());
-        }
-        let uri: Uri = raw
-            .parse()
-            .map_err(|_| "is not a valid absolute URL".to_string())?;
-        let scheme = uri
-            .scheme_str()
-            .ok_or("is not an absolute URL (expected https://host/...)")?;
-        let authority = uri
-            .authority()
-            .ok_or("is not an absolute URL (expected https://host/...)")?;
-        if authority.as_str().contains('@') {
-            return Err("must not carry user info (user:password@)".into());
-        }
-        if authority.host().is_empty() {
-            return Err("has no host".into());
-        }
-        if !allow_query && uri.query().is_some() {
-            return Err("must not have a query string".into());
-        }
-        match scheme {
-            "https" => {}
-            "http" if is_loopback_host(authority.host()) => {}
-            "http" => {
-                return Err(
-                    "must use https: the token would cross the network in clear text (plain http is accepted on loopback only)"
-                        .into(),
-                );
-            }
-            _ => return Err("must be an http or https URL".into()),
-        }
-        Ok(TargetUrl { uri })
-    }
-
-    pub fn uri(&self) -> &Uri {
-        &self.uri
-    }
-
-    /// Path prefix without a trailing slash (empty for the root).
-    pub fn path_prefix(&self) -> &str {
-        self.uri.path().trim_end_matches('/')
-    }
-}
-
-impl fmt::Display for TargetUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.uri, f)
-    }
-}
-
-impl fmt::Debug for TargetUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.uri, f)
-    }
-}
-
-/// True for `localhost`, `127.0.0.0/8` and `::1`.
-pub fn is_loopback_host(host: &str) -> bool {
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    bare.eq_ignore_ascii_case("localhost")
-        || bare.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }

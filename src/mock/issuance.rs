@@ -205,34 +205,23 @@ pub(super) fn update(
     body: Option<Map<String, Value>>,
 ) -> Answer {
     let patch = body_required(body)?;
-    let mut inner = state.lock();
-    let Some(credential) = inner
-        .credentials
-        .get_mut(credential_id)
-        .filter(|c| c.in_scope(scope))
-    else {
-        drop(inner);
-        return Err(unknown(scope, credential_id));
-    };
-    if credential.status == Status::Revoked {
-        drop(inner);
-        return Err(refused_move(
-            "update",
-            Status::Revoked,
-            "a revoked credential is final; its attributes cannot change",
-        ));
-    }
-    for (name, value) in patch {
-        if value.is_null() {
-            credential.attributes.remove(&name);
-        } else {
-            credential.attributes.insert(name, value);
+    change(state, scope, credential_id, |credential| {
+        if credential.status == Status::Revoked {
+            return Err(refused_move(
+                "update",
+                Status::Revoked,
+                "a revoked credential is final; its attributes cannot change",
+            ));
         }
-    }
-    credential.updated_at = unix_now();
-    let view = credential.view(credential_id);
-    drop(inner);
-    Ok(super::json(StatusCode::OK, &view))
+        for (name, value) in patch {
+            if value.is_null() {
+                credential.attributes.remove(&name);
+            } else {
+                credential.attributes.insert(name, value);
+            }
+        }
+        Ok(())
+    })
 }
 
 /// `DELETE .../credentials/{id}`: removes the record, in any state.
@@ -256,6 +245,30 @@ pub(super) fn delete(state: &State, scope: Scope<'_>, credential_id: &str) -> An
 
 /// `POST .../credentials/{id}/{approve|hold|revoke|resend}`.
 pub(super) fn act(state: &State, scope: Scope<'_>, credential_id: &str, action: Action) -> Answer {
+    change(state, scope, credential_id, |credential| {
+        let from = credential.status;
+        let to = action
+            .apply(from)
+            .map_err(|why| refused_move(action.as_str(), from, why))?;
+        // Issuing notifies the holder; a resend notifies again.
+        if action == Action::Resend || (from == Status::Pending && to == Status::Issued) {
+            credential.notifications_sent += 1;
+        }
+        credential.status = to;
+        Ok(())
+    })
+}
+
+/// Applies `edit` to the project's credential `credential_id` under the
+/// lock and answers with what it became: every change to a credential is
+/// found, scoped and stamped the same way. 404 for a credential the
+/// project does not have; `edit`'s refusal leaves it as it was.
+fn change(
+    state: &State,
+    scope: Scope<'_>,
+    credential_id: &str,
+    edit: impl FnOnce(&mut Credential) -> Result<(), Refusal>,
+) -> Answer {
     let mut inner = state.lock();
     let Some(credential) = inner
         .credentials
@@ -265,24 +278,11 @@ pub(super) fn act(state: &State, scope: Scope<'_>, credential_id: &str, action: 
         drop(inner);
         return Err(unknown(scope, credential_id));
     };
-    let from = credential.status;
-    match action.apply(from) {
-        Ok(to) => {
-            // Issuing notifies the holder; a resend notifies again.
-            if action == Action::Resend || (from == Status::Pending && to == Status::Issued) {
-                credential.notifications_sent += 1;
-            }
-            credential.status = to;
-            credential.updated_at = unix_now();
-            let view = credential.view(credential_id);
-            drop(inner);
-            Ok(super::json(StatusCode::OK, &view))
-        }
-        Err(why) => {
-            drop(inner);
-            Err(refused_move(action.as_str(), from, why))
-        }
-    }
+    edit(credential)?;
+    credential.updated_at = unix_now();
+    let view = credential.view(credential_id);
+    drop(inner);
+    Ok(super::json(StatusCode::OK, &view))
 }
 
 /// 409: the move does not apply to the credential's state.

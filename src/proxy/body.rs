@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
-use http_body_util::{BodyExt, Either, Full};
-use hyper::body::{Body as _, Frame, SizeHint};
+use http_body_util::{Either, Full};
+use hyper::body::{Frame, SizeHint};
 use tokio::sync::oneshot;
 
 use crate::client_body::{ClientBody, ClientBodyError};
@@ -24,7 +24,8 @@ const REPLAY_BUDGET: u64 = 32 * 1024 * 1024;
 /// client's body streamed through.
 pub type UpstreamBody = Either<Full<Bytes>, StreamedBody>;
 
-/// A client body forwarded as it arrives. When its length is unknown, the
+/// A client body forwarded as it arrives: the `Body` hyper sends a
+/// client's frames upstream through. When its length is unknown, the
 /// first [`MAX_REPLAY_BODY`] bytes are also kept, so that a request whose
 /// body turns out to fit can still be replayed after a 401 without the
 /// upload waiting for 64 KiB first (a streaming or interactive client
@@ -114,7 +115,7 @@ impl hyper::body::Body for StreamedBody {
         if let Some(prefix) = self.prefix.take() {
             return Poll::Ready(Some(Ok(Frame::data(prefix))));
         }
-        let frame = std::task::ready!(Pin::new(&mut self.inner).poll_frame(cx));
+        let frame = std::task::ready!(self.inner.poll_frame(cx));
         match &frame {
             Some(Ok(frame)) => match frame.data_ref() {
                 Some(data) => self.keep(data),

@@ -8,17 +8,14 @@
 //! sent again once when the upstream closed a pooled connection under it
 //! without answering.
 //!
-//! - [`upstream`]: the base URL, joining targets onto it, the prefix boundary.
 //! - [`body`]: request bodies: whole or streamed, the replay copy and its budget.
 //! - [`headers`]: hop-by-hop headers.
 
 mod body;
 mod headers;
-mod upstream;
 
 pub use body::{MAX_REPLAY_BODY, StreamedBody, UpstreamBody};
 pub use headers::strip_hop_by_hop;
-pub use upstream::Upstream;
 
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -28,6 +25,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::HeaderValue;
+use http::uri::Authority;
 use http::{HeaderMap, Method, Request, Response, StatusCode, Uri, Version, header};
 use http_body_util::{Either, Full};
 use hyper::body::Incoming;
@@ -35,7 +33,6 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use body::{BodyPlan, ReplayBudget, Reservation, plan_body};
-use upstream::has_dot_segment;
 
 use crate::client_body::{ClientBody, ClientBodyError};
 use crate::error::ProxyError;
@@ -43,6 +40,7 @@ use crate::metrics::{METHODS, Metrics, RequestSeries, method_index};
 use crate::outbound::{Connector, FailureKind};
 use crate::pool::{Pool, PooledBody, SendError, UpstreamLimit};
 use crate::server::{Abort, Handler};
+use crate::target::{TargetUrl, has_dot_segment, host_ip, is_loopback_host};
 use crate::token::{Token, TokenHandle};
 
 /// After a 401 to a body of unknown length, how long its end may take to
@@ -110,7 +108,7 @@ impl From<ClientBodyError> for Refusal {
 pub struct ProxySetup {
     connector: Connector,
     listen: SocketAddr,
-    upstream: Upstream,
+    upstream: TargetUrl,
     tokens: TokenHandle,
     metrics: Metrics,
     timeout: Duration,
@@ -127,7 +125,7 @@ impl ProxySetup {
     pub fn new(
         connector: Connector,
         listen: SocketAddr,
-        upstream: Upstream,
+        upstream: &TargetUrl,
         tokens: TokenHandle,
         metrics: Metrics,
         limits: ProxyLimits,
@@ -135,7 +133,7 @@ impl ProxySetup {
         ProxySetup {
             connector,
             listen,
-            upstream,
+            upstream: upstream.clone(),
             tokens,
             metrics,
             timeout: limits.upstream_timeout,
@@ -153,7 +151,7 @@ impl ProxySetup {
 pub struct Proxy {
     pool: Rc<Pool<UpstreamBody>>,
     listen: SocketAddr,
-    upstream: Upstream,
+    upstream: TargetUrl,
     tokens: TokenHandle,
     metrics: Metrics,
     request_series: RequestSeries,
@@ -173,8 +171,7 @@ impl Proxy {
         Proxy {
             pool: Rc::new(Pool::new(
                 setup.connector.clone(),
-                upstream.scheme.clone(),
-                upstream.authority.clone(),
+                upstream,
                 setup.upstream_limit.clone(),
             )),
             listen: setup.listen,
@@ -208,7 +205,7 @@ impl Proxy {
             // carries `:authority`, and lanyard never forwards to it anyway.
             if req.version() < Version::HTTP_2
                 && let Some(target) = req.uri().authority()
-                && !self.upstream.accepts_target(target, self.listen)
+                && !accepts_target(&self.upstream, target, self.listen)
             {
                 return Err(ProxyError::ForbiddenTarget.into());
             }
@@ -449,6 +446,14 @@ impl Proxy {
     }
 }
 
+/// Whether an HTTP/1 absolute-form target may be served: it names the
+/// upstream itself, or lanyard's own listener.
+fn accepts_target(upstream: &TargetUrl, target: &Authority, listen: SocketAddr) -> bool {
+    let names_lanyard = target.port_u16() == Some(listen.port())
+        && (is_loopback_host(target.host()) || host_ip(target.host()) == Some(listen.ip()));
+    upstream.is_named_by(target) || names_lanyard
+}
+
 /// Whether a hint last logged at `last` (seconds, 0 for never) is due
 /// again at `now`; claims it if so, so concurrent requests log it once.
 fn hint_due(last: &AtomicU64, now: u64) -> bool {
@@ -557,5 +562,37 @@ mod tests {
         assert!(hint_due(&last, 61));
         assert!(!hint_due(&last, 62));
         assert!(hint_due(&last, 200));
+    }
+
+    #[test]
+    fn absolute_form_targets_are_checked_against_the_upstream() {
+        let up = TargetUrl::parse("https://api.example.com/v1", false).unwrap();
+        let listen: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        let ok = [
+            "api.example.com",
+            "API.example.com:443",
+            "127.0.0.1:8080",
+            "localhost:8080",
+            "[::1]:8080",
+        ];
+        for target in ok {
+            assert!(
+                accepts_target(&up, &target.parse().unwrap(), listen),
+                "{target}"
+            );
+        }
+        let refused = [
+            "evil.example.com",
+            "api.example.com:8443",
+            "api.example.com.evil.com",
+            "127.0.0.1:5432",
+            "localhost",
+        ];
+        for target in refused {
+            assert!(
+                !accepts_target(&up, &target.parse().unwrap(), listen),
+                "{target}"
+            );
+        }
     }
 }

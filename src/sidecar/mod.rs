@@ -29,7 +29,7 @@ use crate::admin::Admin;
 use crate::config::{Config, MIN_MAX_HEADER_BYTES};
 use crate::error::ProxyError;
 use crate::metrics::Metrics;
-use crate::proxy::{self, Upstream};
+use crate::proxy;
 use crate::reload;
 use crate::server::{self, Drained};
 use crate::token::TokenHandle;
@@ -231,7 +231,7 @@ impl Sidecar {
             let proxy = proxy::ProxySetup::new(
                 access.connector.clone(),
                 addr,
-                Upstream::new(base),
+                base,
                 tokens.clone(),
                 metrics.clone(),
                 proxy::ProxyLimits {

@@ -36,10 +36,11 @@ use hyper::body::Incoming;
 use serde_json::json;
 
 use crate::Failure;
-use crate::config::{Config, TargetUrl, WalletBaseUrl};
+use crate::config::{Config, WalletBaseUrl};
 use crate::metrics::Metrics;
 use crate::outbound::Connector;
 use crate::server::{Abort, Handler};
+use crate::target::TargetUrl;
 use crate::token::TokenHandle;
 
 use assumptions::{Progress, Started};

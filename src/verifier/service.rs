@@ -11,9 +11,9 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::client::legacy::Client;
 
 use super::assumptions::{self, Malformed, Progress, Started};
-use crate::config::TargetUrl;
 use crate::metrics::Metrics;
 use crate::outbound::{self, Connector, FailureKind};
+use crate::target::TargetUrl;
 use crate::token::{Token, TokenHandle};
 
 /// Larger answers are not a session's: the claims are bounded well below.
@@ -178,7 +178,6 @@ fn join(base: &TargetUrl, path: &str) -> Result<Uri, String> {
     let path: Uri = path
         .parse()
         .map_err(|_| format!("{path} is not a URL path"))?;
-    crate::proxy::Upstream::new(base)
-        .uri_for(&path)
+    base.uri_for(&path)
         .map_err(|_| format!("{path} cannot be joined to {base}"))
 }
