@@ -8,7 +8,8 @@
 //! Its API (under [`API_PREFIX`]) authenticates the bearer token, enforces
 //! the authorization model of docs/service.md §5.4, and serves verification sessions
 //! and the issuance operations; a simulated wallet (under
-//! [`WALLET_PREFIX`]) completes sessions. Payload shapes the seed leaves unspecified are
+//! [`WALLET_PREFIX`]) completes sessions, as JSON for scripts and as a page
+//! a person clicks through for the verifier's demo (`wallet_page`). Payload shapes the seed leaves unspecified are
 //! illustrative; `docs/mock-service.md` documents every endpoint.
 
 mod api;
