@@ -200,7 +200,7 @@ async fn refused_start(
 #[tokio::test]
 async fn each_refusal_of_the_service_reaches_the_page_and_the_log() {
     let other_rule = "6b2c0d4f-8e3a-4f9b-a7d1-2a3b4c5d6e7f";
-    let cases: Vec<(&str, Vec<(&str, &str)>, u16, &str, &str)> = vec![
+    let cases = [
         // 403: the account is not in the project's group (seed §5.4).
         (
             "403",
@@ -309,7 +309,7 @@ async fn bad_requests_get_clear_errors() {
     let mut browser = Browser::default();
     browser.start(&running).await;
     let url = &running.url;
-    let cases: Vec<(Method, String, Vec<(&str, &str)>, Bytes, u16, &str)> = vec![
+    let cases = [
         (
             Method::GET,
             format!("{url}/api/status"),
