@@ -11,7 +11,9 @@ use tokio::net::TcpListener;
 use crate::Failure;
 use crate::access::ServiceAccess;
 use crate::config::Config;
-use crate::sidecar::{ADMIN_BACKLOG, Listeners, Sidecar, Signals, bind, failed, stop_on_signals};
+use crate::sidecar::{
+    Listeners, Sidecar, Signals, bind, bind_admin, bind_proxy, failed, stop_on_signals,
+};
 use crate::verifier::VerifierSettings;
 
 /// The demo account's identity on the embedded mock.
@@ -152,12 +154,8 @@ impl Demo {
 pub async fn run(config: &Config) -> Result<(), Failure> {
     let mut signals = Signals::install()?;
     let listeners = DemoListeners {
-        admin: bind(config.admin_listen, "LANYARD_ADMIN_LISTEN", ADMIN_BACKLOG)?,
-        proxy: Some(bind(
-            config.listen,
-            "LANYARD_LISTEN",
-            config.max_connections,
-        )?),
+        admin: bind_admin(config)?,
+        proxy: Some(bind_proxy(config)?),
         verifier: Some(bind(
             config.demo_verifier_listen(),
             "LANYARD_VERIFIER_LISTEN",
@@ -172,7 +170,7 @@ pub async fn run(config: &Config) -> Result<(), Failure> {
 pub async fn run_verifier(config: &Config) -> Result<(), Failure> {
     let mut signals = Signals::install()?;
     let listeners = DemoListeners {
-        admin: bind(config.admin_listen, "LANYARD_ADMIN_LISTEN", ADMIN_BACKLOG)?,
+        admin: bind_admin(config)?,
         proxy: None,
         verifier: Some(bind(
             config.verifier_listen(),

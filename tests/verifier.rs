@@ -561,42 +561,46 @@ async fn no_claim_reaches_the_logs_even_at_trace_level() {
 async fn the_verifier_settings_are_checked_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let mock = support::mock().await;
-    let map = support::settings(&mock, dir.path(), &[("RULE_ID", "ver_0123")]);
-    let err = lanyard::config::Config::load(
-        &lanyard::config::Flags::default(),
-        &map,
-        lanyard::config::Requirement::Verifier,
-    )
-    .unwrap_err();
-    let text = err.lines().join("\n");
-    for named in [
-        "PROJECT_ID: is required",
-        "WALLET_BASE_URL: is required",
-        "RULE_ID (environment variable RULE_ID): is the rule's `ver_` identifier",
-    ] {
-        assert!(text.contains(named), "no {named:?} in\n{text}");
-    }
-    let map = support::settings(
-        &mock,
-        dir.path(),
-        &[
-            ("PROJECT_ID", "a/b"),
-            ("RULE_ID", "not-a-uuid"),
-            ("WALLET_BASE_URL", "javascript:alert(1)"),
-        ],
-    );
-    let err = lanyard::config::Config::load(
-        &lanyard::config::Flags::default(),
-        &map,
-        lanyard::config::Requirement::Verifier,
-    )
-    .unwrap_err();
-    let text = err.lines().join("\n");
-    for named in [
-        "PROJECT_ID (environment variable PROJECT_ID): has characters that cannot appear in a URL path segment",
-        "RULE_ID (environment variable RULE_ID): is not a UUID",
-        "WALLET_BASE_URL (environment variable WALLET_BASE_URL): the scheme `javascript:` is not a link to a wallet",
-    ] {
-        assert!(text.contains(named), "no {named:?} in\n{text}");
+    // Every problem of one set of settings, one line each.
+    let problems = |extra: &[(&str, &str)]| {
+        let map = support::settings(&mock, dir.path(), extra);
+        lanyard::config::Config::load(
+            &lanyard::config::Flags::default(),
+            &map,
+            lanyard::config::Requirement::Verifier,
+        )
+        .unwrap_err()
+        .lines()
+        .join("\n")
+    };
+    /// Settings given, and the problems each must name.
+    type Case<'a> = (&'a [(&'a str, &'a str)], &'a [&'a str]);
+    let cases: [Case; 2] = [
+        (
+            &[("RULE_ID", "ver_0123")],
+            &[
+                "PROJECT_ID: is required",
+                "WALLET_BASE_URL: is required",
+                "RULE_ID (environment variable RULE_ID): is the rule's `ver_` identifier",
+            ],
+        ),
+        (
+            &[
+                ("PROJECT_ID", "a/b"),
+                ("RULE_ID", "not-a-uuid"),
+                ("WALLET_BASE_URL", "javascript:alert(1)"),
+            ],
+            &[
+                "PROJECT_ID (environment variable PROJECT_ID): has characters that cannot appear in a URL path segment",
+                "RULE_ID (environment variable RULE_ID): is not a UUID",
+                "WALLET_BASE_URL (environment variable WALLET_BASE_URL): the scheme `javascript:` is not a link to a wallet",
+            ],
+        ),
+    ];
+    for (extra, named) in cases {
+        let text = problems(extra);
+        for line in named {
+            assert!(text.contains(line), "no {line:?} in\n{text}");
+        }
     }
 }

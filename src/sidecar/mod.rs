@@ -9,8 +9,8 @@ mod signals;
 mod threads;
 
 pub use signals::{Signal, Signals, run, stop_on_signals};
-pub use threads::bind;
 pub(crate) use threads::failed;
+pub use threads::{bind, bind_admin, bind_proxy};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -65,7 +65,7 @@ fn admin_refusal() -> Bytes {
 
 /// The admin listener's accept queue: probes and scrapes come a few at a
 /// time; std's default.
-pub(crate) const ADMIN_BACKLOG: usize = 128;
+const ADMIN_BACKLOG: usize = 128;
 
 /// Descriptors beyond client, upstream and admin connections: the token
 /// endpoint's connection, listeners, the credentials file, logs, refusals

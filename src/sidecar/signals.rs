@@ -106,12 +106,8 @@ pub async fn run(config: &Config) -> Result<(), Failure> {
     let mut signals = Signals::install()?;
     let access = crate::access::ServiceAccess::from_config(config)?;
     let listeners = Listeners {
-        admin: bind(config.admin_listen, "LANYARD_ADMIN_LISTEN", ADMIN_BACKLOG)?,
-        proxy: Some(bind(
-            config.listen,
-            "LANYARD_LISTEN",
-            config.max_connections,
-        )?),
+        admin: bind_admin(config)?,
+        proxy: Some(bind_proxy(config)?),
         verifier: None,
     };
     let sidecar = Sidecar::start(config, access, listeners)?;

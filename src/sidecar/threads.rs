@@ -150,6 +150,20 @@ pub(super) fn local_addr(listener: &TcpListener) -> Result<SocketAddr, Failure> 
         .map_err(|err| Failure::Runtime(format!("cannot read the listener address: {err}")))
 }
 
+/// The admin listener, as `LANYARD_ADMIN_LISTEN` names it.
+pub fn bind_admin(config: &crate::config::Config) -> Result<TcpListener, Failure> {
+    bind(
+        config.admin_listen,
+        "LANYARD_ADMIN_LISTEN",
+        super::ADMIN_BACKLOG,
+    )
+}
+
+/// The proxy listener, as `LANYARD_LISTEN` names it.
+pub fn bind_proxy(config: &crate::config::Config) -> Result<TcpListener, Failure> {
+    bind(config.listen, "LANYARD_LISTEN", config.max_connections)
+}
+
 /// Binds a listener whose accept queue holds `backlog` connections,
 /// naming the setting when the address is unusable.
 ///

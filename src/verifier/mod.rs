@@ -503,7 +503,7 @@ fn json_answer(status: StatusCode, body: &serde_json::Value) -> Response<Full<By
 /// `lanyard verifier`: the verifier and the admin listener until SIGTERM
 /// or SIGINT.
 pub async fn run(config: &Config) -> Result<(), Failure> {
-    use crate::sidecar::{ADMIN_BACKLOG, Listeners, Sidecar, Signals, bind, stop_on_signals};
+    use crate::sidecar::{Listeners, Sidecar, Signals, bind, bind_admin, stop_on_signals};
 
     let mut signals = Signals::install()?;
     let access = crate::access::ServiceAccess::from_config(config)?;
@@ -515,7 +515,7 @@ pub async fn run(config: &Config) -> Result<(), Failure> {
         _ => "LANYARD_VERIFIER_LISTEN",
     };
     let listeners = Listeners {
-        admin: bind(config.admin_listen, "LANYARD_ADMIN_LISTEN", ADMIN_BACKLOG)?,
+        admin: bind_admin(config)?,
         proxy: None,
         verifier: Some((bind(listen, setting, config.max_connections)?, settings)),
     };
