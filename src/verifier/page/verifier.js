@@ -91,6 +91,10 @@
     $('same-device').hidden = mobile;
     setQrVisible(!mobile);
     $('present').hidden = false;
+    // The start button that had focus is hidden now; without this, focus
+    // falls back to the document and a keyboard or screen reader user
+    // loses their place.
+    $('present').focus();
     say(mobile ? 'Open your wallet to continue. Waiting for your wallet…'
       : 'Scan the QR code with your wallet. Waiting for your wallet…');
   }
