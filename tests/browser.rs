@@ -20,7 +20,7 @@ use tokio::net::TcpListener;
 
 /// Debian's Chromium; playwright-core brings no browser of its own.
 const CHROMIUM: &str = "/usr/bin/chromium";
-/// The whole browser suite takes about 20 s on two cores; a hang fails
+/// The whole browser suite takes 20 to 30 s on two cores; a hang fails
 /// the test rather than the CI run.
 const SUITE_TIMEOUT: Duration = Duration::from_secs(300);
 

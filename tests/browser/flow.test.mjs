@@ -91,3 +91,21 @@ test('another browser cannot read a session it did not start', async () => {
   await second.close();
   await first.close();
 });
+
+test('an answer the page cannot read ends with an error, not a silent wait', async () => {
+  const context = await newContext(browser, DESKTOP);
+  const page = await openVerifier(context);
+  const uncaught = [];
+  page.on('pageerror', (error) => uncaught.push(error.message));
+  // What a proxy in front might answer: a page of its own, with 200.
+  await page.route('**/api/status?*', (route) =>
+    route.fulfill({ status: 200, contentType: 'text/html', body: '<!doctype html><p>Sign in</p>' }));
+
+  await startSession(page);
+  const error = page.getByRole('alert');
+  await error.waitFor({ state: 'visible' });
+  assert.match(await error.textContent(), /start again/);
+  assert.equal(await page.locator('#restart').isVisible(), true);
+  assert.deepEqual(uncaught, []);
+  await context.close();
+});

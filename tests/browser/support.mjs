@@ -4,7 +4,7 @@
 //
 // The verifier lets one client start 10 sessions in a burst
 // (src/verifier/limits.rs), and every test here comes from 127.0.0.1:
-// together the tests start 8; one more than 10 fails with HTTP 429.
+// together the tests start 9; one more than 10 fails with HTTP 429.
 
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
