@@ -3,13 +3,16 @@
 //! for the `client_credentials` grant with `private_key_jwt` client
 //! authentication (RFC 7523). See `tests/interop/server.mjs`.
 //!
-//! Needs Node.js 20+ and npm; `npm ci` runs in `tests/interop` on first use.
+//! Needs Node.js 20+ and npm; `npm ci` runs in `tests/interop` on first use
+//! (tests/support/node.rs).
+
+mod support;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const CLIENT_ID: &str = "interop-client";
@@ -24,96 +27,7 @@ fn manifest_dir() -> &'static Path {
 }
 
 fn interop_dir() -> PathBuf {
-    manifest_dir().join("tests/interop")
-}
-
-fn fixture(name: &str) -> PathBuf {
-    manifest_dir().join("tests/fixtures").join(name)
-}
-
-fn install_hint() -> &'static str {
-    "this test needs Node.js 20+ and npm on PATH: install Node.js 20 or later (with npm), \
-     then run `npm ci` in tests/interop or let this test do it"
-}
-
-/// Runs `program --version`, failing clearly when it is not installed.
-fn tool_version(program: &str) -> String {
-    match Command::new(program).arg("--version").output() {
-        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).trim().to_string(),
-        Ok(out) => panic!(
-            "`{program} --version` failed ({}): {}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim(),
-            install_hint()
-        ),
-        Err(err) => panic!("cannot run `{program}`: {err}\n{}", install_hint()),
-    }
-}
-
-/// The `version` field of a package.json.
-fn package_version(path: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
-    json.get("version")?.as_str().map(str::to_string)
-}
-
-/// The oidc-provider version pinned in tests/interop/package.json.
-fn pinned_version() -> String {
-    let path = interop_dir().join("package.json");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
-    let json: serde_json::Value = serde_json::from_str(&text)
-        .unwrap_or_else(|err| panic!("{} is not JSON: {err}", path.display()));
-    json["dependencies"]["oidc-provider"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{} does not pin oidc-provider", path.display()))
-        .to_string()
-}
-
-/// Makes sure node works and oidc-provider is installed at the pinned
-/// version, running `npm ci` once per test binary if it is not.
-fn ensure_node_modules() {
-    static READY: OnceLock<Result<(), String>> = OnceLock::new();
-    let ready = READY.get_or_init(|| {
-        let node = tool_version("node");
-        let major = node
-            .trim_start_matches('v')
-            .split('.')
-            .next()
-            .and_then(|m| m.parse::<u32>().ok());
-        if major.is_none_or(|m| m < 20) {
-            return Err(format!("node is {node}; {}", install_hint()));
-        }
-        let installed = interop_dir().join("node_modules/oidc-provider/package.json");
-        if package_version(&installed).as_deref() == Some(pinned_version().as_str()) {
-            return Ok(());
-        }
-        tool_version("npm");
-        let out = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund"])
-            .current_dir(interop_dir())
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|err| format!("cannot run npm: {err}\n{}", install_hint()))?;
-        if !out.status.success() {
-            return Err(format!(
-                "`npm ci` in tests/interop failed ({}):\n{}\n{}",
-                out.status,
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        match package_version(&installed) {
-            Some(v) if v == pinned_version() => Ok(()),
-            other => Err(format!(
-                "`npm ci` succeeded but node_modules/oidc-provider is {other:?}, expected {}",
-                pinned_version()
-            )),
-        }
-    });
-    if let Err(why) = ready {
-        panic!("{why}");
-    }
+    support::node::dir("interop")
 }
 
 /// The provider, running; killed when dropped.
@@ -129,7 +43,7 @@ impl Provider {
     /// Starts `tests/interop/server.mjs` with the client's public key
     /// registered, and waits for it to say where it listens.
     fn start(public_key_pem: &Path) -> Provider {
-        ensure_node_modules();
+        support::node::ensure_packages(&interop_dir(), "oidc-provider");
         let mut child = Command::new("node")
             .arg(interop_dir().join("server.mjs"))
             .current_dir(manifest_dir())
@@ -139,7 +53,12 @@ impl Provider {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .unwrap_or_else(|err| panic!("cannot start node: {err}\n{}", install_hint()));
+            .unwrap_or_else(|err| {
+                panic!(
+                    "cannot start node: {err}\n{}",
+                    support::node::install_hint(&interop_dir())
+                )
+            });
 
         let stdout = child.stdout.take().expect("piped stdout");
         let (tx, lines) = mpsc::channel();
@@ -259,8 +178,9 @@ fn lanyard_token(provider: &Provider, private_key_pem: &str) -> Output {
 #[test]
 fn token_command_gets_a_token_from_oidc_provider() {
     let started = Instant::now();
-    let provider = Provider::start(&fixture("rsa2048.pub.pem"));
-    let key = std::fs::read_to_string(fixture("rsa2048.pkcs8.pem")).expect("read the fixture key");
+    let provider = Provider::start(&support::fixture_path("rsa2048.pub.pem"));
+    let key = std::fs::read_to_string(support::fixture_path("rsa2048.pkcs8.pem"))
+        .expect("read the fixture key");
 
     let out = lanyard_token(&provider, &key);
     let stdout = String::from_utf8(out.stdout).expect("stdout is UTF-8");
@@ -299,7 +219,7 @@ fn token_command_gets_a_token_from_oidc_provider() {
 #[test]
 fn oidc_provider_refusal_is_reported_with_exit_1() {
     // The provider knows the fixture key; lanyard signs with another one.
-    let provider = Provider::start(&fixture("rsa2048.pub.pem"));
+    let provider = Provider::start(&support::fixture_path("rsa2048.pub.pem"));
     let other = lanyard::mock::generate_rsa_key().expect("generate an RSA key");
 
     let out = lanyard_token(&provider, other.private_pem.expose());

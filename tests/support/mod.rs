@@ -11,6 +11,7 @@ use lanyard::config::{Config, Flags, Requirement};
 use lanyard::mock::{MockAccount, MockService};
 
 pub mod logs;
+pub mod node;
 pub mod raw;
 pub mod sidecar;
 pub mod tls;

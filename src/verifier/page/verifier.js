@@ -58,14 +58,24 @@
     $('restart').focus();
   }
 
-  // The server's sentence when it sent one, else what the status means.
-  async function failure(response) {
+  // The answer's JSON object, or null when something other than lanyard
+  // answered (a proxy's own page, say): a throw here would end the poll
+  // silently and leave the page waiting for good.
+  async function jsonOf(response) {
     try {
       const body = await response.json();
-      if (body && typeof body.message === 'string') return body.message;
+      return body && typeof body === 'object' ? body : null;
     } catch (_) {
-      // Not JSON: fall through to the generic sentence.
+      return null;
     }
+  }
+
+  const UNREADABLE = 'This site gave an answer this page cannot read. Please start again.';
+
+  // The server's sentence when it sent one, else what the status means.
+  async function failure(response) {
+    const body = await jsonOf(response);
+    if (body && typeof body.message === 'string') return body.message;
     return 'Something went wrong (HTTP ' + response.status + '). Please start again.';
   }
 
@@ -91,6 +101,10 @@
     $('same-device').hidden = mobile;
     setQrVisible(!mobile);
     $('present').hidden = false;
+    // The start button that had focus is hidden now; without this, focus
+    // falls back to the document and a keyboard or screen reader user
+    // loses their place.
+    $('present').focus();
     say(mobile ? 'Open your wallet to continue. Waiting for your wallet…'
       : 'Scan the QR code with your wallet. Waiting for your wallet…');
   }
@@ -145,7 +159,11 @@
         finish(await failure(response), true);
         return;
       }
-      const body = await response.json();
+      const body = await jsonOf(response);
+      if (!body) {
+        finish(UNREADABLE, true);
+        return;
+      }
       switch (body.status) {
         case 'verified':
           finish('Verified. Your wallet presented the claims below.', false);
@@ -192,7 +210,11 @@
       finish(await failure(response), true);
       return;
     }
-    const session = await response.json();
+    const session = await jsonOf(response);
+    if (!session) {
+      finish(UNREADABLE, true);
+      return;
+    }
     $('start').hidden = true;
     present(session);
     poll(mine, session.transaction_id, Date.now() + session.expires_in * 1000);

@@ -1,0 +1,122 @@
+// What the browser tests share: where the verifier is (tests/browser.rs
+// starts the demo and says so in the environment), headless Chromium, the
+// two screens the page is tested on, and the steps every flow takes.
+//
+// The verifier lets one client start 10 sessions in a burst
+// (src/verifier/limits.rs), and every test here comes from 127.0.0.1:
+// together the tests start 9; one more than 10 fails with HTTP 429.
+
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import jsQR from 'jsqr';
+import { PNG } from 'pngjs';
+import { chromium, devices } from 'playwright-core';
+
+const repo = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+function required(name) {
+  const value = process.env[name];
+  if (!value) {
+    throw new Error(`${name} is not set: run these tests with \`cargo test --test browser\`, which starts the verifier and sets it`);
+  }
+  return value;
+}
+
+/** The verifier page, e.g. `http://127.0.0.1:41234/`. */
+export const VERIFIER_URL = required('BROWSER_TEST_VERIFIER_URL');
+export const VERIFIER_ORIGIN = new URL(VERIFIER_URL).origin;
+/** The Content-Security-Policy lanyard declares for the page. */
+export const CONTENT_SECURITY_POLICY = required('BROWSER_TEST_CSP');
+const CHROMIUM = process.env.BROWSER_TEST_CHROMIUM || '/usr/bin/chromium';
+const SCREENSHOTS = process.env.BROWSER_TEST_SCREENSHOTS || join(repo, 'target', 'browser-screenshots');
+
+/** A laptop's window. */
+export const DESKTOP = { viewport: { width: 1280, height: 800 } };
+/** A phone: its size, pixel ratio, touch and mobile user agent. */
+export const PHONE = devices['Pixel 7'];
+
+/** Long enough for the page's polling (every 1 to 5 s) to see an outcome. */
+const STEP_TIMEOUT_MS = 15_000;
+
+/** Debian's Chromium, headless, with no network of its own. */
+export function launch() {
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+  });
+}
+
+/** A fresh browser context (its own cookies) with `options`. */
+export async function newContext(browser, options) {
+  const context = await browser.newContext(options);
+  context.setDefaultTimeout(STEP_TIMEOUT_MS);
+  return context;
+}
+
+/**
+ * The verifier page, loaded in a new tab of `context`; `prepare` gets the
+ * tab before it loads anything (to listen to its requests, say).
+ */
+export async function openVerifier(context, prepare = () => {}) {
+  const page = await context.newPage();
+  prepare(page);
+  const response = await page.goto(VERIFIER_URL);
+  assert.equal(response.status(), 200, `GET ${VERIFIER_URL}`);
+  return page;
+}
+
+const isStart = (response) =>
+  response.url() === new URL('/api/start', VERIFIER_URL).href && response.request().method() === 'POST';
+
+/**
+ * Starts a session with `activate` (a click on #start unless given) and
+ * returns what /api/start answered, once the page shows it.
+ */
+export async function startSession(page, activate = () => page.click('#start')) {
+  const [response] = await Promise.all([page.waitForResponse(isStart), activate()]);
+  assert.equal(response.status(), 200, `/api/start answered ${response.status()}: ${await response.text()}`);
+  const session = await response.json();
+  await page.locator('#present').waitFor({ state: 'visible' });
+  return session;
+}
+
+/** The wallet tab that clicking `link` opens. */
+export async function openWallet(context, page, link) {
+  const [wallet] = await Promise.all([context.waitForEvent('page'), page.click(link)]);
+  await wallet.waitForLoadState();
+  return wallet;
+}
+
+/** The text of each dt, with its dd's, in #claims. */
+export function claimsShown(page) {
+  return page.locator('#claims').evaluate((list) => {
+    const claims = {};
+    for (const dt of list.querySelectorAll('dt')) {
+      claims[dt.textContent] = dt.nextElementSibling.textContent;
+    }
+    return claims;
+  });
+}
+
+/** What the QR code in #qr encodes, read from a screenshot of it. */
+export async function decodeQr(page) {
+  const png = PNG.sync.read(await page.locator('#qr').screenshot());
+  const pixels = new Uint8ClampedArray(png.data.buffer, png.data.byteOffset, png.data.length);
+  const code = jsQR(pixels, png.width, png.height);
+  assert.ok(code, `no QR code found in a ${png.width}x${png.height} screenshot of #qr`);
+  return code.data;
+}
+
+/** Saves the page as `name`.png for people to look at. */
+export async function screenshot(page, name) {
+  mkdirSync(SCREENSHOTS, { recursive: true });
+  await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
+}
+
+/** Whether the page scrolls sideways: it should not, on any screen. */
+export function scrollsSideways(page) {
+  return page.evaluate(() => document.scrollingElement.scrollWidth > window.innerWidth);
+}

@@ -1,0 +1,132 @@
+//! Node.js for the tests that drive it (tests/interop, tests/browser): node
+//! 20 or later, and a folder's npm packages as its package-lock.json pins
+//! them, installed with `npm ci` the first time a test needs them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, PoisonError};
+
+/// The oldest node the folders' packages run on.
+const MIN_NODE_MAJOR: u32 = 20;
+
+/// A folder under `tests/` with a package.json and its package-lock.json.
+pub fn dir(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(name)
+}
+
+/// What to do when node or npm is missing or too old.
+pub fn install_hint(dir: &Path) -> String {
+    format!(
+        "this test needs Node.js {MIN_NODE_MAJOR}+ and npm on PATH: install Node.js \
+         {MIN_NODE_MAJOR} or later (with npm), or run scripts/test, which does; then run \
+         `npm ci` in {} or let this test do it",
+        relative(dir)
+    )
+}
+
+/// Makes sure node works and `dir`'s packages are installed, judged by
+/// `package` being at the version package.json pins, running `npm ci` in
+/// `dir` at most once per test binary. Fails the test, saying what to do,
+/// when it cannot.
+pub fn ensure_packages(dir: &Path, package: &str) {
+    static READY: Mutex<BTreeMap<PathBuf, Result<(), String>>> = Mutex::new(BTreeMap::new());
+    // Held while installing, so a second test waits for the first's
+    // `npm ci` instead of racing it.
+    let mut ready = READY.lock().unwrap_or_else(PoisonError::into_inner);
+    let outcome = ready
+        .entry(dir.to_path_buf())
+        .or_insert_with(|| install(dir, package));
+    if let Err(why) = outcome {
+        panic!("{why}");
+    }
+}
+
+fn install(dir: &Path, package: &str) -> Result<(), String> {
+    let node = tool_version("node", dir)?;
+    let major = node
+        .trim_start_matches('v')
+        .split('.')
+        .next()
+        .and_then(|m| m.parse::<u32>().ok());
+    if major.is_none_or(|m| m < MIN_NODE_MAJOR) {
+        return Err(format!("node is {node}; {}", install_hint(dir)));
+    }
+    let pinned = pinned_version(dir, package)?;
+    let installed = dir.join("node_modules").join(package).join("package.json");
+    if package_version(&installed).as_deref() == Some(pinned.as_str()) {
+        return Ok(());
+    }
+    tool_version("npm", dir)?;
+    let out = Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund"])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|err| format!("cannot run npm: {err}\n{}", install_hint(dir)))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`npm ci` in {} failed ({}):\n{}\n{}",
+            relative(dir),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    match package_version(&installed) {
+        Some(v) if v == pinned => Ok(()),
+        other => Err(format!(
+            "`npm ci` in {} succeeded but node_modules/{package} is {other:?}, expected {pinned}",
+            relative(dir)
+        )),
+    }
+}
+
+/// Runs `program --version`, failing clearly when it is not installed.
+fn tool_version(program: &str, dir: &Path) -> Result<String, String> {
+    match Command::new(program).arg("--version").output() {
+        Ok(out) if out.status.success() => {
+            Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+        }
+        Ok(out) => Err(format!(
+            "`{program} --version` failed ({}): {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim(),
+            install_hint(dir)
+        )),
+        Err(err) => Err(format!(
+            "cannot run `{program}`: {err}\n{}",
+            install_hint(dir)
+        )),
+    }
+}
+
+/// The `version` field of a package.json.
+fn package_version(path: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
+    json.get("version")?.as_str().map(str::to_string)
+}
+
+/// The version of `package` that `dir`'s package.json pins.
+fn pinned_version(dir: &Path, package: &str) -> Result<String, String> {
+    let path = dir.join("package.json");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|err| format!("cannot read {}: {err}", path.display()))?;
+    let json: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|err| format!("{} is not JSON: {err}", path.display()))?;
+    json["dependencies"][package]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| format!("{} does not pin {package}", path.display()))
+}
+
+/// `dir` as the repository names it, for messages.
+fn relative(dir: &Path) -> String {
+    dir.strip_prefix(env!("CARGO_MANIFEST_DIR"))
+        .unwrap_or(dir)
+        .display()
+        .to_string()
+}
