@@ -95,8 +95,23 @@
     svg.setAttribute('role', 'img');
     svg.setAttribute('aria-label', 'QR code to scan with your wallet');
     $('qr').replaceChildren(svg);
-    $('wallet-button').href = session.wallet_url;
-    $('same-device-link').href = session.wallet_url;
+    // A wallet that is a web page (the demo's, or an https universal link)
+    // opens in a new tab, leaving this page polling, so one browser can do
+    // the whole flow. A wallet's own scheme (openid4vp:, haip:) hands over
+    // to its app and leaves this page where it is; a new tab would be left
+    // empty.
+    const web = /^https?:/i.test(session.wallet_url);
+    for (const id of ['wallet-button', 'same-device-link']) {
+      const link = $(id);
+      link.href = session.wallet_url;
+      if (web) {
+        link.target = '_blank';
+        link.rel = 'noopener';
+      } else {
+        link.removeAttribute('target');
+        link.removeAttribute('rel');
+      }
+    }
     $('on-this-device').hidden = !mobile;
     $('same-device').hidden = mobile;
     setQrVisible(!mobile);
@@ -226,11 +241,5 @@
     $('toggle-qr').addEventListener('click', function () {
       setQrVisible($('qr-panel').hidden);
     });
-    for (const id of ['wallet-button', 'same-device-link']) {
-      // A wallet opened in a new tab leaves this page polling, so one
-      // browser can do the whole flow (the demo's wallet is a web page).
-      $(id).target = '_blank';
-      $(id).rel = 'noopener';
-    }
   });
 })();
