@@ -14,7 +14,7 @@ use crate::config::Config;
 use crate::sidecar::{
     Listeners, Sidecar, Signals, bind, bind_admin, bind_proxy, failed, stop_on_signals,
 };
-use crate::verifier::VerifierSettings;
+use crate::verifier::{VerifierSettings, bind_verifier};
 
 /// The demo account's identity on the embedded mock.
 pub const DEMO_CLIENT_ID: &str = "demo-client";
@@ -172,11 +172,7 @@ pub async fn run_verifier(config: &Config) -> Result<(), Failure> {
     let listeners = DemoListeners {
         admin: bind_admin(config)?,
         proxy: None,
-        verifier: Some(bind(
-            config.verifier_listen(),
-            "LANYARD_VERIFIER_LISTEN",
-            config.max_connections,
-        )?),
+        verifier: Some(bind_verifier(config)?),
     };
     serve(config, listeners, &mut signals).await
 }

@@ -36,8 +36,9 @@ pub struct Metrics {
     pub build_info: IntGaugeVec,
 }
 
-/// Every outcome of a verification session, in the order a session meets
-/// them: `started`, then one of the others (README "The verifier").
+/// Every outcome of a verification session (README "The verifier"): a
+/// session the service started counts `started`, then one of the others
+/// once; a start the service refused counts `failed` alone.
 pub const VERIFIER_OUTCOMES: [&str; 5] = ["started", "verified", "declined", "expired", "failed"];
 
 impl Metrics {

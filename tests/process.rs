@@ -599,7 +599,7 @@ async fn demo_mock_verifier_serves_the_page_and_a_session() {
     let answer = send(
         Method::POST,
         &format!("{verifier}/api/start"),
-        &[],
+        &[("content-type", "application/json")],
         Bytes::new(),
     )
     .await;

@@ -148,6 +148,8 @@ async fn a_session_past_its_lifetime_expires_and_is_forgotten() {
 enum Script {
     Answer(u16, &'static str),
     Hang,
+    /// Starts a session (`tx-1`), then answers every poll so.
+    Poll(u16, &'static str),
 }
 
 async fn scripted(script: Script) -> (String, tokio::task::JoinHandle<()>) {
@@ -159,8 +161,15 @@ async fn scripted(script: Script) -> (String, tokio::task::JoinHandle<()>) {
             let (stream, _) = listener.accept().await.unwrap();
             let script = script.clone();
             tokio::spawn(async move {
-                let service = service_fn(move |_req| {
-                    let script = script.lock().unwrap().clone();
+                let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                    let script = match script.lock().unwrap().clone() {
+                        Script::Poll(..) if req.method() == Method::POST => Script::Answer(
+                            201,
+                            r#"{"transaction_id":"tx-1","request_uri":"openid4vp://?request_uri=x"}"#,
+                        ),
+                        Script::Poll(status, body) => Script::Answer(status, body),
+                        other => other,
+                    };
                     async move {
                         match script {
                             Script::Answer(status, body) => {
@@ -169,7 +178,7 @@ async fn scripted(script: Script) -> (String, tokio::task::JoinHandle<()>) {
                                 *response.status_mut() = StatusCode::from_u16(status).unwrap();
                                 Ok::<_, Infallible>(response)
                             }
-                            Script::Hang => std::future::pending().await,
+                            Script::Hang | Script::Poll(..) => std::future::pending().await,
                         }
                     }
                 });
@@ -294,6 +303,33 @@ async fn a_failing_slow_or_strange_service_is_a_clear_error() {
 }
 
 #[tokio::test]
+async fn what_a_poll_meets_decides_how_the_session_ends() {
+    for (status, body, page, then) in [
+        // The service no longer knows the session: it ended there.
+        (404, "gone", 200, "expired"),
+        // The account is refused: polling again cannot help.
+        (403, "no", 502, "failed"),
+        // Perhaps passing: the session stays pending.
+        (503, "down", 502, "pending"),
+        // An answer lanyard cannot read: it stays pending as well.
+        (200, "{}", 502, "pending"),
+    ] {
+        let (service, _task) = scripted(Script::Poll(status, body)).await;
+        let running = verifier::start(support::mock().await, Some(&service), &[]).await;
+        let mut browser = Browser::default();
+        let started = browser.start(&running).await;
+        assert_eq!(started.status, 200, "{:?}", started.body);
+        let first = browser.status(&running, "tx-1").await;
+        assert_eq!(first.status.as_u16(), page, "{status}: {:?}", first.body);
+        let after = browser.status(&running, "tx-1").await;
+        assert_eq!(after.json()["status"], then, "after a {status}");
+        if then != "pending" {
+            assert_eq!(metric(&running, then).await, 1, "after a {status}");
+        }
+    }
+}
+
+#[tokio::test]
 async fn with_no_token_the_page_is_told_so() {
     let (answer, _logs, _running) = refused_start(None, &[], |mock| {
         mock.set_token_outage(true);
@@ -385,15 +421,43 @@ async fn bad_requests_get_clear_errors() {
         (
             Method::POST,
             format!("{url}/api/start"),
-            vec![],
+            vec![("content-type", "application/json")],
             Bytes::from(vec![b'x'; 4096]),
             413,
             "payload_too_large",
         ),
+        // A form post, as another site's page can send without asking.
         (
             Method::POST,
             format!("{url}/api/start"),
-            vec![("sec-fetch-site", "cross-site")],
+            vec![("content-type", "application/x-www-form-urlencoded")],
+            Bytes::new(),
+            415,
+            "unsupported_media_type",
+        ),
+        (
+            Method::POST,
+            format!("{url}/api/start"),
+            vec![],
+            Bytes::new(),
+            415,
+            "unsupported_media_type",
+        ),
+        (
+            Method::POST,
+            format!("{url}/api/start"),
+            vec![
+                ("content-type", "application/json"),
+                ("sec-fetch-site", "cross-site"),
+            ],
+            Bytes::new(),
+            403,
+            "cross_site_request",
+        ),
+        (
+            Method::GET,
+            format!("{url}/api/status?transactionId=x"),
+            vec![("sec-fetch-site", "same-site")],
             Bytes::new(),
             403,
             "cross_site_request",
@@ -415,6 +479,49 @@ async fn bad_requests_get_clear_errors() {
     }
     let allow = send(Method::GET, &format!("{url}/api/start"), &[], Bytes::new()).await;
     assert_eq!(allow.headers["allow"], "POST");
+
+    // The page's own requests, and a typed-in address, are let through.
+    for site in ["same-origin", "none"] {
+        let answer = send(
+            Method::GET,
+            &format!("{url}/api/status?transactionId=x"),
+            &[("sec-fetch-site", site)],
+            Bytes::new(),
+        )
+        .await;
+        assert_eq!(answer.status, 404, "{site}");
+    }
+
+    // A body over the limit with no length declared: read up to the limit.
+    let addr = url.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = "POST /api/start HTTP/1.1\r\nhost: verifier\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+    let chunk = format!("800\r\n{}\r\n0\r\n\r\n", "x".repeat(0x800));
+    tokio::io::AsyncWriteExt::write_all(&mut stream, format!("{head}{chunk}").as_bytes())
+        .await
+        .unwrap();
+    let mut answer = vec![0u8; 12];
+    tokio::io::AsyncReadExt::read_exact(&mut stream, &mut answer)
+        .await
+        .unwrap();
+    assert_eq!(&answer, b"HTTP/1.1 413");
+
+    // A cookie lanyard did not issue names no browser, though its id is
+    // the right shape.
+    let cookie = browser.cookie.clone().unwrap();
+    let forged = cookie.split_once('.').unwrap().0.to_string();
+    let tx = browser.start(&running).await.json()["transaction_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let answer = send(
+        Method::GET,
+        &format!("{url}/api/status?transactionId={tx}"),
+        &[("cookie", &forged)],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(answer.status, 404, "a forged cookie");
 
     // A head too large for the server's limit.
     let huge = "x".repeat(70 * 1024);
@@ -541,6 +648,13 @@ async fn no_claim_reaches_the_logs_even_at_trace_level() {
     assert_eq!(presented.status, 200);
     let verified = browser.until_ended(&running, &tx).await;
     assert_eq!(verified.json()["claims"]["given_name"], "Qwzxklaim");
+
+    let scrape = get(&format!("{}/metrics", running.admin)).await;
+    let scrape = String::from_utf8(scrape.body.to_vec()).unwrap();
+    assert!(scrape.contains("lanyard_verifier_sessions_total"));
+    for claim in ["Qwzxklaim", "DN-77441"] {
+        assert!(!scrape.contains(claim), "a claim reached the metrics");
+    }
 
     let text = String::from_utf8(logs.bytes()).unwrap();
     assert!(text.lines().count() > 20, "trace logging was on: {text}");

@@ -177,10 +177,7 @@ pub async fn check(config: &Config) -> Result<CheckReport, Failure> {
         (Some(project), Some(rule)) => {
             let unsafe_segment = [("ORG_ID", &org), ("PROJECT_ID", project), ("RULE_ID", rule)]
                 .into_iter()
-                .find(|(_, v)| {
-                    !v.bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
-                });
+                .find(|(_, v)| !crate::config::is_path_segment(v));
             if let Some((name, _)) = unsafe_segment {
                 report.push(
                     CheckStatus::Fail,

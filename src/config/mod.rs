@@ -132,9 +132,10 @@ impl Requirement {
     }
 }
 
-/// A path segment of the rule path (seed §4.3), as lanyard sends it: no
-/// character that would need escaping, so the segment is the value.
-fn is_path_segment(value: &str) -> bool {
+/// A path segment of the rule path (docs/service.md §4.3), as lanyard
+/// sends it: no character that would need escaping, so the segment is the
+/// value.
+pub fn is_path_segment(value: &str) -> bool {
     !value.is_empty()
         && value
             .bytes()

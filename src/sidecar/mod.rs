@@ -34,7 +34,7 @@ use crate::reload;
 use crate::server::{self, Drained};
 use crate::token::TokenHandle;
 use crate::token::refresher::{self, RefreshPolicy};
-use crate::verifier::{Verifier, VerifierSettings};
+use crate::verifier::{MAX_SERVICE_CALLS, Verifier, VerifierSettings};
 
 use threads::{ServeOptions, into_std, local_addr, start_proxy_workers, start_thread};
 
@@ -84,9 +84,9 @@ const SPARE_FILE_DESCRIPTORS: usize = 128;
 fn budget_file_descriptors(
     max_connections: usize,
     client_listeners: usize,
-    max_upstream: usize,
+    outbound: usize,
 ) -> usize {
-    let others = max_upstream + ADMIN_MAX_CONNECTIONS + SPARE_FILE_DESCRIPTORS;
+    let others = outbound + ADMIN_MAX_CONNECTIONS + SPARE_FILE_DESCRIPTORS;
     let wanted = max_connections
         .saturating_mul(client_listeners)
         .saturating_add(others);
@@ -157,11 +157,11 @@ impl Sidecar {
         // Each client-facing listener may hold LANYARD_MAX_CONNECTIONS.
         let client_listeners =
             usize::from(proxy_addr.is_some()) + usize::from(verifier_addr.is_some());
-        let max_connections = budget_file_descriptors(
-            config.max_connections,
-            client_listeners.max(1),
-            config.max_upstream_connections,
-        );
+        // The proxy's upstream connections, and the verifier's calls.
+        let outbound = usize::from(proxy_addr.is_some()) * config.max_upstream_connections
+            + usize::from(verifier_addr.is_some()) * MAX_SERVICE_CALLS;
+        let max_connections =
+            budget_file_descriptors(config.max_connections, client_listeners.max(1), outbound);
 
         let (tokens, refresher) = refresher::spawn(
             access.exchanger.clone(),
@@ -185,6 +185,23 @@ impl Sidecar {
                 )
             })
             .unzip();
+        // Built before any thread starts, so that a failure here leaves
+        // nothing to tear down.
+        let verifier = match listeners.verifier {
+            Some((listener, settings)) => {
+                let verifier = Verifier::new(
+                    &settings,
+                    base,
+                    access.connector.clone(),
+                    tokens.clone(),
+                    metrics.clone(),
+                    config.upstream_timeout,
+                    config.body_timeout,
+                )?;
+                Some((listener, verifier))
+            }
+            None => None,
+        };
         let draining = Arc::new(AtomicBool::new(false));
         let admin = Admin::new(tokens.clone(), registry, draining.clone());
 
@@ -257,16 +274,7 @@ impl Sidecar {
                 },
             )?);
         }
-        if let (Some((listener, settings)), Some(addr)) = (listeners.verifier, verifier_addr) {
-            let verifier = Verifier::new(
-                &settings,
-                base,
-                access.connector,
-                tokens.clone(),
-                metrics.clone(),
-                config.upstream_timeout,
-                config.body_timeout,
-            )?;
+        if let (Some((listener, verifier)), Some(addr)) = (verifier, verifier_addr) {
             let options = ServeOptions {
                 grace,
                 limits: client_limits,

@@ -31,9 +31,26 @@ use serde_json::{Map, Value};
 
 use crate::config::WalletBaseUrl;
 
-/// The claims of a presented credential: personal data. Held only until
-/// the session ends, and never logged (README "The verifier").
-pub type Claims = Map<String, Value>;
+/// The claims of a presented credential, as compact JSON: personal data.
+/// Held until the session's lifetime ends, and never logged: its `Debug`
+/// shows only its size (README "The verifier"). Kept as text, not as a
+/// parsed tree, so what it holds in memory is what [`MAX_CLAIMS_BYTES`]
+/// bounds.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Claims(String);
+
+impl Claims {
+    /// The JSON object, as the page receives it.
+    pub fn json(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Claims {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Claims([{} bytes, redacted])", self.0.len())
+    }
+}
 
 /// Longest transaction id taken from the service (assumption 5).
 const MAX_TRANSACTION_ID: usize = 128;
@@ -63,7 +80,7 @@ pub struct Started {
 }
 
 /// Where a session stands.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Progress {
     Pending,
     Verified(Claims),
@@ -115,9 +132,9 @@ pub fn parse_progress(body: &[u8]) -> Result<Progress, Malformed> {
         .ok_or(Malformed("has no string `status`"))?;
     match progress_of(status) {
         Progress::Verified(_) => match object.remove("claims") {
-            Some(Value::Object(claims)) => {
-                let size = serde_json::to_vec(&claims).map_or(usize::MAX, |v| v.len());
-                if size > MAX_CLAIMS_BYTES {
+            Some(claims @ Value::Object(_)) => {
+                let claims = Claims(claims.to_string());
+                if claims.0.len() > MAX_CLAIMS_BYTES {
                     return Err(Malformed("has claims over 16 KiB"));
                 }
                 Ok(Progress::Verified(claims))
@@ -132,7 +149,7 @@ pub fn parse_progress(body: &[u8]) -> Result<Progress, Malformed> {
 /// claims of a verified session are read by [`parse_progress`].
 pub fn progress_of(status: &str) -> Progress {
     match status.to_ascii_lowercase().as_str() {
-        "verified" => Progress::Verified(Claims::new()),
+        "verified" => Progress::Verified(Claims(String::from("{}"))),
         "declined" | "rejected" | "denied" | "cancelled" | "canceled" => Progress::Declined,
         "expired" => Progress::Expired,
         "failed" | "error" => Progress::Failed,
@@ -265,7 +282,11 @@ mod tests {
         let Progress::Verified(claims) = parse_progress(verified).unwrap() else {
             panic!("not verified");
         };
-        assert_eq!(claims["given_name"], "Erika");
+        assert_eq!(claims.json(), r#"{"given_name":"Erika"}"#);
+        assert!(
+            !format!("{claims:?}").contains("Erika"),
+            "Debug shows no claim"
+        );
         assert_eq!(
             parse_progress(br#"{"status":"verified"}"#).unwrap_err(),
             Malformed("is `verified` with no `claims` object")

@@ -1,7 +1,8 @@
 //! The verifier's own error answers: the shape of README "Errors made by
 //! lanyard itself", with sentences written for the person at the page,
 //! who reads them there. The operator's detail goes to the log instead
-//! (`api`), so an answer never tells a visitor about the deployment.
+//! (`api::log_call_failure`), so an answer never tells a visitor about the
+//! deployment.
 
 use std::time::Duration;
 
@@ -25,6 +26,8 @@ pub enum VerifierError {
         allow: &'static str,
     },
     BodyTooLarge,
+    /// `/api/start` without `Content-Type: application/json`.
+    NotJson,
     /// A request made by another site's page.
     CrossSite,
     /// This client, or everyone together, started too many sessions.
@@ -52,6 +55,7 @@ impl VerifierError {
             VerifierError::UnknownSession | VerifierError::NoSuchPath => "not_found",
             VerifierError::MethodNotAllowed { .. } => "method_not_allowed",
             VerifierError::BodyTooLarge => "payload_too_large",
+            VerifierError::NotJson => "unsupported_media_type",
             VerifierError::CrossSite => "cross_site_request",
             VerifierError::RateLimited { .. } => "rate_limited",
             VerifierError::Busy => "too_many_sessions",
@@ -70,6 +74,7 @@ impl VerifierError {
             VerifierError::UnknownSession | VerifierError::NoSuchPath => StatusCode::NOT_FOUND,
             VerifierError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             VerifierError::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            VerifierError::NotJson => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             VerifierError::CrossSite => StatusCode::FORBIDDEN,
             VerifierError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             VerifierError::Busy | VerifierError::TokenUnavailable => {
@@ -94,6 +99,9 @@ impl VerifierError {
             }
             VerifierError::MethodNotAllowed { .. } => "That method is not allowed on this path.",
             VerifierError::BodyTooLarge => "The request body is too large; /api/start takes none.",
+            VerifierError::NotJson => {
+                "POST /api/start with Content-Type: application/json (the body may be {} or empty)."
+            }
             VerifierError::CrossSite => "Requests from other sites' pages are not accepted.",
             VerifierError::RateLimited { .. } => {
                 "Too many verifications were started from here just now. Please wait a moment and start again."

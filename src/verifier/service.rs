@@ -67,6 +67,11 @@ impl ServiceApi {
         })
     }
 
+    /// How long one call may take.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// The rule path, for log lines.
     pub fn rule(&self) -> &Uri {
         &self.rule
@@ -99,12 +104,17 @@ impl ServiceApi {
             .map_err(|_| CallError::TokenUnavailable)?;
         let (status, body) = self.send(&method, uri, &token).await?;
         let (status, body) = if status == StatusCode::UNAUTHORIZED {
-            self.metrics.upstream_unauthorized_retries.inc();
             let renewed =
                 tokio::time::timeout(self.timeout, self.tokens.renew_after_rejection(&token)).await;
             match renewed {
-                Ok(Ok(fresh)) => self.send(&method, uri, &fresh).await?,
-                _ => return Err(CallError::Refused(status)),
+                Ok(Ok(fresh)) => {
+                    self.metrics.upstream_unauthorized_retries.inc();
+                    self.send(&method, uri, &fresh).await?
+                }
+                // No new token to be had (the endpoint down, renewals
+                // throttled): not the account's refusal, and perhaps
+                // passing.
+                _ => return Err(CallError::TokenUnavailable),
             }
         } else {
             (status, body)

@@ -78,7 +78,11 @@ pub struct Browser {
 impl Browser {
     pub async fn start(&mut self, verifier: &Running) -> Answer {
         let answer = self
-            .request(Method::POST, &format!("{}/api/start", verifier.url), &[])
+            .request(
+                Method::POST,
+                &format!("{}/api/start", verifier.url),
+                &[("content-type", "application/json")],
+            )
             .await;
         if let Some(set) = answer.headers.get("set-cookie") {
             let pair = set.to_str().unwrap().split(';').next().unwrap();

@@ -12,6 +12,7 @@
   // over a session's minutes.
   const FIRST_POLL_MS = 1000;
   const MAX_POLL_MS = 5000;
+  const EXPIRY_SLACK_MS = 2000;
 
   // Seed §4.2 step 4: a phone gets the wallet button, with the QR code one
   // toggle away for a wallet on another device.
@@ -163,7 +164,13 @@
       }
       if (mine !== run) return;
       if (response.status === 404) {
-        finish('This session is no longer known here. Please start again.', true);
+        // A session is forgotten soon after its lifetime ends; a 404 at
+        // about that time (clocks differ a little) is that, not an error.
+        if (Date.now() >= expiresAt - EXPIRY_SLACK_MS) {
+          finish('The session expired before a credential was presented.', false);
+        } else {
+          finish('This session is no longer known here. Please start again.', true);
+        }
         return;
       }
       if (response.status >= 500 || response.status === 429) {
