@@ -560,29 +560,24 @@ async fn a_flood_of_starts_from_one_client_is_bounded() {
     let running = verifier::start(support::mock().await, None, &[]).await;
     let mut statuses = Vec::new();
     let mut retry_after = None;
+    let began = std::time::Instant::now();
     // Without a cookie, as a script would: each start would be a new browser.
     for _ in 0..15 {
         let answer = Browser::default().start(&running).await;
         if answer.status == 429 {
             assert_eq!(error_code(&answer), "rate_limited");
-            retry_after = Some(
-                answer.headers["retry-after"]
-                    .to_str()
-                    .unwrap()
-                    .parse::<u64>()
-                    .unwrap(),
-            );
+            let seconds = answer.headers["retry-after"].to_str().unwrap();
+            retry_after = Some(seconds.parse::<u64>().unwrap());
         }
         statuses.push(answer.status.as_u16());
     }
-    assert_eq!(
-        statuses.iter().filter(|s| **s == 200).count(),
-        10,
-        "{statuses:?}"
-    );
-    assert_eq!(
-        statuses.iter().filter(|s| **s == 429).count(),
-        5,
+    // The burst is 10, then one every 6 s: a slow machine taking longer
+    // than that over the loop earns its client one more.
+    let earned = 10 + began.elapsed().as_secs() / 6;
+    let started = statuses.iter().filter(|s| **s == 200).count() as u64;
+    assert!((10..=earned).contains(&started), "{statuses:?}");
+    assert!(
+        statuses.iter().all(|s| *s == 200 || *s == 429),
         "{statuses:?}"
     );
     assert!(
@@ -591,8 +586,8 @@ async fn a_flood_of_starts_from_one_client_is_bounded() {
     );
     assert_eq!(
         metric(&running, "started").await,
-        10,
-        "only ten reached the service"
+        started,
+        "only those reached the service"
     );
 }
 
