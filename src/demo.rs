@@ -12,9 +12,10 @@ use crate::Failure;
 use crate::access::ServiceAccess;
 use crate::config::Config;
 use crate::sidecar::{
-    Listeners, Sidecar, Signals, bind, bind_admin, bind_proxy, failed, stop_on_signals,
+    Listeners, Sidecar, Signals, bind, bind_admin, bind_proxy, bind_verifier, failed,
+    stop_on_signals,
 };
-use crate::verifier::{VerifierSettings, bind_verifier};
+use crate::verifier::VerifierSettings;
 
 /// The demo account's identity on the embedded mock.
 pub const DEMO_CLIENT_ID: &str = "demo-client";

@@ -73,7 +73,7 @@ fn main() -> ExitCode {
             Command::Verifier if config.demo => {
                 lanyard::demo::run_verifier(&config).await.map(|()| true)
             }
-            Command::Verifier => lanyard::verifier::run(&config).await.map(|()| true),
+            Command::Verifier => lanyard::sidecar::run_verifier(&config).await.map(|()| true),
         }
     });
     match outcome {

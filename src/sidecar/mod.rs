@@ -3,14 +3,15 @@
 //! sequence (README "Shutdown").
 //!
 //! - `threads`: each listener's threads, each with its own runtime.
-//! - `signals`: SIGTERM, SIGINT and SIGHUP, and `lanyard run`.
+//! - `signals`: SIGTERM, SIGINT and SIGHUP, `lanyard run` and `lanyard
+//!   verifier`.
 
 mod signals;
 mod threads;
 
-pub use signals::{Signal, Signals, run, stop_on_signals};
+pub use signals::{Signal, Signals, run, run_verifier, stop_on_signals};
 pub(crate) use threads::failed;
-pub use threads::{bind, bind_admin, bind_proxy};
+pub use threads::{bind, bind_admin, bind_proxy, bind_verifier};
 
 use std::net::SocketAddr;
 use std::sync::Arc;

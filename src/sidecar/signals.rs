@@ -1,4 +1,5 @@
-//! Signals, and `lanyard run` until one asks it to stop.
+//! Signals, and `lanyard run` and `lanyard verifier` until one asks them
+//! to stop.
 
 use crate::Failure;
 use crate::config::Config;
@@ -109,6 +110,22 @@ pub async fn run(config: &Config) -> Result<(), Failure> {
         admin: bind_admin(config)?,
         proxy: Some(bind_proxy(config)?),
         verifier: None,
+    };
+    let sidecar = Sidecar::start(config, access, listeners)?;
+    stop_on_signals(sidecar, &mut signals).await
+}
+
+/// `lanyard verifier`: the verifier and the admin listener until SIGTERM
+/// or SIGINT; no proxy.
+pub async fn run_verifier(config: &Config) -> Result<(), Failure> {
+    let mut signals = Signals::install()?;
+    let access = crate::access::ServiceAccess::from_config(config)?;
+    let organization = access.exchanger.credentials().organization_id.clone();
+    let settings = VerifierSettings::from_config(config, &organization)?;
+    let listeners = Listeners {
+        admin: bind_admin(config)?,
+        proxy: None,
+        verifier: Some((bind_verifier(config)?, settings)),
     };
     let sidecar = Sidecar::start(config, access, listeners)?;
     stop_on_signals(sidecar, &mut signals).await

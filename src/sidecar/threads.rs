@@ -164,6 +164,16 @@ pub fn bind_proxy(config: &crate::config::Config) -> Result<TcpListener, Failure
     bind(config.listen, "LANYARD_LISTEN", config.max_connections)
 }
 
+/// The verifier's listener: `LANYARD_VERIFIER_LISTEN`, else `PORT`, else
+/// the default, named by the setting that chose it when it cannot be used.
+pub fn bind_verifier(config: &crate::config::Config) -> Result<TcpListener, Failure> {
+    let setting = match (config.verifier_listen_given, config.port) {
+        (None, Some(_)) => "PORT",
+        _ => "LANYARD_VERIFIER_LISTEN",
+    };
+    bind(config.verifier_listen(), setting, config.max_connections)
+}
+
 /// Binds a listener whose accept queue holds `backlog` connections,
 /// naming the setting when the address is unusable.
 ///

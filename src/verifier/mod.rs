@@ -35,7 +35,6 @@ use bytes::Bytes;
 use http::{Method, Request, Response};
 use http_body_util::Full;
 use hyper::body::Incoming;
-use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::Failure;
@@ -242,32 +241,4 @@ fn cross_site(headers: &http::HeaderMap) -> bool {
     headers
         .get("sec-fetch-site")
         .is_some_and(|site| site != "same-origin" && site != "none")
-}
-
-/// `lanyard verifier`: the verifier and the admin listener until SIGTERM
-/// or SIGINT.
-pub async fn run(config: &Config) -> Result<(), Failure> {
-    use crate::sidecar::{Listeners, Sidecar, Signals, bind_admin, stop_on_signals};
-
-    let mut signals = Signals::install()?;
-    let access = crate::access::ServiceAccess::from_config(config)?;
-    let organization = access.exchanger.credentials().organization_id.clone();
-    let settings = VerifierSettings::from_config(config, &organization)?;
-    let listeners = Listeners {
-        admin: bind_admin(config)?,
-        proxy: None,
-        verifier: Some((bind_verifier(config)?, settings)),
-    };
-    let sidecar = Sidecar::start(config, access, listeners)?;
-    stop_on_signals(sidecar, &mut signals).await
-}
-
-/// The verifier's listener: `LANYARD_VERIFIER_LISTEN`, else `PORT`, else
-/// the default, named by the setting that chose it when it cannot be used.
-pub fn bind_verifier(config: &Config) -> Result<TcpListener, Failure> {
-    let setting = match (config.verifier_listen_given, config.port) {
-        (None, Some(_)) => "PORT",
-        _ => "LANYARD_VERIFIER_LISTEN",
-    };
-    crate::sidecar::bind(config.verifier_listen(), setting, config.max_connections)
 }

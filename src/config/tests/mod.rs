@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use super::*;
 
-const KEY: &str = include_str!("../../tests/fixtures/rsa2048.pkcs8.pem");
+mod verifier;
+
+const KEY: &str = include_str!("../../../tests/fixtures/rsa2048.pkcs8.pem");
 
 fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
     pairs
@@ -577,37 +579,5 @@ fn an_unreadable_variable_is_reported_once_not_again_as_unset() {
             "SERVICE_API_URL (environment variable SERVICE_API_URL): is not valid UTF-8",
             "SA_CLIENT_ID (environment variable SA_CLIENT_ID): is not valid UTF-8",
         ]
-    );
-}
-
-#[test]
-fn the_verifier_listens_where_its_setting_then_port_then_the_default_says() {
-    let with_url = |pairs: &[(&str, &str)]| {
-        let mut all = vec![("SERVICE_API_URL", "https://api.example.com")];
-        all.extend_from_slice(pairs);
-        load(&all)
-    };
-    let addr = |pairs: &[(&str, &str)]| {
-        let config = with_url(pairs).unwrap();
-        (config.verifier_listen(), config.demo_verifier_listen())
-    };
-    let parse = |a: &str| a.parse::<SocketAddr>().unwrap();
-    assert_eq!(addr(&[]), (parse("0.0.0.0:8080"), parse("127.0.0.1:8081")));
-    assert_eq!(
-        addr(&[("PORT", "9000")]),
-        (parse("0.0.0.0:9000"), parse("127.0.0.1:8081")),
-        "PORT is a platform's choice for a deployed verifier, not the demo's"
-    );
-    assert_eq!(
-        addr(&[
-            ("PORT", "9000"),
-            ("LANYARD_VERIFIER_LISTEN", "127.0.0.1:7000")
-        ]),
-        (parse("127.0.0.1:7000"), parse("127.0.0.1:7000"))
-    );
-    let err = with_url(&[("PORT", "0")]).unwrap_err();
-    assert!(
-        err.lines().iter().any(|l| l.starts_with("PORT (")),
-        "{err:?}"
     );
 }
