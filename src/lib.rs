@@ -15,8 +15,8 @@
 //! - [`metrics`]: the Prometheus metrics, registered into an owned registry, and the request path's cached series.
 //! - [`access`]: settings into the connector, the token exchanger and the credentials watch: how lanyard reaches the service.
 //! - [`commands`]: what `lanyard token`, `check` and `healthcheck` do.
-//! - [`sidecar`]: the process assembled (token refresher, admin listener, and the proxy, the verifier or both) and its shutdown sequence; `lanyard run`.
-//! - [`verifier`]: `lanyard verifier`: the seed's verification page and its API, its assumptions about the service in one place.
+//! - [`sidecar`]: the process assembled (token refresher, admin listener, and the proxy, the verifier or both) and its shutdown sequence; `lanyard run` and `lanyard verifier`.
+//! - [`verifier`]: the seed's verification page and its API, its assumptions about the service in one place.
 //! - [`demo`]: `lanyard demo`: the mock, with the proxy and the verifier wired to it.
 //! - [`failure`]: how a command failed, and its exit code.
 //! - [`reload`]: the credentials file watched and reloaded.
