@@ -26,6 +26,10 @@
 #                           accept loop, threads and pool with nothing per
 #                           request but a fixed header: the floor under
 #                           lanyard, and how far it sits from nginx
+#   --baseline PATH         also measure another lanyard release binary
+#                           (say, one built from the commit before a
+#                           change) as the target `baseline`, and report
+#                           lanyard / baseline: a before/after in one run
 #   --no-build              use the binaries already in target/release
 #   --keep                  keep the work directory (kept anyway on failure)
 #
@@ -40,6 +44,8 @@
 #             (examples/mock_service.rs, tokens of an hour)
 #   bare      with --floor: examples/bare_proxy.rs, the same static header
 #             as nginx, with as many threads
+#   baseline  with --baseline: that binary's `lanyard run`, set up as
+#             lanyard is (same upstream, its own token from the same mock)
 # For each concurrency and round, the targets are measured one after the
 # other (the order rotates each round), so noise on this machine hits
 # them all alike. wrk's Lua script (bench/run.lua) reports p50/p99 and the
@@ -55,15 +61,21 @@
 #
 # Prints the tables, the ratios lanyard/nginx and lanyard/direct, lanyard's
 # peak RSS (VmHWM), its token requests during the run, and which of the
-# issue's targets this run met.
-# Exit 1 on any failed request, a token request count other than 1, a
-# proxy that does not inject the header, or lanyard not exiting 0 on
-# SIGTERM; exit 2 on bad options or a missing tool. Missing targets do not
-# fail the run: they are measurements.
+# issue's targets this run met. With --baseline, also lanyard / baseline in
+# req/s, CPU per request and p99: the ratio of the medians, and the lowest
+# and highest of the rounds' own ratios (within a round the two run within
+# a minute of each other), which show how far noise alone moves it.
+# Exit 1 on any failed request, a token request count other than 1 (of
+# either lanyard), a proxy that does not inject the header, a lanyard not
+# exiting 0 on SIGTERM, or a baseline with other than lanyard's number of
+# proxy threads; exit 2 on bad options or a missing tool. Missing targets
+# do not fail the run: they are measurements.
 set -euo pipefail
 prog=bench
 # shellcheck source=bench/lib.sh
 source "$(dirname "$0")/lib.sh"
+# --baseline's path is the caller's, before the cd.
+caller_dir=$PWD
 cd "$(dirname "$0")/.."
 
 duration=10
@@ -79,6 +91,7 @@ wrk_threads=2
 build=1
 keep=0
 floor=0
+baseline_bin=
 body_bytes=$((1024 * 1024))
 
 usage() {
@@ -122,6 +135,13 @@ while (($#)); do
     --quick)
         duration=2 warmup=1 rounds=1 startup_runs=3
         shift
+        ;;
+    --baseline)
+        [[ -n ${2-} ]] || die_usage "--baseline needs the path of a lanyard binary"
+        baseline_bin=$2
+        [[ $baseline_bin == /* ]] || baseline_bin=$caller_dir/$baseline_bin
+        [[ -x $baseline_bin && -f $baseline_bin ]] || die_usage "--baseline $2 is not an executable file"
+        shift 2
         ;;
     --no-build) build=0 && shift ;;
     --floor) floor=1 && shift ;;
@@ -196,6 +216,7 @@ upstream_pid=
 proxy_pid=
 bare_pid=
 lanyard_pid=
+baseline_pid=
 idle_lanyard_pid=
 probe_pid=
 mock_pid=
@@ -209,7 +230,7 @@ stop_pid() {
 
 cleanup() {
     local pid
-    for pid in "$probe_pid" "$idle_lanyard_pid" "$lanyard_pid" "$proxy_pid" "$bare_pid" "$upstream_pid" "$mock_pid"; do
+    for pid in "$probe_pid" "$idle_lanyard_pid" "$lanyard_pid" "$baseline_pid" "$proxy_pid" "$bare_pid" "$upstream_pid" "$mock_pid"; do
         stop_pid "$pid"
     done
     wait 2>/dev/null || true
@@ -226,7 +247,7 @@ fatal() {
     echo "bench: FATAL: $1" >&2
     failed=1
     local log
-    for log in lanyard.log lanyard-idle.log token.err nginx-upstream.error.log nginx-proxy.error.log; do
+    for log in lanyard.log lanyard-idle.log baseline.log token.err nginx-upstream.error.log nginx-proxy.error.log; do
         if [[ -s $work/$log ]]; then
             echo "--- last lines of $log" >&2
             tail -n 5 "$work/$log" >&2
@@ -291,12 +312,13 @@ render() {
         fatal "nginx refused $work/$1.conf"
 }
 
-# Starts lanyard run in the background with its log in $work/$1.log; sets
-# started_pid, started_proxy and started_admin.
+# Starts `lanyard run` of binary $2 (default: the one under test) in the
+# background with its log in $work/$1.log; sets started_pid, started_proxy
+# and started_admin.
 start_lanyard() {
     env SERVICE_API_URL="$upstream_url" SA_CREDENTIALS_FILE="$credentials" \
         LANYARD_LISTEN=127.0.0.1:0 LANYARD_ADMIN_LISTEN=127.0.0.1:0 \
-        "$lanyard_bin" run >"$work/$1.log" 2>&1 &
+        "${2:-$lanyard_bin}" run >"$work/$1.log" 2>&1 &
     started_pid=$!
     wait_for_line '"lanyard started"' 30 "$work/$1.log" || fatal "lanyard did not start ($1)"
     local line
@@ -408,7 +430,10 @@ if [[ -z $workers ]]; then
 fi
 # The proxy threads are named lanyard-proxy-N (truncated to 15 characters
 # in comm); a cross-check of the count above.
-runtime_threads=$(awk '/^lanyard-proxy/ { n++ } END { print n + 0 }' /proc/"$lanyard_pid"/task/*/comm)
+proxy_threads() {
+    awk '/^lanyard-proxy/ { n++ } END { print n + 0 }' /proc/"$1"/task/*/comm
+}
+runtime_threads=$(proxy_threads "$lanyard_pid")
 all_threads=$(find "/proc/$lanyard_pid/task" -mindepth 1 -maxdepth 1 | wc -l)
 
 token_value="mock-$(tr -d '-' </proc/sys/kernel/random/uuid)"
@@ -442,6 +467,23 @@ if ((floor)); then
     targets+=(bare)
 fi
 
+# The baseline is set up as lanyard is, and must run as many proxy threads
+# for the two to be compared.
+if [[ -n $baseline_bin ]]; then
+    start_lanyard baseline "$baseline_bin"
+    baseline_pid=$started_pid
+    url[baseline]=$started_proxy
+    baseline_admin=$started_admin
+    baseline_threads=$(proxy_threads "$baseline_pid")
+    ((baseline_threads == runtime_threads)) ||
+        fatal "the baseline has $baseline_threads proxy threads, lanyard $runtime_threads"
+    baseline_auth=$(curl -fsS "${url[baseline]}/bench-authorization") || fatal "no answer through the baseline"
+    [[ $baseline_auth == "Bearer mock-"* ]] || fatal "the baseline sent no mock token"
+    baseline_rss_ready=$(status_kib "$baseline_pid" VmRSS)
+    echo "bench: baseline ${url[baseline]} (pid $baseline_pid, $baseline_threads proxy threads): $baseline_bin"
+    targets+=(baseline)
+fi
+
 # The body runs' path must take a whole 1 MiB body through every target.
 head -c "$body_bytes" /dev/zero >"$work/body.bin"
 for name in "${targets[@]}"; do
@@ -457,6 +499,7 @@ proxy_pids() {
     nginx) pgrep -P "$proxy_pid" || true ;;
     lanyard) echo "$lanyard_pid" ;;
     bare) echo "$bare_pid" ;;
+    baseline) echo "$baseline_pid" ;;
     esac
 }
 
@@ -536,6 +579,20 @@ token_total=${token_total%.*}
 lanyard_answers=$(metric lanyard_proxy_requests_total "$m")
 lanyard_non_2xx=$(metric lanyard_proxy_requests_total "$m" 'code="[^2]')
 upstream_errors=$(metric lanyard_upstream_errors_total "$m")
+if [[ -n $baseline_bin ]]; then
+    hwm_baseline=$(status_kib "$baseline_pid" VmHWM)
+    curl -fsS "$baseline_admin/metrics" >"$work/metrics-baseline.txt" || fatal "cannot scrape the baseline's /metrics"
+    stop_lanyard "$baseline_pid"
+    baseline_exit=$stopped_exit
+    baseline_pid=
+    m=$work/metrics-baseline.txt
+    baseline_token_success=$(metric lanyard_token_requests_total "$m" 'outcome="success"')
+    baseline_token_success=${baseline_token_success%.*}
+    baseline_token_total=$(metric lanyard_token_requests_total "$m")
+    baseline_token_total=${baseline_token_total%.*}
+    baseline_answers=$(metric lanyard_proxy_requests_total "$m")
+    baseline_non_2xx=$(metric lanyard_proxy_requests_total "$m" 'code="[^2]')
+fi
 # On SIGTERM the mock prints its counters and exits.
 kill -TERM "$mock_pid" 2>/dev/null || true
 wait "$mock_pid" 2>/dev/null || true
@@ -544,9 +601,9 @@ mock_issued=$(sed -n 's/^stats_tokens_issued=//p' "$work/token.out")
 
 # --- report ----------------------------------------------------------------
 hz=$(getconf CLK_TCK)
-cell() { # kind connections target column -> the median over rounds
-    awk -F'\t' -v k="$1" -v c="$2" -v t="$3" -v col="$4" -v hz="$hz" -v body="$body_bytes" '
-        $1 == k && $2 == c && $4 == t {
+cell() { # kind connections target column [round] -> the median over rounds, or the round's
+    awk -F'\t' -v k="$1" -v c="$2" -v t="$3" -v col="$4" -v r="${5-}" -v hz="$hz" -v body="$body_bytes" '
+        $1 == k && $2 == c && $4 == t && (r == "" || $3 == r) {
             if (col == "rps") print $5 / ($6 / 1e6)
             else if (col == "mibs") print $5 * body / 1048576 / ($6 / 1e6)
             else if (col == "p50") print $8 / 1000
@@ -559,6 +616,15 @@ errors_of() {
 }
 ratio() {
     awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'
+}
+# The lowest and highest over the rounds of the round's own ratio $3/$4 in
+# column $5, for kind $1 at $2 connections: "low-high".
+round_ratios() {
+    local round
+    for ((round = 1; round <= rounds; round++)); do
+        ratio "$(cell "$1" "$2" "$3" "$5" "$round")" "$(cell "$1" "$2" "$4" "$5" "$round")"
+        echo
+    done | sort -g | awk 'NR == 1 { low = $1 } { high = $1 } END { printf "%s-%s", low, high }'
 }
 rule() { printf '%.0s-' {1..78} && echo; }
 
@@ -604,11 +670,34 @@ print_ratios() {
     done
 }
 
+# For kind $1: lanyard/baseline in req/s, CPU per request and p99 at each
+# concurrency after it, with the rounds' range when there are rounds.
+print_baseline_ratios() {
+    local kind=$1 conns col cell_text cells
+    shift
+    printf '%-11s  %21s %21s %21s\n' connections req/s "CPU us/req" "p99"
+    for conns in "$@"; do
+        cells=()
+        for col in rps cpu p99; do
+            cell_text=$(ratio "$(cell "$kind" "$conns" lanyard "$col")" "$(cell "$kind" "$conns" baseline "$col")")
+            ((rounds == 1)) || cell_text+=" ($(round_ratios "$kind" "$conns" lanyard baseline "$col"))"
+            cells+=("$cell_text")
+        done
+        printf '%-11s  %21s %21s %21s\n' "$conns" "${cells[@]}"
+    done
+}
+baseline_heading() {
+    local range=
+    ((rounds == 1)) || range=$'\n(in brackets: the lowest and highest of the rounds\' own ratios)'
+    echo "lanyard / baseline, after / before (req/s above 1 is faster; CPU and p99 below 1 are better)$range"
+}
+
 rounds_note="one round"
 ((rounds == 1)) || rounds_note="median of $rounds rounds"
 echo
 versions="lanyard $("$lanyard_bin" --version | awk '{ print $NF }'), nginx $("$nginx_bin" -v 2>&1 | sed 's|.*/||')"
 versions+=", wrk $(wrk --version 2>&1 | awk 'NR == 1 { print $2 }' || true)"
+[[ -z $baseline_bin ]] || versions+=", baseline lanyard $("$baseline_bin" --version | awk '{ print $NF }')"
 echo "lanyard benchmark, $(date -u '+%Y-%m-%d %H:%M UTC'), $versions"
 echo "machine: $machine"
 echo "nginx proxy: $workers worker processes; lanyard: $workers proxy threads ($workers_from);" \
@@ -625,12 +714,23 @@ if ((floor)); then
     echo "the floor: bare_proxy / nginx, and lanyard / bare_proxy"
     print_ratios get bare nginx lanyard bare "${conc_list[@]}"
 fi
+if [[ -n $baseline_bin ]]; then
+    echo
+    echo "baseline: $baseline_bin"
+    baseline_heading
+    print_baseline_ratios get "${conc_list[@]}"
+fi
 if ((${#body_conc_list[@]})); then
     rule
     echo "POST /body with a 1 MiB body (the upstream answers once it has it all), ${duration} s per run, $rounds_note"
     print_table body "${body_conc_list[@]}"
     echo
     print_ratios body lanyard nginx lanyard direct "${body_conc_list[@]}"
+    if [[ -n $baseline_bin ]]; then
+        echo
+        baseline_heading
+        print_baseline_ratios body "${body_conc_list[@]}"
+    fi
 fi
 rule
 row() { printf '%-46s %s\n' "$1" "$2"; }
@@ -647,6 +747,12 @@ row "  tokens the mock issued in all" "$mock_issued (the run's, plus one per tim
 row "lanyard answers / non-2xx / upstream errors" "${lanyard_answers%.*} / ${lanyard_non_2xx%.*} / ${upstream_errors%.*}"
 row "failed requests seen by wrk (all targets)" "$total_errors"
 row "lanyard exit on SIGTERM (run / RSS process)" "$lanyard_exit / $idle_exit"
+if [[ -n $baseline_bin ]]; then
+    row "baseline RSS before the load / peak (VmHWM)" "$(mib "$baseline_rss_ready") / $(mib "$hwm_baseline")"
+    row "baseline token requests during the run" "$baseline_token_total ($baseline_token_success success)"
+    row "baseline answers / non-2xx" "${baseline_answers%.*} / ${baseline_non_2xx%.*}"
+    row "baseline exit on SIGTERM" "$baseline_exit"
+fi
 rule
 
 # The issue's targets, as measurements: a miss is reported, not fatal.
@@ -678,6 +784,11 @@ problems=()
 ((token_total == 1 && token_success == 1)) || problems+=("lanyard made $token_total token requests ($token_success success), not 1")
 ((lanyard_exit == 0)) || problems+=("lanyard exited $lanyard_exit on SIGTERM")
 ((idle_exit == 0)) || problems+=("the RSS lanyard exited $idle_exit on SIGTERM")
+if [[ -n $baseline_bin ]]; then
+    ((baseline_token_total == 1 && baseline_token_success == 1)) ||
+        problems+=("the baseline made $baseline_token_total token requests ($baseline_token_success success), not 1")
+    ((baseline_exit == 0)) || problems+=("the baseline exited $baseline_exit on SIGTERM")
+fi
 ((held_conns >= idle_connections)) || problems+=("lanyard held $held_conns of $idle_connections idle connections")
 if ((${#problems[@]})); then
     failed=1
