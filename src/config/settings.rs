@@ -25,7 +25,7 @@ pub const DEFAULT_LISTEN: SocketAddr =
 pub const DEFAULT_ADMIN_LISTEN: SocketAddr =
     SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9090));
 /// The seed's reference application listens on 8080 in its container
-/// (seed §8), on every interface: browsers reach it.
+/// (docs/service.md §8), on every interface: browsers reach it.
 pub const DEFAULT_VERIFIER_LISTEN: SocketAddr =
     SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 8080));
 /// `lanyard demo` serves the verifier beside the proxy's 8080, on loopback:

@@ -411,7 +411,7 @@ fn authenticate(state: &State, headers: &HeaderMap) -> Result<MockAccount, Refus
         .ok_or_else(|| unauthorized("the bearer token's service account no longer exists"))
 }
 
-/// Seed §5.4: the path's organization is the account's, the account holds
+/// docs/service.md §5.4: the path's organization is the account's, the account holds
 /// the area's role, and it belongs to the project's group, in that order.
 fn authorize(account: &MockAccount, scope: Scope<'_>, area: Area) -> Result<(), Refusal> {
     if scope.organization_id != account.organization_id {

@@ -14,7 +14,7 @@
   const MAX_POLL_MS = 5000;
   const EXPIRY_SLACK_MS = 2000;
 
-  // Seed §4.2 step 4: a phone gets the wallet button, with the QR code one
+  // docs/service.md §4.2 step 4: a phone gets the wallet button, with the QR code one
   // toggle away for a wallet on another device.
   const mobile = Boolean(
     (navigator.userAgentData && navigator.userAgentData.mobile) ||
