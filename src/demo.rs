@@ -90,6 +90,7 @@ impl Demo {
             ),
             wallet: WalletBaseUrl::parse(&mock.wallet_url()).map_err(|e| failed("mock URL", e))?,
             session_ttl: config.verifier_session_ttl,
+            forwarded_hops: config.verifier_forwarded_hops,
         };
         let listeners = Listeners {
             admin: listeners.admin,

@@ -592,6 +592,48 @@ async fn a_flood_of_starts_from_one_client_is_bounded() {
 }
 
 #[tokio::test]
+async fn behind_a_trusted_proxy_each_client_has_its_own_limit() {
+    let running = verifier::start(
+        support::mock().await,
+        None,
+        &[("LANYARD_VERIFIER_FORWARDED_HOPS", "1")],
+    )
+    .await;
+    let start = |forwarded: &'static str| {
+        let url = format!("{}/api/start", running.url);
+        async move {
+            let headers = [
+                ("content-type", "application/json"),
+                ("x-forwarded-for", forwarded),
+            ];
+            send(Method::POST, &url, &headers, Bytes::new())
+                .await
+                .status
+        }
+    };
+    // The client's own entry before the proxy's is not believed: these
+    // are all 198.51.100.7.
+    let mut statuses = Vec::new();
+    for forwarded in ["198.51.100.7", "203.0.113.1, 198.51.100.7"]
+        .into_iter()
+        .cycle()
+        .take(11)
+    {
+        statuses.push(start(forwarded).await.as_u16());
+    }
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 429).count(),
+        1,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        start("198.51.100.8").await,
+        200,
+        "another client behind the same proxy"
+    );
+}
+
+#[tokio::test]
 async fn one_browser_holds_a_few_pending_sessions_the_oldest_giving_way() {
     let running = verifier::start(support::mock().await, None, &[]).await;
     let mut browser = Browser::default();

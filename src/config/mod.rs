@@ -75,6 +75,8 @@ pub struct Config {
     /// Required for `verifier`, unless it runs against the mock.
     pub wallet_base_url: Option<WalletBaseUrl>,
     pub verifier_session_ttl: Duration,
+    /// Trusted proxies in front of the verifier (X-Forwarded-For).
+    pub verifier_forwarded_hops: usize,
     pub assertion_ttl: Duration,
     /// How far `iat` (and with it `exp`) is backdated.
     pub clock_skew: Duration,
@@ -268,6 +270,7 @@ impl Config {
         let port = l.optional(&PORT).map(|s| s.value);
         let verifier_listen_given = l.optional(&VERIFIER_LISTEN).map(|s| s.value);
         let verifier_session_ttl = l.value(&VERIFIER_SESSION_TTL);
+        let verifier_forwarded_hops = l.value(&VERIFIER_FORWARDED_HOPS);
 
         let allow_remote = l.value(&ALLOW_REMOTE);
         let listen = match l.optional(&LISTEN) {
@@ -352,6 +355,7 @@ impl Config {
             port,
             wallet_base_url,
             verifier_session_ttl,
+            verifier_forwarded_hops,
             assertion_ttl,
             clock_skew,
             ca_file: ca_file.map(|ca| ca.value),

@@ -10,8 +10,9 @@ use std::time::Duration;
 use super::declaration::{AnySetting, DefaultValue, Setting};
 use super::values::{
     ByteSize, LogFormat, TargetUrl, WalletBaseUrl, read_addr, read_bool, read_clock_skew,
-    read_connections, read_duration, read_header_bytes, read_lifetime, read_log_format, read_path,
-    read_port, read_positive_duration, read_text, read_upstream_connections, read_worker_threads,
+    read_connections, read_duration, read_forwarded_hops, read_header_bytes, read_lifetime,
+    read_log_format, read_path, read_port, read_positive_duration, read_text,
+    read_upstream_connections, read_worker_threads,
 };
 
 /// The config file itself is located by flag or environment only.
@@ -89,6 +90,8 @@ pub const MAX_MAX_UPSTREAM_CONNECTIONS: usize = 65_536;
 /// thread per CPU the process may use (cgroup quotas included), at most
 /// this many, as Istio caps Envoy at two.
 pub const DEFAULT_MAX_WORKER_THREADS: usize = 4;
+/// More proxies in a row than any deployment puts in front of an app.
+pub const MAX_FORWARDED_HOPS: usize = 8;
 /// More threads than this is a typo, not a tuning.
 pub const MAX_WORKER_THREADS: usize = 256;
 
@@ -118,6 +121,7 @@ pub const SETTINGS: &[&dyn AnySetting] = &[
     &PORT,
     &WALLET_BASE_URL,
     &VERIFIER_SESSION_TTL,
+    &VERIFIER_FORWARDED_HOPS,
     &ASSERTION_TTL,
     &CLOCK_SKEW,
     &CA_FILE,
@@ -340,6 +344,20 @@ pub const VERIFIER_SESSION_TTL: Setting<Duration> = Setting {
     help: "How long a verification session is held and polled",
     default: DefaultValue::Value(DEFAULT_VERIFIER_SESSION_TTL),
     read: read_positive_duration,
+    secret: false,
+};
+
+/// `LANYARD_VERIFIER_FORWARDED_HOPS`: behind a load balancer or a
+/// serverless platform every client arrives from the proxy's address, and
+/// a per-client limit keyed on it would be one limit for everyone.
+pub const VERIFIER_FORWARDED_HOPS: Setting<usize> = Setting {
+    key: "verifier_forwarded_hops",
+    env: "LANYARD_VERIFIER_FORWARDED_HOPS",
+    flag: Some("--verifier-forwarded-hops"),
+    value_name: Some("N"),
+    help: "Proxies in front of the verifier whose X-Forwarded-For entries are trusted",
+    default: DefaultValue::Value(0),
+    read: read_forwarded_hops,
     secret: false,
 };
 

@@ -12,8 +12,8 @@ use std::time::Duration;
 pub(super) use crate::target::TargetUrl;
 
 use super::settings::{
-    MAX_ASSERTION_TTL, MAX_CLOCK_SKEW, MAX_MAX_CONNECTIONS, MAX_MAX_HEADER_BYTES,
-    MAX_MAX_UPSTREAM_CONNECTIONS, MAX_WORKER_THREADS, MIN_MAX_HEADER_BYTES,
+    MAX_ASSERTION_TTL, MAX_CLOCK_SKEW, MAX_FORWARDED_HOPS, MAX_MAX_CONNECTIONS,
+    MAX_MAX_HEADER_BYTES, MAX_MAX_UPSTREAM_CONNECTIONS, MAX_WORKER_THREADS, MIN_MAX_HEADER_BYTES,
 };
 
 /// A value as a user would type it, for `--help` and the README.
@@ -114,6 +114,14 @@ pub(super) fn read_addr(raw: &str) -> Result<SocketAddr, String> {
     raw.parse().map_err(|_| {
         format!("`{raw}` is not an address with a port (like 127.0.0.1:8080 or [::1]:8080)")
     })
+}
+
+pub(super) fn read_forwarded_hops(raw: &str) -> Result<usize, String> {
+    match raw.parse::<usize>() {
+        Ok(n) if n <= MAX_FORWARDED_HOPS => Ok(n),
+        Ok(n) => Err(format!("{n} is more than the {MAX_FORWARDED_HOPS} allowed")),
+        Err(_) => Err(format!("`{raw}` is not a whole number of proxies")),
+    }
 }
 
 pub(super) fn read_port(raw: &str) -> Result<u16, String> {

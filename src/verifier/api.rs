@@ -13,7 +13,7 @@ use serde_json::json;
 
 use super::assumptions::{self, Progress, Started};
 use super::errors::VerifierError;
-use super::limits::{Client, Refused};
+use super::limits::{Client, Refused, client_address};
 use super::page;
 use super::service::CallError;
 use super::sessions::{Browser, CookieKey, Ending, Lookup, Refused as NotHeld};
@@ -59,16 +59,15 @@ impl Inner {
         read_small_body(body, &parts.headers, self.body_timeout).await?;
         let cookie = browser_of(&parts.headers, &self.cookies);
 
-        self.limits
-            .take(Client::of(client.ip()))
-            .map_err(|refused| {
-                let (retry_after, who) = match refused {
-                    Refused::Client { retry_after } => (retry_after, "this client"),
-                    Refused::Everyone { retry_after } => (retry_after, "all clients together"),
-                };
-                tracing::debug!(%client, who, "verification start refused: rate limit");
-                VerifierError::RateLimited { retry_after }
-            })?;
+        let address = client_address(&parts.headers, client.ip(), self.forwarded_hops);
+        self.limits.take(Client::of(address)).map_err(|refused| {
+            let (retry_after, who) = match refused {
+                Refused::Client { retry_after } => (retry_after, "this client"),
+                Refused::Everyone { retry_after } => (retry_after, "all clients together"),
+            };
+            tracing::debug!(client = %address, who, "verification start refused: rate limit");
+            VerifierError::RateLimited { retry_after }
+        })?;
         {
             let mut sessions = self.sessions();
             if !sessions.has_room() {

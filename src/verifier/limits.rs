@@ -45,6 +45,38 @@ impl Client {
     }
 }
 
+/// The address a client connected from: the peer's, or, behind `hops`
+/// trusted proxies, the one the outermost of them saw. Each proxy appends
+/// the address it received from to `X-Forwarded-For`, so that one is
+/// `hops` entries from the end; entries before it are the client's to
+/// write, and are ignored. A request with fewer entries than that did not
+/// come through the proxies, and is keyed on its peer.
+pub fn client_address(headers: &http::HeaderMap, peer: IpAddr, hops: usize) -> IpAddr {
+    if hops == 0 {
+        return peer;
+    }
+    let entries: Vec<&str> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(str::trim)
+        .collect();
+    entries
+        .len()
+        .checked_sub(hops)
+        .and_then(|at| parse_forwarded(entries[at]))
+        .unwrap_or(peer)
+}
+
+/// An address as proxies write it: bare, or with a port.
+fn parse_forwarded(entry: &str) -> Option<IpAddr> {
+    entry
+        .parse::<IpAddr>()
+        .ok()
+        .or_else(|| entry.parse::<std::net::SocketAddr>().ok().map(|a| a.ip()))
+}
+
 /// Why a start was not let through, and when one may be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refused {
@@ -134,6 +166,38 @@ mod tests {
             .filter(|client| limits.take(*client).is_err())
             .count();
         assert_eq!(refused, 1);
+    }
+
+    #[test]
+    fn behind_trusted_proxies_the_client_is_what_the_outermost_one_saw() {
+        let peer: IpAddr = "10.0.0.9".parse().unwrap();
+        let mut headers = http::HeaderMap::new();
+        assert_eq!(client_address(&headers, peer, 1), peer, "no header");
+        headers.insert(
+            "x-forwarded-for",
+            http::HeaderValue::from_static("203.0.113.5, 198.51.100.7"),
+        );
+        assert_eq!(client_address(&headers, peer, 0), peer, "nothing trusted");
+        assert_eq!(
+            client_address(&headers, peer, 1),
+            "198.51.100.7".parse::<IpAddr>().unwrap(),
+            "the client's own entry (203.0.113.5) is not believed"
+        );
+        assert_eq!(
+            client_address(&headers, peer, 2),
+            "203.0.113.5".parse::<IpAddr>().unwrap()
+        );
+        assert_eq!(client_address(&headers, peer, 3), peer, "too few entries");
+        headers.insert(
+            "x-forwarded-for",
+            http::HeaderValue::from_static("[2001:db8::1]:443"),
+        );
+        assert_eq!(
+            client_address(&headers, peer, 1),
+            "2001:db8::1".parse::<IpAddr>().unwrap()
+        );
+        headers.insert("x-forwarded-for", http::HeaderValue::from_static("unknown"));
+        assert_eq!(client_address(&headers, peer, 1), peer);
     }
 
     #[test]

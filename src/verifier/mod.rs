@@ -68,6 +68,8 @@ pub struct VerifierSettings {
     pub rule_path: String,
     pub wallet: WalletBaseUrl,
     pub session_ttl: Duration,
+    /// Trusted proxies in front (`LANYARD_VERIFIER_FORWARDED_HOPS`).
+    pub forwarded_hops: usize,
 }
 
 impl VerifierSettings {
@@ -99,6 +101,7 @@ impl VerifierSettings {
             rule_path: format!("/organizations/{org}/projects/{project}/verifications/{rule}"),
             wallet,
             session_ttl: config.verifier_session_ttl,
+            forwarded_hops: config.verifier_forwarded_hops,
         })
     }
 }
@@ -115,6 +118,8 @@ struct Inner {
     sessions: Mutex<Sessions>,
     cookies: CookieKey,
     limits: StartLimits,
+    /// Trusted proxies in front, for the client's address.
+    forwarded_hops: usize,
     /// Slots for calls to the service ([`MAX_SERVICE_CALLS`]).
     calls: Semaphore,
     metrics: Metrics,
@@ -149,6 +154,7 @@ impl Verifier {
                 sessions: Mutex::new(Sessions::new(settings.session_ttl)),
                 cookies: CookieKey::random().map_err(Failure::Runtime)?,
                 limits: StartLimits::new(),
+                forwarded_hops: settings.forwarded_hops,
                 calls: Semaphore::new(MAX_SERVICE_CALLS),
                 metrics,
                 body_timeout,
