@@ -109,10 +109,7 @@ async fn a_session_is_started_polled_to_its_claims_and_bound_to_its_browser() {
 async fn a_declined_session_ends_declined() {
     let running = verifier::start(support::mock().await, None, &[]).await;
     let mut browser = Browser::default();
-    let tx = browser.start(&running).await.json()["transaction_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let tx = browser.start_session(&running).await;
     let decline = running
         .mock
         .wallet_present_url(&tx)
@@ -127,7 +124,7 @@ async fn a_declined_session_ends_declined() {
 }
 
 #[tokio::test]
-async fn a_session_past_its_lifetime_expires_and_is_forgotten() {
+async fn a_session_past_its_lifetime_expires() {
     let running = verifier::start(
         support::mock().await,
         None,
@@ -510,10 +507,7 @@ async fn bad_requests_get_clear_errors() {
     // the right shape.
     let cookie = browser.cookie.clone().unwrap();
     let forged = cookie.split_once('.').unwrap().0.to_string();
-    let tx = browser.start(&running).await.json()["transaction_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let tx = browser.start_session(&running).await;
     let answer = send(
         Method::GET,
         &format!("{url}/api/status?transactionId={tx}"),
@@ -639,13 +633,7 @@ async fn one_browser_holds_a_few_pending_sessions_the_oldest_giving_way() {
     let mut browser = Browser::default();
     let mut ids = Vec::new();
     for _ in 0..=lanyard::verifier::MAX_PENDING_PER_BROWSER {
-        let answer = browser.start(&running).await;
-        ids.push(
-            answer.json()["transaction_id"]
-                .as_str()
-                .unwrap()
-                .to_string(),
-        );
+        ids.push(browser.start_session(&running).await);
     }
     assert_eq!(
         browser.status(&running, &ids[0]).await.status,
@@ -670,10 +658,7 @@ async fn no_claim_reaches_the_logs_even_at_trace_level() {
     let _guard = tracing::subscriber::set_default(subscriber);
     let running = verifier::start(support::mock().await, None, &[]).await;
     let mut browser = Browser::default();
-    let tx = browser.start(&running).await.json()["transaction_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let tx = browser.start_session(&running).await;
     let claims = br#"{"given_name":"Qwzxklaim","document_number":"DN-77441"}"#;
     let presented = send(
         Method::POST,

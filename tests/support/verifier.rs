@@ -92,6 +92,16 @@ impl Browser {
         answer
     }
 
+    /// Starts a session that must start, and returns its transaction id.
+    pub async fn start_session(&mut self, verifier: &Running) -> String {
+        let answer = self.start(verifier).await;
+        assert_eq!(answer.status, 200, "{:?}", answer.body);
+        answer.json()["transaction_id"]
+            .as_str()
+            .expect("a transaction_id")
+            .to_string()
+    }
+
     pub async fn status(&self, verifier: &Running, transaction_id: &str) -> Answer {
         let url = format!("{}/api/status?transactionId={transaction_id}", verifier.url);
         self.request(Method::GET, &url, &[]).await
