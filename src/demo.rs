@@ -91,6 +91,8 @@ impl Demo {
             wallet: WalletBaseUrl::parse(&mock.wallet_url()).map_err(|e| failed("mock URL", e))?,
             session_ttl: config.verifier_session_ttl,
             forwarded_hops: config.verifier_forwarded_hops,
+            // The demo's account key is made at start-up: derived from it.
+            session_key: None,
         };
         let listeners = Listeners {
             admin: listeners.admin,

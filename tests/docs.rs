@@ -108,7 +108,18 @@ fn example_config_loads_when_uncommented() {
         "organization_id": "org-example",
     });
     let credentials = support::write(dir.path(), "credentials.json", &credentials.to_string());
+    // The example shows the session key both ways; a config gives one.
+    let session_key = support::write(dir.path(), "session-key", &"QUJD".repeat(11));
+    let uncommented: String = uncommented
+        .lines()
+        .filter(|line| !line.starts_with("verifier_session_key ="))
+        .collect::<Vec<_>>()
+        .join("\n");
     let text = uncommented
+        .replace(
+            "/run/secrets/lanyard/session-key",
+            session_key.to_str().unwrap(),
+        )
         .replace("/etc/ssl/private-ca.pem", ca.to_str().unwrap())
         .replace(
             "/var/run/secrets/lanyard/credentials.json",

@@ -7,12 +7,14 @@ mod support;
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Response, StatusCode};
 use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use lanyard::mock::{MockAccount, generate_rsa_key};
 use lanyard::verifier::CONTENT_SECURITY_POLICY;
 use support::logs::Logs;
 use support::sidecar::{Answer, get, send};
@@ -56,6 +58,11 @@ async fn a_session_is_started_polled_to_its_claims_and_bound_to_its_browser() {
     }
     let session = started.json();
     let tx = session["transaction_id"].as_str().unwrap();
+    let service_id = verifier::service_id(&session);
+    assert!(
+        !tx.contains(&service_id),
+        "the page's handle, not the service's id"
+    );
     let request_uri = session["request_uri"].as_str().unwrap();
     assert!(request_uri.starts_with("openid4vp://?"), "{request_uri}");
     let wallet_url = session["wallet_url"].as_str().unwrap();
@@ -87,7 +94,7 @@ async fn a_session_is_started_polled_to_its_claims_and_bound_to_its_browser() {
 
     let presented = send(
         Method::POST,
-        &running.mock.wallet_present_url(tx),
+        &running.mock.wallet_present_url(&service_id),
         &[],
         Bytes::from_static(br#"{"given_name":"Ada","age_over_21":true}"#),
     )
@@ -109,16 +116,16 @@ async fn a_session_is_started_polled_to_its_claims_and_bound_to_its_browser() {
 async fn a_declined_session_ends_declined() {
     let running = verifier::start(support::mock().await, None, &[]).await;
     let mut browser = Browser::default();
-    let tx = browser.start_session(&running).await;
+    let session = browser.start_session(&running).await;
     let decline = running
         .mock
-        .wallet_present_url(&tx)
+        .wallet_present_url(&session.service_id)
         .replace("/present", "/decline");
     assert_eq!(
         send(Method::POST, &decline, &[], Bytes::new()).await.status,
         200
     );
-    let ended = browser.until_ended(&running, &tx).await;
+    let ended = browser.until_ended(&running, &session.handle).await;
     assert_eq!(ended.json(), serde_json::json!({"status": "declined"}));
     assert_eq!(metric(&running, "declined").await, 1);
 }
@@ -147,6 +154,8 @@ enum Script {
     Hang,
     /// Starts a session (`tx-1`), then answers every poll so.
     Poll(u16, &'static str),
+    /// As `Poll(200, body)`, but the first poll never gets an answer.
+    HangOnce(&'static str),
 }
 
 async fn scripted(script: Script) -> (String, tokio::task::JoinHandle<()>) {
@@ -159,14 +168,22 @@ async fn scripted(script: Script) -> (String, tokio::task::JoinHandle<()>) {
             let script = script.clone();
             tokio::spawn(async move {
                 let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                    let script = match script.lock().unwrap().clone() {
-                        Script::Poll(..) if req.method() == Method::POST => Script::Answer(
-                            201,
-                            r#"{"transaction_id":"tx-1","request_uri":"openid4vp://?request_uri=x"}"#,
-                        ),
+                    let mut held = script.lock().unwrap();
+                    let script = match held.clone() {
+                        Script::Poll(..) | Script::HangOnce(_) if req.method() == Method::POST => {
+                            Script::Answer(
+                                201,
+                                r#"{"transaction_id":"tx-1","request_uri":"openid4vp://?request_uri=x"}"#,
+                            )
+                        }
                         Script::Poll(status, body) => Script::Answer(status, body),
+                        Script::HangOnce(body) => {
+                            *held = Script::Poll(200, body);
+                            Script::Hang
+                        }
                         other => other,
                     };
+                    drop(held);
                     async move {
                         match script {
                             Script::Answer(status, body) => {
@@ -175,7 +192,9 @@ async fn scripted(script: Script) -> (String, tokio::task::JoinHandle<()>) {
                                 *response.status_mut() = StatusCode::from_u16(status).unwrap();
                                 Ok::<_, Infallible>(response)
                             }
-                            Script::Hang | Script::Poll(..) => std::future::pending().await,
+                            Script::Hang | Script::Poll(..) | Script::HangOnce(_) => {
+                                std::future::pending().await
+                            }
                         }
                     }
                 });
@@ -314,11 +333,10 @@ async fn what_a_poll_meets_decides_how_the_session_ends() {
         let (service, _task) = scripted(Script::Poll(status, body)).await;
         let running = verifier::start(support::mock().await, Some(&service), &[]).await;
         let mut browser = Browser::default();
-        let started = browser.start(&running).await;
-        assert_eq!(started.status, 200, "{:?}", started.body);
-        let first = browser.status(&running, "tx-1").await;
+        let tx = browser.start_session(&running).await.handle;
+        let first = browser.status(&running, &tx).await;
         assert_eq!(first.status.as_u16(), page, "{status}: {:?}", first.body);
-        let after = browser.status(&running, "tx-1").await;
+        let after = browser.status(&running, &tx).await;
         assert_eq!(after.json()["status"], then, "after a {status}");
         if then != "pending" {
             assert_eq!(metric(&running, then).await, 1, "after a {status}");
@@ -377,7 +395,7 @@ async fn bad_requests_get_clear_errors() {
         ),
         (
             Method::GET,
-            format!("{url}/api/status?transactionId=no-such-tx"),
+            format!("{url}/api/status?transactionId=no-such-tx"), // well-formed, opens under no key
             vec![],
             Bytes::new(),
             404,
@@ -507,7 +525,7 @@ async fn bad_requests_get_clear_errors() {
     // the right shape.
     let cookie = browser.cookie.clone().unwrap();
     let forged = cookie.split_once('.').unwrap().0.to_string();
-    let tx = browser.start_session(&running).await;
+    let tx = browser.start_session(&running).await.handle;
     let answer = send(
         Method::GET,
         &format!("{url}/api/status?transactionId={tx}"),
@@ -627,24 +645,189 @@ async fn behind_a_trusted_proxy_each_client_has_its_own_limit() {
     );
 }
 
+/// A browser that holds another browser's cookie (planted by a sibling
+/// subdomain with a longer path, so sent first) and the service's own
+/// transaction id (read off the victim's QR code) reads nothing; the
+/// victim's page, sending both cookies, still reads its session.
 #[tokio::test]
-async fn one_browser_holds_a_few_pending_sessions_the_oldest_giving_way() {
+async fn a_planted_cookie_and_the_service_s_id_read_nothing() {
     let running = verifier::start(support::mock().await, None, &[]).await;
-    let mut browser = Browser::default();
-    let mut ids = Vec::new();
-    for _ in 0..=lanyard::verifier::MAX_PENDING_PER_BROWSER {
-        ids.push(browser.start_session(&running).await);
+    let mut planter = Browser::default();
+    planter.start_session(&running).await;
+    let planted = planter.cookie.clone().unwrap();
+    let mut victim = Browser::default();
+    victim.start_session(&running).await;
+    let own = victim.cookie.clone().unwrap();
+    victim.cookie = Some(format!("{planted}; {own}"));
+    let session = victim.start_session(&running).await;
+
+    for id in [&session.service_id, &session.handle.to_uppercase()] {
+        let answer = planter.status(&running, id).await;
+        assert_eq!(answer.status, 404, "{id}: {:?}", answer.body);
+        assert_eq!(error_code(&answer), "not_found");
     }
-    assert_eq!(
-        browser.status(&running, &ids[0]).await.status,
-        404,
-        "the oldest gave way"
+    let presented = send(
+        Method::POST,
+        &running.mock.wallet_present_url(&session.service_id),
+        &[],
+        Bytes::from_static(br#"{"given_name":"Ada"}"#),
+    )
+    .await;
+    assert_eq!(presented.status, 200);
+    let verified = victim.until_ended(&running, &session.handle).await;
+    assert_eq!(verified.json()["claims"]["given_name"], "Ada");
+    let answer = planter.status(&running, &session.service_id).await;
+    assert_eq!(answer.status, 404, "nor once verified");
+}
+
+/// A poll whose client goes away while the service is slow (a phone
+/// sending the page to the background) leaves nothing behind: the next
+/// poll asks the service again and the session ends verified, well
+/// before the call that was cut off could have timed out.
+#[tokio::test]
+async fn a_poll_cut_off_mid_call_does_not_freeze_its_session() {
+    let (service, _task) = scripted(Script::HangOnce(
+        r#"{"status":"verified","claims":{"given_name":"Ada"}}"#,
+    ))
+    .await;
+    let running = verifier::start(
+        support::mock().await,
+        Some(&service),
+        &[("LANYARD_UPSTREAM_TIMEOUT", "1h")],
+    )
+    .await;
+    let mut browser = Browser::default();
+    let tx = browser.start_session(&running).await.handle;
+    let cut = tokio::time::timeout(Duration::from_secs(1), browser.status(&running, &tx)).await;
+    assert!(
+        cut.is_err(),
+        "the first poll hangs: {:?}",
+        cut.map(|a| a.status)
     );
+    let verified = browser.until_ended(&running, &tx).await;
     assert_eq!(
-        browser.status(&running, ids.last().unwrap()).await.status,
-        200
+        verified.json(),
+        serde_json::json!({"status": "verified", "claims": {"given_name": "Ada"}})
     );
-    assert_eq!(metric(&running, "expired").await, 1);
+}
+
+fn session_key(byte: u8) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode([byte; 32])
+}
+
+/// `LANYARD_VERIFIER_SESSION_KEY=new,old` answers sessions sealed under
+/// the old key and seals new ones under the new; a replica that holds
+/// only a key nobody sealed with answers the clean 404 the page offers a
+/// new start for.
+#[tokio::test]
+async fn a_given_session_key_rotates_and_a_key_nobody_holds_ends_cleanly() {
+    let mock = Arc::new(support::mock().await);
+    let (old, new) = (session_key(1), session_key(2));
+    let both = format!("{new},{old}");
+    let replica = |key: &str| {
+        let key = key.to_string();
+        let mock = mock.clone();
+        async move {
+            verifier::start_shared(mock, None, &[("LANYARD_VERIFIER_SESSION_KEY", &key)]).await
+        }
+    };
+    let before = replica(&old).await;
+    let mut browser = Browser::default();
+    let first = browser.start_session(&before).await;
+    let first_cookie = browser.cookie.clone().unwrap();
+
+    let rotating = replica(&both).await;
+    assert_eq!(
+        browser.status(&rotating, &first.handle).await.json()["status"],
+        "pending"
+    );
+    // A start under the new key replaces the old key's cookie.
+    let second = browser.start_session(&rotating).await;
+    assert_ne!(browser.cookie.as_ref(), Some(&first_cookie));
+    assert_eq!(browser.status(&rotating, &second.handle).await.status, 200);
+
+    let after = replica(&new).await;
+    assert_eq!(browser.status(&after, &second.handle).await.status, 200);
+    let old_browser = Browser {
+        cookie: Some(first_cookie),
+    };
+    let gone = old_browser.status(&after, &first.handle).await;
+    assert_eq!(gone.status, 404, "{:?}", gone.body);
+    assert_eq!(error_code(&gone), "not_found");
+    let unknown = verifier::start_shared(
+        mock.clone(),
+        None,
+        &[("LANYARD_VERIFIER_SESSION_KEY", &session_key(3))],
+    )
+    .await;
+    assert_eq!(browser.status(&unknown, &second.handle).await.status, 404);
+}
+
+/// A key derived from the service account's key survives a credentials
+/// rotation that reaches replicas at different moments: each answers the
+/// sessions the other started before, during and after.
+#[tokio::test]
+async fn a_derived_session_key_survives_a_credentials_rotation_across_replicas() {
+    let mock = Arc::new(support::mock().await);
+    let key = generate_rsa_key().expect("a key");
+    mock.add_account(MockAccount {
+        client_id: "sa-rotated".into(),
+        organization_id: support::ORGANIZATION_ID.into(),
+        public_key_der: key.public_der,
+        roles: vec!["verifications.api".into()],
+        projects: vec![PROJECT.into()],
+    });
+    let rotated = serde_json::json!({
+        "type": "service_account",
+        "organization_id": support::ORGANIZATION_ID,
+        "client_id": "sa-rotated",
+        "private_key": key.private_pem.expose(),
+        "token_uri": mock.token_url(),
+        "iam_audience": mock.audience(),
+    })
+    .to_string();
+    let a = verifier::start_shared(mock.clone(), None, &[]).await;
+    let b = verifier::start_shared(mock.clone(), None, &[]).await;
+    let mut browser = Browser::default();
+    let before = browser.start_session(&b).await;
+    assert_eq!(
+        browser.status(&a, &before.handle).await.status,
+        200,
+        "same key"
+    );
+
+    rotate(&a, &rotated).await;
+    assert_eq!(
+        browser.status(&a, &before.handle).await.status,
+        200,
+        "the previous key"
+    );
+    let during = browser.start_session(&a).await;
+    let answer = browser.status(&b, &during.handle).await;
+    assert_eq!(
+        answer.status, 200,
+        "b has not seen the new Secret yet: {:?}",
+        answer.body
+    );
+
+    rotate(&b, &rotated).await;
+    let after = browser.start_session(&b).await;
+    for session in [&before, &during, &after] {
+        for replica in [&a, &b] {
+            assert_eq!(browser.status(replica, &session.handle).await.status, 200);
+        }
+    }
+}
+
+/// Replaces a replica's credentials file, as a Secret's update does, and
+/// waits for the reload.
+async fn rotate(replica: &Running, contents: &str) {
+    let staged = replica.credentials.with_extension("new");
+    std::fs::write(&staged, contents).unwrap();
+    std::fs::rename(&staged, &replica.credentials).unwrap();
+    let mut reloads = replica.sidecar.reloads.clone().expect("a file is watched");
+    support::wait_for(&mut reloads, Duration::from_secs(10), |r| r.succeeded >= 1).await;
 }
 
 #[tokio::test]
@@ -658,17 +841,17 @@ async fn no_claim_reaches_the_logs_even_at_trace_level() {
     let _guard = tracing::subscriber::set_default(subscriber);
     let running = verifier::start(support::mock().await, None, &[]).await;
     let mut browser = Browser::default();
-    let tx = browser.start_session(&running).await;
+    let session = browser.start_session(&running).await;
     let claims = br#"{"given_name":"Qwzxklaim","document_number":"DN-77441"}"#;
     let presented = send(
         Method::POST,
-        &running.mock.wallet_present_url(&tx),
+        &running.mock.wallet_present_url(&session.service_id),
         &[],
         Bytes::from_static(claims),
     )
     .await;
     assert_eq!(presented.status, 200);
-    let verified = browser.until_ended(&running, &tx).await;
+    let verified = browser.until_ended(&running, &session.handle).await;
     assert_eq!(verified.json()["claims"]["given_name"], "Qwzxklaim");
 
     let scrape = get(&format!("{}/metrics", running.admin)).await;

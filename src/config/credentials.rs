@@ -39,6 +39,9 @@ pub struct SigningKey {
     /// signer takes PKCS#1 DER (RFC 8017 §A.1.2) whatever form the PEM was.
     encoding: jsonwebtoken::EncodingKey,
     bits: usize,
+    /// What the verifier binds browsers to sessions with when no key of
+    /// its own is set (README "The verifier", Running many).
+    binding_secret: [u8; 32],
 }
 
 impl SigningKey {
@@ -51,6 +54,38 @@ impl SigningKey {
     pub fn bits(&self) -> usize {
         self.bits
     }
+
+    /// A secret every holder of this key computes alike and nobody else
+    /// can: HKDF over the key's RS256 signature of a fixed label, which
+    /// RSASSA-PKCS1-v1_5 makes deterministic (RFC 8017 §8.2). A signature
+    /// rather than the key's bytes, so that a PKCS#1 and a PKCS#8 file of
+    /// one key agree, and a key that signs elsewhere (an HSM) can give it
+    /// too. No assertion ever signs this label.
+    pub fn binding_secret(&self) -> &[u8; 32] {
+        &self.binding_secret
+    }
+}
+
+/// What [`SigningKey::binding_secret`] signs, and its HKDF label.
+const BINDING_LABEL: &[u8] = b"lanyard verifier session binding v1";
+
+fn binding_secret(pair: &aws_lc_rs::rsa::KeyPair) -> Result<[u8; 32], KeyError> {
+    use aws_lc_rs::{hkdf, rand::SystemRandom, signature::RSA_PKCS1_SHA256};
+    let mut signature = vec![0; pair.public_modulus_len()];
+    pair.sign(
+        &RSA_PKCS1_SHA256,
+        &SystemRandom::new(),
+        BINDING_LABEL,
+        &mut signature,
+    )
+    .map_err(|_| KeyError::InvalidRsa)?;
+    let mut secret = [0; 32];
+    hkdf::Salt::new(hkdf::HKDF_SHA256, BINDING_LABEL)
+        .extract(&signature)
+        .expand(&[BINDING_LABEL], hkdf::HKDF_SHA256)
+        .and_then(|okm| okm.fill(&mut secret))
+        .map_err(|_| KeyError::InvalidRsa)?;
+    Ok(secret)
 }
 
 impl fmt::Debug for SigningKey {
@@ -143,6 +178,7 @@ pub fn parse_private_key(pem: &str) -> Result<SigningKey, KeyError> {
     if bits < MIN_KEY_BITS {
         return Err(KeyError::TooShort);
     }
+    let binding_secret = binding_secret(&pair)?;
 
     // jsonwebtoken takes the key as PEM and finds the RSA key inside a
     // PKCS#8 wrapper itself; the section aws-lc just validated is wrapped
@@ -160,7 +196,11 @@ pub fn parse_private_key(pem: &str) -> Result<SigningKey, KeyError> {
     ));
     let encoding = jsonwebtoken::EncodingKey::from_rsa_pem(pem.expose().as_bytes())
         .map_err(|_| KeyError::InvalidRsa)?;
-    Ok(SigningKey { encoding, bits })
+    Ok(SigningKey {
+        encoding,
+        bits,
+        binding_secret,
+    })
 }
 
 /// The fields of a credentials file, as strings, before merging.
@@ -474,6 +514,18 @@ fn file_source(path: &Path, field: &'static str) -> Source {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_key_gives_one_binding_secret_whatever_its_pem_form() {
+        let fixture = |name: &str| {
+            let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+            parse_private_key(&std::fs::read_to_string(path).unwrap()).unwrap()
+        };
+        let (pkcs8, pkcs1) = (fixture("rsa2048.pkcs8.pem"), fixture("rsa2048.pkcs1.pem"));
+        assert_eq!(pkcs8.binding_secret(), pkcs1.binding_secret());
+        assert_ne!(pkcs8.binding_secret(), &[0; 32]);
+        assert!(!format!("{pkcs8:?}").contains(&format!("{:?}", pkcs8.binding_secret())));
+    }
 
     #[test]
     fn file_syntax_error_names_position_not_content() {

@@ -39,7 +39,9 @@ pub use outbound::Account;
 pub use problems::ConfigError;
 pub use settings::*;
 pub use sources::{Env, Flags, NotUnicode, ProcessEnv, Source, Sourced, io_reason};
-pub use values::{ByteSize, LogFormat, Shown, WalletBaseUrl, parse_duration};
+pub use values::{
+    ByteSize, LogFormat, MIN_SESSION_KEY_BYTES, SessionKeys, Shown, WalletBaseUrl, parse_duration,
+};
 
 use sources::{Layers, Reported};
 
@@ -77,6 +79,9 @@ pub struct Config {
     pub verifier_session_ttl: Duration,
     /// Trusted proxies in front of the verifier (X-Forwarded-For).
     pub verifier_forwarded_hops: usize,
+    /// `LANYARD_VERIFIER_SESSION_KEY(_FILE)`; `None`: derived from the
+    /// service account's key.
+    pub verifier_session_key: Option<SessionKeys>,
     pub assertion_ttl: Duration,
     /// How far `iat` (and with it `exp`) is backdated.
     pub clock_skew: Duration,
@@ -203,6 +208,55 @@ fn check_verifier_settings(
     }
 }
 
+/// Longer than any key file: two keys of a few hundred bytes at most.
+const MAX_SESSION_KEY_FILE_BYTES: u64 = 4096;
+
+/// The verifier's session key, given or read from its file (one or the
+/// other); never quoted in a problem.
+fn verifier_session_key(l: &mut Layers<'_>) -> Option<SessionKeys> {
+    let given = l.optional(&VERIFIER_SESSION_KEY);
+    let Some(file) = l.optional(&VERIFIER_SESSION_KEY_FILE) else {
+        return given.map(|keys| keys.value);
+    };
+    if given.is_some() {
+        let why = format!("{} is set too; set one of them", VERIFIER_SESSION_KEY.env);
+        l.problem(VERIFIER_SESSION_KEY_FILE.env, &file.source, &why);
+        return None;
+    }
+    // Opening a FIFO would block start-up until a writer came.
+    let regular = std::fs::metadata(&file.value).and_then(|meta| match meta.is_file() {
+        true => Ok(()),
+        false if meta.is_dir() => Err(std::io::ErrorKind::IsADirectory.into()),
+        false => Err(std::io::Error::other("not a regular file")),
+    });
+    let read = regular
+        .and_then(|()| std::fs::File::open(&file.value))
+        .and_then(|f| {
+            use std::io::Read as _;
+            let mut text = String::new();
+            f.take(MAX_SESSION_KEY_FILE_BYTES + 1)
+                .read_to_string(&mut text)?;
+            Ok(text)
+        });
+    let why = match read {
+        Err(err) => format!(
+            "{} cannot be read: {}",
+            file.value.display(),
+            io_reason(&err)
+        ),
+        Ok(text) if text.len() as u64 > MAX_SESSION_KEY_FILE_BYTES => format!(
+            "{} is larger than {MAX_SESSION_KEY_FILE_BYTES} bytes; not a key file",
+            file.value.display()
+        ),
+        Ok(text) => match SessionKeys::parse(text.trim()) {
+            Ok(keys) => return Some(keys),
+            Err(why) => format!("{}: {why}", file.value.display()),
+        },
+    };
+    l.problem(VERIFIER_SESSION_KEY_FILE.env, &file.source, &why);
+    None
+}
+
 impl Config {
     /// Where `lanyard verifier` listens: as given, else on `PORT`, else
     /// [`DEFAULT_VERIFIER_LISTEN`].
@@ -271,6 +325,7 @@ impl Config {
         let verifier_listen_given = l.optional(&VERIFIER_LISTEN).map(|s| s.value);
         let verifier_session_ttl = l.value(&VERIFIER_SESSION_TTL);
         let verifier_forwarded_hops = l.value(&VERIFIER_FORWARDED_HOPS);
+        let verifier_session_key = verifier_session_key(l);
 
         let allow_remote = l.value(&ALLOW_REMOTE);
         let listen = match l.optional(&LISTEN) {
@@ -356,6 +411,7 @@ impl Config {
             wallet_base_url,
             verifier_session_ttl,
             verifier_forwarded_hops,
+            verifier_session_key,
             assertion_ttl,
             clock_skew,
             ca_file: ca_file.map(|ca| ca.value),

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use super::declaration::{AnySetting, DefaultValue, Setting};
 use super::values::{
-    ByteSize, LogFormat, TargetUrl, WalletBaseUrl, read_addr, read_bool, read_clock_skew,
-    read_connections, read_duration, read_forwarded_hops, read_header_bytes, read_lifetime,
-    read_log_format, read_path, read_port, read_positive_duration, read_text,
+    ByteSize, LogFormat, SessionKeys, TargetUrl, WalletBaseUrl, read_addr, read_bool,
+    read_clock_skew, read_connections, read_duration, read_forwarded_hops, read_header_bytes,
+    read_lifetime, read_log_format, read_path, read_port, read_positive_duration, read_text,
     read_upstream_connections, read_worker_threads,
 };
 
@@ -122,6 +122,8 @@ pub const SETTINGS: &[&dyn AnySetting] = &[
     &WALLET_BASE_URL,
     &VERIFIER_SESSION_TTL,
     &VERIFIER_FORWARDED_HOPS,
+    &VERIFIER_SESSION_KEY,
+    &VERIFIER_SESSION_KEY_FILE,
     &ASSERTION_TTL,
     &CLOCK_SKEW,
     &CA_FILE,
@@ -358,6 +360,32 @@ pub const VERIFIER_FORWARDED_HOPS: Setting<usize> = Setting {
     help: "Proxies in front of the verifier whose X-Forwarded-For entries are trusted",
     default: DefaultValue::Value(0),
     read: read_forwarded_hops,
+    secret: false,
+};
+
+/// `LANYARD_VERIFIER_SESSION_KEY`: environment or config file only, never
+/// a flag (a flag's value shows in the process list).
+pub const VERIFIER_SESSION_KEY: Setting<SessionKeys> = Setting {
+    key: "verifier_session_key",
+    env: "LANYARD_VERIFIER_SESSION_KEY",
+    flag: None,
+    value_name: None,
+    help: "The verifier's session binding key: base64 of 32+ bytes, or `current,previous`",
+    default: DefaultValue::Described("derived from the service account's key"),
+    read: SessionKeys::parse,
+    secret: true,
+};
+
+/// `LANYARD_VERIFIER_SESSION_KEY_FILE`: the same, from a file (a mounted
+/// Secret).
+pub const VERIFIER_SESSION_KEY_FILE: Setting<PathBuf> = Setting {
+    key: "verifier_session_key_file",
+    env: "LANYARD_VERIFIER_SESSION_KEY_FILE",
+    flag: Some("--verifier-session-key-file"),
+    value_name: Some("PATH"),
+    help: "A file holding LANYARD_VERIFIER_SESSION_KEY",
+    default: DefaultValue::None,
+    read: read_path,
     secret: false,
 };
 

@@ -189,6 +189,71 @@ impl Shown for WalletBaseUrl {
     }
 }
 
+/// `LANYARD_VERIFIER_SESSION_KEY`: the key that binds browsers to their
+/// verification sessions on every replica, and the one before it while a
+/// rotation rolls out (README "The verifier", Running many). A secret: its
+/// `Debug` and `Shown` say nothing of it, and no reason quotes it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SessionKeys {
+    pub current: Vec<u8>,
+    pub previous: Option<Vec<u8>>,
+}
+
+/// Fewer bytes than this are not a key worth binding sessions with:
+/// 256 bits, as the HMAC and AES-256 keys it is stretched into.
+pub const MIN_SESSION_KEY_BYTES: usize = 32;
+
+impl SessionKeys {
+    /// `KEY` or `CURRENT,PREVIOUS`, each base64 (standard or URL-safe,
+    /// padded or not) of [`MIN_SESSION_KEY_BYTES`] or more.
+    pub fn parse(raw: &str) -> Result<SessionKeys, String> {
+        let parts: Vec<&str> = raw.split(',').map(str::trim).collect();
+        let key = |at: usize, name: &str| {
+            decode_base64(parts[at])
+                .filter(|bytes| bytes.len() >= MIN_SESSION_KEY_BYTES)
+                .ok_or_else(|| {
+                    format!(
+                        "the {name} key is not base64 of {MIN_SESSION_KEY_BYTES} bytes or more (make one with `head -c 32 /dev/urandom | base64`)"
+                    )
+                })
+        };
+        match parts.len() {
+            1 => Ok(SessionKeys {
+                current: key(0, "session")?,
+                previous: None,
+            }),
+            2 => Ok(SessionKeys {
+                current: key(0, "current (first)")?,
+                previous: Some(key(1, "previous (second)")?),
+            }),
+            n => Err(format!(
+                "holds {n} comma-separated keys; give one, or two as `current,previous`"
+            )),
+        }
+    }
+}
+
+fn decode_base64(text: &str) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+    [STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD]
+        .iter()
+        .find_map(|engine| engine.decode(text).ok())
+}
+
+impl std::fmt::Debug for SessionKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let keys = 1 + usize::from(self.previous.is_some());
+        write!(f, "SessionKeys({keys} keys, [redacted])")
+    }
+}
+
+impl Shown for SessionKeys {
+    fn shown(&self) -> String {
+        "[redacted]".into()
+    }
+}
+
 impl Shown for u16 {
     fn shown(&self) -> String {
         self.to_string()

@@ -175,11 +175,12 @@ impl Sidecar {
         let check_credentials = access.watch.is_some().then(|| Arc::new(Notify::new()));
         let (watcher, reloads) = access
             .watch
+            .clone()
             .zip(check_credentials.clone())
             .and_then(|(watch, check)| {
                 reload::spawn(
                     watch,
-                    access.exchanger,
+                    access.exchanger.clone(),
                     tokens.clone(),
                     metrics.clone(),
                     check,
@@ -193,7 +194,7 @@ impl Sidecar {
                 let verifier = Verifier::new(
                     &settings,
                     base,
-                    access.connector.clone(),
+                    &access,
                     tokens.clone(),
                     metrics.clone(),
                     config.upstream_timeout,

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use bytes::Bytes;
 use http::{HeaderValue, Request, StatusCode, header};
 use http_body_util::{BodyExt, Full, Limited};
@@ -130,6 +130,10 @@ struct Account {
 pub struct Exchanger {
     client: Client<Connector, Full<Bytes>>,
     account: ArcSwap<Account>,
+    /// The credentials in use before the last reload: what the verifier's
+    /// derived binding key came from until then (README "The verifier",
+    /// Running many).
+    previous: ArcSwapOption<Credentials>,
     options: ExchangeOptions,
     clock: Arc<dyn Clock>,
 }
@@ -155,6 +159,7 @@ impl Exchanger {
         Exchanger {
             client: outbound::client(connector),
             account: ArcSwap::from_pointee(account),
+            previous: ArcSwapOption::empty(),
             options,
             clock,
         }
@@ -165,10 +170,16 @@ impl Exchanger {
         self.account.load().credentials.clone()
     }
 
+    /// The credentials in use before the last [`Exchanger::replace_credentials`].
+    pub fn previous_credentials(&self) -> Option<Arc<Credentials>> {
+        self.previous.load_full()
+    }
+
     /// Uses new credentials from the next request on.
     pub fn replace_credentials(&self, credentials: Credentials) {
-        self.account
-            .store(Arc::new(Account::new(Arc::new(credentials), &self.options)));
+        let new = Arc::new(Account::new(Arc::new(credentials), &self.options));
+        let old = self.account.swap(new);
+        self.previous.store(Some(old.credentials.clone()));
     }
 
     /// Requests one token.

@@ -3,21 +3,23 @@
 //! verifier").
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use serde_json::json;
+use tokio::time::Instant;
 
 use super::assumptions::{self, Progress, Started};
+use super::binding::{BrowserId, KeyRing, Sealed, is_handle};
 use super::errors::VerifierError;
 use super::limits::{Client, Refused, client_address};
 use super::page;
+use super::polls::{self, Asking, Ending, Lookup};
 use super::service::CallError;
-use super::sessions::{Browser, CookieKey, Ending, Lookup, Refused as NotHeld};
-use super::{COOKIE, Inner};
+use super::{COOKIE, Inner, SECURE_COOKIE};
 
 /// `/api/start` takes no input; a body beyond this is not the page's.
 const MAX_START_BODY: usize = 1024;
@@ -42,8 +44,8 @@ impl From<VerifierError> for Answer {
 type Result<T> = std::result::Result<T, Answer>;
 
 impl Inner {
-    /// `POST /api/start`: a session with the service, bound to this
-    /// browser.
+    /// `POST /api/start`: a session with the service, and the page's
+    /// sealed handle for it, bound to this browser.
     pub(super) async fn start(
         &self,
         req: Request<Incoming>,
@@ -57,7 +59,6 @@ impl Inner {
             return Err(VerifierError::NotJson.into());
         }
         read_small_body(body, &parts.headers, self.body_timeout).await?;
-        let cookie = browser_of(&parts.headers, &self.cookies);
 
         let address = client_address(&parts.headers, client.ip(), self.forwarded_hops);
         self.limits.take(Client::of(address)).map_err(|refused| {
@@ -68,20 +69,6 @@ impl Inner {
             tracing::debug!(client = %address, who, "verification start refused: rate limit");
             VerifierError::RateLimited { retry_after }
         })?;
-        {
-            let mut sessions = self.sessions();
-            if !sessions.has_room() {
-                let endings = sessions.sweep(Instant::now());
-                self.count_all(&endings);
-            }
-            if !sessions.has_room() {
-                tracing::warn!(
-                    sessions = sessions.len(),
-                    "the verifier holds as many sessions as it allows; refusing new ones until some end"
-                );
-                return Err(VerifierError::Busy.into());
-            }
-        }
 
         let started = {
             // Waits for a call slot no longer than a call may take.
@@ -105,78 +92,85 @@ impl Inner {
             self.count("failed");
             return Err(VerifierError::ServiceFailed.into());
         };
-        let (browser, new_cookie) = match cookie {
-            Some(browser) => (browser, None),
-            None => {
-                let (browser, value) = self.cookies.issue();
-                (browser, Some(value))
-            }
-        };
-        let now = Instant::now();
-        let inserted = self
-            .sessions()
-            .insert(transaction_id.clone(), &browser, now);
-        let (expires, endings) = inserted.map_err(|refused| {
-            self.count("failed");
-            match refused {
-                NotHeld::Full => VerifierError::Busy,
-                NotHeld::Duplicate => {
-                    tracing::warn!(
-                        transaction_id,
-                        "the service started a session with the id of one still held; refusing it"
-                    );
-                    VerifierError::ServiceFailed
-                }
-            }
-        })?;
+
+        let (handle, set_cookie) = self.bind(&parts.headers, &transaction_id)?;
         self.count("started");
-        self.count_all(&endings);
         tracing::info!(transaction_id, "verification session started");
 
         let body = json!({
-            "transaction_id": transaction_id,
+            "transaction_id": handle,
             "request_uri": request_uri,
             "wallet_url": assumptions::wallet_url(&self.wallet, &request_uri),
             "qr_svg": qr_svg,
-            "expires_in": expires.saturating_duration_since(now).as_secs(),
+            "expires_in": self.session_ttl.as_secs(),
         });
         let mut response = json_answer(body.to_string());
-        if let Some(value) = new_cookie {
-            let secure = forwarded_https(&parts.headers);
-            response
-                .headers_mut()
-                .insert(header::SET_COOKIE, set_cookie(&value, secure));
+        if let Some(cookie) = set_cookie {
+            response.headers_mut().insert(header::SET_COOKIE, cookie);
         }
         Ok(response)
     }
 
-    /// `GET /api/status`: where this browser's session stands, asking the
-    /// service when it is due.
-    pub(super) async fn status(&self, req: &Request<Incoming>) -> Result<Response<Full<Bytes>>> {
-        let id = transaction_id_of(req.uri().query())?;
-        let browser =
-            browser_of(req.headers(), &self.cookies).ok_or(VerifierError::UnknownSession)?;
-        {
-            let mut sessions = self.sessions();
-            let (lookup, newly) = sessions.lookup(&id, &browser, Instant::now());
-            self.count_all(newly.as_slice());
-            match lookup {
-                Lookup::Unknown => return Err(VerifierError::UnknownSession.into()),
-                Lookup::Ended(ending) => return Ok(ended(ending)),
-                Lookup::Pending {
-                    ask: false,
-                    expires,
-                } => return Ok(pending(expires)),
-                Lookup::Pending { ask: true, .. } => {}
+    /// The page's sealed handle for the service's session `service_id`,
+    /// bound to this browser, and the cookie to set when the browser has
+    /// none of the current key (for the scheme it came over).
+    fn bind(&self, headers: &HeaderMap, service_id: &str) -> Result<(String, Option<HeaderValue>)> {
+        let keys = self.keys.ring();
+        let https = forwarded_https(headers, self.forwarded_hops);
+        let cookie_name = if https { SECURE_COOKIE } else { COOKIE };
+        let known = browsers_of(headers, &keys).find_map(|(name, browser, current)| {
+            (name == cookie_name && current).then_some(browser)
+        });
+        let (browser, new_cookie) = match known {
+            Some(browser) => (browser, None),
+            None => {
+                let (browser, value) = keys.issue_cookie().map_err(|why| self.internal(why))?;
+                (browser, Some(set_cookie(&value, https)))
             }
+        };
+        let sealed = Sealed {
+            service_id: service_id.to_string(),
+            browser,
+            expires_at: unix_now().saturating_add(self.session_ttl.as_secs()),
+        };
+        let handle = keys.seal(&sealed).map_err(|why| self.internal(why))?;
+        Ok((handle, new_cookie))
+    }
+
+    /// `GET /api/status`: where the session the page's handle names
+    /// stands, for the browser that started it, asking the service when
+    /// it is due. Any replica answers: the handle and the cookie carry
+    /// everything but the session's state, which the service holds.
+    pub(super) async fn status(&self, req: &Request<Incoming>) -> Result<Response<Full<Bytes>>> {
+        let handle = handle_of(req.uri().query())?;
+        let keys = self.keys.ring();
+        // Sealed under a key no replica holds any more (rotated out), or
+        // not lanyard's: the same 404 as another browser's session.
+        let sealed = keys.open(&handle).ok_or(VerifierError::UnknownSession)?;
+        // Any of the browser's cookies that names the handle's browser: a
+        // cookie planted beside it cannot lock it out.
+        if !browsers_of(req.headers(), &keys).any(|(_, browser, _)| browser == sealed.browser) {
+            return Err(VerifierError::UnknownSession.into());
         }
+        let id = sealed.service_id.as_str();
+        let now = Instant::now();
+        let expires = now + Duration::from_secs(sealed.expires_at.saturating_sub(unix_now()));
+        let (lookup, newly) = polls::lock(&self.polls).lookup(id, expires, now);
+        self.count_ending(newly.as_ref());
+        match lookup {
+            Lookup::Ended(ending) => return Ok(ended(&ending)),
+            Lookup::Pending => return Ok(pending(expires)),
+            Lookup::Ask => {}
+        }
+        // Released when this poll ends however it ends: answered, failed,
+        // or dropped mid-call because its client went away.
+        let asking = Asking::new(&self.polls, id);
         // Every call slot busy: the service is slow for everyone, and one
         // more call would only queue; this poll answers what is known.
         let Ok(_permit) = self.calls.try_acquire() else {
-            self.sessions().unanswered(&id);
-            return Ok(self.known(&id, &browser));
+            return Ok(pending(expires));
         };
-        let progress = match self.service.progress(&id).await {
+        let progress = match self.service.progress(id).await {
             Ok(progress) => progress,
             // The service no longer knows the session: it ended there.
             Err(CallError::Refused(StatusCode::NOT_FOUND)) => {
@@ -189,22 +183,18 @@ impl Inner {
             // The account is refused: polling again cannot help.
             Err(err @ CallError::Refused(StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN)) => {
                 self.log_call_failure("poll", &err);
-                let (_, newly) = self
-                    .sessions()
-                    .record(&id, Progress::Failed, Instant::now());
-                self.count_all(newly.as_slice());
+                let (_, newly) = asking.record(Progress::Failed, Instant::now());
+                self.count_ending(newly.as_ref());
                 return Err(VerifierError::from_call(&err).into());
             }
             // Perhaps passing: the session stays pending, and the page
             // polls again.
             Err(err) => {
                 self.log_call_failure("poll", &err);
-                self.sessions().unanswered(&id);
                 return Err(VerifierError::from_call(&err).into());
             }
         };
-        let mut sessions = self.sessions();
-        let (view, newly) = sessions.record(&id, progress, Instant::now());
+        let (view, newly) = asking.record(progress, Instant::now());
         if let Some(ending) = &newly {
             tracing::info!(
                 transaction_id = id,
@@ -212,30 +202,18 @@ impl Inner {
                 "verification session ended"
             );
         }
-        self.count_all(newly.as_slice());
+        self.count_ending(newly.as_ref());
         Ok(match view {
-            Lookup::Ended(ending) => ended(ending),
-            Lookup::Pending { expires, .. } => pending(expires),
-            // Given way to a newer session, or swept, while the service
-            // was asked.
-            Lookup::Unknown => ended(&Ending::Expired),
+            Lookup::Ended(ending) => ended(&ending),
+            Lookup::Ask | Lookup::Pending => pending(expires),
         })
     }
 
-    /// What is known of a session without asking the service.
-    fn known(&self, id: &str, browser: &Browser) -> Response<Full<Bytes>> {
-        let mut sessions = self.sessions();
-        let (lookup, newly) = sessions.lookup(id, browser, Instant::now());
-        self.count_all(newly.as_slice());
-        match lookup {
-            Lookup::Ended(ending) => ended(ending),
-            Lookup::Pending { ask: true, expires } => {
-                sessions.unanswered(id);
-                pending(expires)
-            }
-            Lookup::Pending { expires, .. } => pending(expires),
-            Lookup::Unknown => ended(&Ending::Expired),
-        }
+    /// A failure of lanyard itself (no randomness): logged, and the page
+    /// told to try again.
+    fn internal(&self, why: String) -> Answer {
+        tracing::error!(problem = %why, "cannot answer a verification start");
+        VerifierError::ServiceFailed.into()
     }
 
     /// The operator's line: what failed and what to check, never what the
@@ -313,8 +291,9 @@ async fn read_small_body(body: Incoming, headers: &HeaderMap, timeout: Duration)
     }
 }
 
-/// The `transactionId` query parameter, given once and well-formed.
-pub(super) fn transaction_id_of(query: Option<&str>) -> std::result::Result<String, VerifierError> {
+/// The `transactionId` query parameter, given once and shaped as the
+/// handles `/api/start` gives.
+pub(super) fn handle_of(query: Option<&str>) -> std::result::Result<String, VerifierError> {
     let mut ids = form_urlencoded::parse(query.unwrap_or("").as_bytes())
         .filter(|(name, _)| name == "transactionId")
         .map(|(_, value)| value.into_owned());
@@ -326,44 +305,68 @@ pub(super) fn transaction_id_of(query: Option<&str>) -> std::result::Result<Stri
             "transactionId is given more than once.",
         ));
     }
-    if !assumptions::is_transaction_id(&id) {
+    if !is_handle(&id) {
         return Err(VerifierError::BadRequest(
-            "transactionId is malformed: 1 to 128 of A-Z a-z 0-9 - . _ ~",
+            "transactionId is malformed: give it as /api/start answered it",
         ));
     }
     Ok(id)
 }
 
-/// The browser the request's cookie names, if it carries one lanyard
-/// issued.
-pub(super) fn browser_of(headers: &HeaderMap, key: &CookieKey) -> Option<Browser> {
+/// The browsers the request's cookies name, each with its cookie's name
+/// and whether the current key signed it, where lanyard issued the
+/// cookie: a browser may send several (one planted beside its own, or
+/// both names after a move to https).
+pub(super) fn browsers_of<'a>(
+    headers: &'a HeaderMap,
+    keys: &'a KeyRing,
+) -> impl Iterator<Item = (&'a str, BrowserId, bool)> + 'a {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .filter(|(name, _)| *name == COOKIE)
-        .find_map(|(_, value)| key.verify(value))
+        .filter(|(name, _)| *name == COOKIE || *name == SECURE_COOKIE)
+        .filter_map(|(name, value)| {
+            let (browser, current) = keys.verify_cookie(value)?;
+            Some((name, browser, current))
+        })
 }
 
 /// HttpOnly: the page's script never needs it. SameSite=Strict: another
-/// site's page cannot send it. Path=/api: only the API reads it. Secure
-/// when a proxy in front says the browser came over https; a browser on
-/// plain http (the demo, on loopback) would otherwise drop it.
-pub(super) fn set_cookie(value: &str, secure: bool) -> HeaderValue {
-    let cookie = format!(
-        "{COOKIE}={value}; Path=/api; HttpOnly; SameSite=Strict{}",
-        if secure { "; Secure" } else { "" }
-    );
+/// site's page cannot send it. Over https (as a trusted proxy reports
+/// it), `__Host-` with `Secure` and `Path=/`, which a sibling subdomain
+/// cannot set; over plain http (the demo, on loopback) a browser would
+/// drop a `Secure` cookie, and `Path=/api` keeps it to the API.
+pub(super) fn set_cookie(value: &str, https: bool) -> HeaderValue {
+    let cookie = match https {
+        true => format!("{SECURE_COOKIE}={value}; Path=/; Secure; HttpOnly; SameSite=Strict"),
+        false => format!("{COOKIE}={value}; Path=/api; HttpOnly; SameSite=Strict"),
+    };
     // Hex, base64url and fixed text only.
     HeaderValue::from_str(&cookie).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
-fn forwarded_https(headers: &HeaderMap) -> bool {
-    headers
-        .get("x-forwarded-proto")
-        .is_some_and(|proto| proto.as_bytes().eq_ignore_ascii_case(b"https"))
+/// Whether the browser came over https, as the trusted proxy nearest to
+/// lanyard says in `X-Forwarded-Proto` (its last entry). Without a
+/// trusted proxy the header is anyone's to send, and is ignored.
+pub(super) fn forwarded_https(headers: &HeaderMap, hops: usize) -> bool {
+    hops > 0
+        && headers
+            .get_all("x-forwarded-proto")
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(','))
+            .next_back()
+            .is_some_and(|proto| proto.trim().eq_ignore_ascii_case("https"))
+}
+
+/// Now, in whole seconds of the wall clock, which replicas share.
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs())
 }
 
 fn pending(expires: Instant) -> Response<Full<Bytes>> {
@@ -402,19 +405,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_transaction_id_is_required_once_and_well_formed() {
-        assert_eq!(
-            transaction_id_of(Some("transactionId=abc-1")).unwrap(),
-            "abc-1"
-        );
+    fn a_handle_is_required_once_and_in_the_shape_start_gives() {
+        assert_eq!(handle_of(Some("transactionId=abc-1_Z")).unwrap(), "abc-1_Z");
+        let too_long = format!("transactionId={}", "A".repeat(super::super::MAX_HANDLE + 1));
         for (query, code) in [
             (None, "transactionId is missing"),
             (Some("transaction_id=abc"), "transactionId is missing"),
             (Some("transactionId=a&transactionId=b"), "more than once"),
             (Some("transactionId="), "malformed"),
             (Some("transactionId=..%2F..%2Fadmin"), "malformed"),
+            (Some("transactionId=a.b"), "malformed"),
+            (Some(too_long.as_str()), "malformed"),
         ] {
-            let Err(VerifierError::BadRequest(why)) = transaction_id_of(query) else {
+            let Err(VerifierError::BadRequest(why)) = handle_of(query) else {
                 panic!("{query:?} was taken");
             };
             assert!(why.contains(code), "{query:?}: {why}");
@@ -422,38 +425,59 @@ mod tests {
     }
 
     #[test]
-    fn only_a_cookie_lanyard_issued_names_a_browser() {
-        let key = CookieKey::random().unwrap();
-        let (browser, value) = key.issue();
+    fn every_cookie_lanyard_issued_names_its_browser_and_others_none() {
+        let keys = KeyRing::new(&[1; 32], None);
+        let (mine, value) = keys.issue_cookie().unwrap();
+        let (planted, planted_value) = keys.issue_cookie().unwrap();
         let mut headers = HeaderMap::new();
         headers.insert(
             header::COOKIE,
-            HeaderValue::from_str(&format!("other=1; {COOKIE}={value}")).unwrap(),
+            HeaderValue::from_str(&format!(
+                "other=1; {COOKIE}={planted_value}; {SECURE_COOKIE}={value}"
+            ))
+            .unwrap(),
         );
-        assert_eq!(browser_of(&headers, &key), Some(browser));
+        let found: Vec<_> = browsers_of(&headers, &keys).collect();
+        assert_eq!(
+            found,
+            vec![(COOKIE, planted, true), (SECURE_COOKIE, mine, true)]
+        );
         let id = value.split_once('.').unwrap().0;
         headers.insert(
             header::COOKIE,
             HeaderValue::from_str(&format!("{COOKIE}={id}")).unwrap(),
         );
-        assert_eq!(browser_of(&headers, &key), None, "an id without its tag");
+        assert_eq!(
+            browsers_of(&headers, &keys).count(),
+            0,
+            "an id without its tag"
+        );
     }
 
     #[test]
-    fn the_cookie_is_http_only_same_site_and_secure_behind_https() {
+    fn the_cookie_is_http_only_same_site_and_host_only_behind_https() {
         let plain = set_cookie("v", false);
         let plain = plain.to_str().unwrap();
-        assert!(
-            plain.contains("HttpOnly") && plain.contains("SameSite=Strict"),
-            "{plain}"
+        assert_eq!(
+            plain,
+            "lanyard_verifier=v; Path=/api; HttpOnly; SameSite=Strict"
         );
-        assert!(!plain.contains("Secure"));
-        assert!(
-            set_cookie("v", true)
-                .to_str()
-                .unwrap()
-                .ends_with("; Secure")
+        assert_eq!(
+            set_cookie("v", true).to_str().unwrap(),
+            "__Host-lanyard_verifier=v; Path=/; Secure; HttpOnly; SameSite=Strict"
         );
+    }
+
+    #[test]
+    fn only_a_trusted_proxy_says_https() {
+        let mut headers = HeaderMap::new();
+        headers.insert("x-forwarded-proto", HeaderValue::from_static("https"));
+        assert!(!forwarded_https(&headers, 0), "anyone may send the header");
+        assert!(forwarded_https(&headers, 1));
+        headers.insert("x-forwarded-proto", HeaderValue::from_static("https, http"));
+        assert!(!forwarded_https(&headers, 1), "the nearest proxy's entry");
+        headers.remove("x-forwarded-proto");
+        assert!(!forwarded_https(&headers, 1));
     }
 
     #[test]

@@ -25,6 +25,12 @@
 //! 5. **Transaction ids** are 1 to 128 characters from `A-Z a-z 0-9 - . _
 //!    ~` (UUIDs on the mock), so each is a path segment and a query value
 //!    as it is.
+//! 6. **Every poll is answered**: the service answers a session's status,
+//!    and its claims once verified, on every poll for the session's
+//!    lifetime, whoever asks. No replica holds a session (`binding`,
+//!    `polls`), so this is what any replica's answer rests on; a service
+//!    that gave the claims only once would lose them whenever the next poll
+//!    went to another replica, or the one that got them restarted.
 
 use bytes::Bytes;
 use serde_json::{Map, Value};
@@ -53,7 +59,7 @@ impl std::fmt::Debug for Claims {
 }
 
 /// Longest transaction id taken from the service (assumption 5).
-const MAX_TRANSACTION_ID: usize = 128;
+pub const MAX_TRANSACTION_ID: usize = 128;
 /// Longest `request_uri` taken: a QR code at error correction level M
 /// holds 2,331 bytes at most, and a phone's camera reads far less well
 /// before that.

@@ -7,29 +7,40 @@
 //! QR code or the wallet button, and polls (`GET /api/status`) until the
 //! wallet has presented to the service, then shows the claims.
 //!
+//! No session lives in a replica: any replica with the same settings
+//! answers any session, through restarts (README "The verifier", Running
+//! many).
+//!
 //! - `api`: the two calls, `/api/start` and `/api/status`.
 //! - `assumptions`: what the seed does not show, each assumption once.
 //! - `service`: the calls to the service, with the token and its 401 rule.
-//! - `sessions`: the sessions started, bound to their browser, bounded.
+//! - `binding`: the sealed handle and the signed cookie that bind a
+//!   session to its page and browser, and the keys they are made with.
+//! - `polls`: what one replica remembers to spare the service: the poll
+//!   spacing, the call in flight, the ending; bounded.
 //! - `limits`: how fast sessions may be started, per client and in all.
 //! - `page`: the page's files, its headers, the QR code.
 //! - `errors`: the API's error answers.
 
 mod api;
 mod assumptions;
+mod binding;
 mod errors;
 mod limits;
 mod page;
+mod polls;
 mod service;
-mod sessions;
 
 pub use assumptions::{Claims, MAX_CLAIMS_BYTES, MAX_REQUEST_URI};
+pub use binding::MAX_HANDLE;
 pub use page::CONTENT_SECURITY_POLICY;
-pub use sessions::{MAX_PENDING_PER_BROWSER, MAX_SESSIONS, SERVICE_POLL_SPACING};
+pub use polls::{MAX_SESSIONS, SERVICE_POLL_SPACING};
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use bytes::Bytes;
 use http::{Method, Request, Response};
@@ -38,21 +49,27 @@ use hyper::body::Incoming;
 use tokio::sync::Semaphore;
 
 use crate::Failure;
-use crate::config::{Config, ConfigError, WalletBaseUrl};
+use crate::access::ServiceAccess;
+use crate::config::{Config, ConfigError, SessionKeys as GivenKeys, WalletBaseUrl};
 use crate::metrics::Metrics;
-use crate::outbound::Connector;
 use crate::server::{Abort, Handler};
 use crate::target::TargetUrl;
 use crate::token::TokenHandle;
 
 use api::Answer;
+use binding::SessionKeys;
 use errors::VerifierError;
 use limits::StartLimits;
+use polls::{Ending, Polls};
 use service::ServiceApi;
-use sessions::{CookieKey, Ending, Sessions};
 
-/// The cookie that binds a session to the browser that started it.
+/// The cookie that binds a session to the browser that started it, over
+/// plain http (the demo, or a proxy that does not say https).
 pub const COOKIE: &str = "lanyard_verifier";
+/// The same over https, as a trusted proxy reports it: the `__Host-`
+/// prefix makes the browser refuse one set by a sibling subdomain or over
+/// plain http (RFC 6265bis §4.1.3.2).
+pub const SECURE_COOKIE: &str = "__Host-lanyard_verifier";
 /// Calls to the service in flight at once, starts and polls together;
 /// beyond it a start waits for a slot and a poll answers what is known.
 /// Each is a connection and a file descriptor while the service is slow.
@@ -70,6 +87,9 @@ pub struct VerifierSettings {
     pub session_ttl: Duration,
     /// Trusted proxies in front (`LANYARD_VERIFIER_FORWARDED_HOPS`).
     pub forwarded_hops: usize,
+    /// `LANYARD_VERIFIER_SESSION_KEY`; `None`: derived from the account's
+    /// key.
+    pub session_key: Option<GivenKeys>,
 }
 
 impl VerifierSettings {
@@ -102,6 +122,7 @@ impl VerifierSettings {
             wallet,
             session_ttl: config.verifier_session_ttl,
             forwarded_hops: config.verifier_forwarded_hops,
+            session_key: config.verifier_session_key.clone(),
         })
     }
 }
@@ -115,8 +136,9 @@ pub struct Verifier {
 struct Inner {
     service: ServiceApi,
     wallet: WalletBaseUrl,
-    sessions: Mutex<Sessions>,
-    cookies: CookieKey,
+    session_ttl: Duration,
+    keys: SessionKeys,
+    polls: Mutex<Polls>,
     limits: StartLimits,
     /// Trusted proxies in front, for the client's address.
     forwarded_hops: usize,
@@ -132,14 +154,14 @@ impl Verifier {
     pub fn new(
         settings: &VerifierSettings,
         base: &TargetUrl,
-        connector: Connector,
+        access: &ServiceAccess,
         tokens: TokenHandle,
         metrics: Metrics,
         upstream_timeout: Duration,
         body_timeout: Duration,
     ) -> Result<Verifier, Failure> {
         let service = ServiceApi::new(
-            connector,
+            access.connector.clone(),
             base,
             &settings.rule_path,
             tokens,
@@ -151,8 +173,12 @@ impl Verifier {
             inner: Arc::new(Inner {
                 service,
                 wallet: settings.wallet.clone(),
-                sessions: Mutex::new(Sessions::new(settings.session_ttl)),
-                cookies: CookieKey::random().map_err(Failure::Runtime)?,
+                session_ttl: settings.session_ttl,
+                keys: match &settings.session_key {
+                    Some(given) => SessionKeys::given(given),
+                    None => SessionKeys::derived(access.exchanger.clone()),
+                },
+                polls: Mutex::new(Polls::default()),
                 limits: StartLimits::new(),
                 forwarded_hops: settings.forwarded_hops,
                 calls: Semaphore::new(MAX_SERVICE_CALLS),
@@ -173,8 +199,7 @@ impl Verifier {
             loop {
                 ticks.tick().await;
                 let Some(inner) = inner.upgrade() else { return };
-                let endings = inner.sessions().sweep(Instant::now());
-                inner.count_all(&endings);
+                polls::lock(&inner.polls).sweep(tokio::time::Instant::now());
                 inner.limits.forget_idle_clients();
             }
         });
@@ -182,12 +207,6 @@ impl Verifier {
 }
 
 impl Inner {
-    /// The table; a panic elsewhere while it was held leaves it usable,
-    /// since every change to it is one step.
-    fn sessions(&self) -> MutexGuard<'_, Sessions> {
-        self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     fn count(&self, outcome: &str) {
         self.metrics
             .verifier_sessions
@@ -195,8 +214,10 @@ impl Inner {
             .inc();
     }
 
-    fn count_all(&self, endings: &[Ending]) {
-        for ending in endings {
+    /// An ending this replica saw first (README "The verifier", Running
+    /// many, says how that sums over replicas).
+    fn count_ending(&self, ending: Option<&Ending>) {
+        if let Some(ending) = ending {
             self.count(ending.outcome());
         }
     }

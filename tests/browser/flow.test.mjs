@@ -92,20 +92,49 @@ test('another browser cannot read a session it did not start', async () => {
   await first.close();
 });
 
-test('an answer the page cannot read ends with an error, not a silent wait', async () => {
+test('answers lanyard did not make are retried, not taken as the end', async () => {
   const context = await newContext(browser, DESKTOP);
   const page = await openVerifier(context);
   const uncaught = [];
   page.on('pageerror', (error) => uncaught.push(error.message));
-  // What a proxy in front might answer: a page of its own, with 200.
-  await page.route('**/api/status?*', (route) =>
-    route.fulfill({ status: 200, contentType: 'text/html', body: '<!doctype html><p>Sign in</p>' }));
+  // What a balancer or a replica still starting might answer during a
+  // deploy: its own 404 or 502, or a page of its own with 200; none
+  // carries lanyard's `lanyard-error` header.
+  const foreign = [
+    { status: 404, contentType: 'text/plain', body: 'no server is available' },
+    { status: 502, contentType: 'text/html', body: '<!doctype html><p>Bad gateway</p>' },
+    { status: 200, contentType: 'text/html', body: '<!doctype html><p>Sign in</p>' },
+  ];
+  let served = 0;
+  await page.route('**/api/status?*', (route) => {
+    if (served < foreign.length) return route.fulfill(foreign[served++]);
+    return route.continue();
+  });
 
+  await startSession(page);
+  await page.getByText('Still trying…', { exact: false }).waitFor();
+  const wallet = await openWallet(context, page, '#same-device-link');
+  await wallet.click('#present');
+  await page.locator('#result').waitFor({ state: 'visible' });
+  assert.equal(served, foreign.length, 'every foreign answer was met, and retried');
+  assert.equal(await page.locator('#error').isVisible(), false);
+  assert.deepEqual(uncaught, []);
+  await context.close();
+});
+
+test("lanyard's own 404 ends the flow with an offer to start again", async () => {
+  const context = await newContext(browser, DESKTOP);
+  const page = await openVerifier(context);
+  // A handle sealed under a key no replica holds any more.
+  await page.route('**/api/status?*', (route) => {
+    const url = new URL(route.request().url());
+    url.searchParams.set('transactionId', 'AAAA');
+    return route.continue({ url: url.toString() });
+  });
   await startSession(page);
   const error = page.getByRole('alert');
   await error.waitFor({ state: 'visible' });
   assert.match(await error.textContent(), /start again/);
   assert.equal(await page.locator('#restart').isVisible(), true);
-  assert.deepEqual(uncaught, []);
   await context.close();
 });

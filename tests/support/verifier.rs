@@ -1,6 +1,8 @@
 //! The verifier started in-process on `127.0.0.1:0` against the mock (or
 //! another service), and a browser-like client that keeps its cookie.
 
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -9,7 +11,7 @@ use lanyard::access::ServiceAccess;
 use lanyard::config::{Config, Flags, Requirement};
 use lanyard::mock::MockService;
 use lanyard::sidecar::{Listeners, Sidecar};
-use lanyard::verifier::{COOKIE, VerifierSettings};
+use lanyard::verifier::{COOKIE, SECURE_COOKIE, VerifierSettings};
 use tokio::net::TcpListener;
 
 use super::sidecar::{Answer, send};
@@ -21,7 +23,10 @@ pub const PROJECT: &str = "proj-demo";
 
 pub struct Running {
     pub sidecar: Sidecar,
-    pub mock: MockService,
+    /// Shared by the replicas a test starts against one mock.
+    pub mock: Arc<MockService>,
+    /// The credentials file this verifier reads (and watches).
+    pub credentials: PathBuf,
     /// `http://127.0.0.1:PORT`, no trailing slash.
     pub url: String,
     pub admin: String,
@@ -32,6 +37,15 @@ pub struct Running {
 /// `service` (the mock's API unless a test gives another), with `extra`
 /// settings on top.
 pub async fn start(mock: MockService, service: Option<&str>, extra: &[(&str, &str)]) -> Running {
+    start_shared(Arc::new(mock), service, extra).await
+}
+
+/// As [`start`], against a mock other verifiers (replicas) use too.
+pub async fn start_shared(
+    mock: Arc<MockService>,
+    service: Option<&str>,
+    extra: &[(&str, &str)],
+) -> Running {
     mock.add_rule(PROJECT, RULE);
     let dir = tempfile::tempdir().unwrap();
     let wallet = mock.wallet_url();
@@ -45,6 +59,7 @@ pub async fn start(mock: MockService, service: Option<&str>, extra: &[(&str, &st
         map.insert("SERVICE_API_URL".into(), service.into());
     }
     map.extend(super::env(extra));
+    let credentials = PathBuf::from(&map["SA_CREDENTIALS_FILE"]);
     let config =
         Config::load(&Flags::default(), &map, Requirement::Verifier).expect("valid settings");
     let access = ServiceAccess::from_config(&config).unwrap();
@@ -65,8 +80,43 @@ pub async fn start(mock: MockService, service: Option<&str>, extra: &[(&str, &st
         admin: format!("http://{}", sidecar.admin_addr),
         sidecar,
         mock,
+        credentials,
         _dir: dir,
     }
+}
+
+/// A started session, as `/api/start` answered it.
+#[derive(Debug, Clone)]
+pub struct Session {
+    /// The page's sealed handle: what `/api/status` takes.
+    pub handle: String,
+    /// The service's own id, as a wallet (and anyone reading the QR code)
+    /// learns it: what the mock's wallet presents to.
+    pub service_id: String,
+}
+
+impl Session {
+    pub fn of(started: &serde_json::Value) -> Session {
+        let handle = started["transaction_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no transaction_id: {started}"))
+            .to_string();
+        Session {
+            handle,
+            service_id: service_id(started),
+        }
+    }
+}
+
+/// The service's transaction id in a start answer's `request_uri`: the
+/// mock's names its wallet request `{mock}/mock/wallet/{id}`.
+pub fn service_id(started: &serde_json::Value) -> String {
+    let request_uri = started["request_uri"].as_str().expect("a request_uri");
+    let query = request_uri.split_once('?').expect("a query").1;
+    let (_, wallet) = form_urlencoded::parse(query.as_bytes())
+        .find(|(name, _)| name == "request_uri")
+        .expect("the wallet's request_uri");
+    wallet.rsplit('/').next().unwrap().to_string()
 }
 
 /// A browser: it keeps the cookie the verifier sets, and sends it back.
@@ -86,20 +136,21 @@ impl Browser {
             .await;
         if let Some(set) = answer.headers.get("set-cookie") {
             let pair = set.to_str().unwrap().split(';').next().unwrap();
-            assert!(pair.starts_with(&format!("{COOKIE}=")), "{pair}");
+            assert!(
+                pair.starts_with(&format!("{COOKIE}="))
+                    || pair.starts_with(&format!("{SECURE_COOKIE}=")),
+                "{pair}"
+            );
             self.cookie = Some(pair.to_string());
         }
         answer
     }
 
-    /// Starts a session that must start, and returns its transaction id.
-    pub async fn start_session(&mut self, verifier: &Running) -> String {
+    /// Starts a session that must start.
+    pub async fn start_session(&mut self, verifier: &Running) -> Session {
         let answer = self.start(verifier).await;
         assert_eq!(answer.status, 200, "{:?}", answer.body);
-        answer.json()["transaction_id"]
-            .as_str()
-            .expect("a transaction_id")
-            .to_string()
+        Session::of(&answer.json())
     }
 
     pub async fn status(&self, verifier: &Running, transaction_id: &str) -> Answer {

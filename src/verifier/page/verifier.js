@@ -12,7 +12,9 @@
   // over a session's minutes.
   const FIRST_POLL_MS = 1000;
   const MAX_POLL_MS = 5000;
-  const EXPIRY_SLACK_MS = 2000;
+  // How long past the session's lifetime the page keeps asking when the
+  // server cannot be reached, before it says expired on its own.
+  const EXPIRY_SLACK_MS = 10000;
 
   // docs/service.md §4.2 step 4: a phone gets the wallet button, with the QR code one
   // toggle away for a wallet on another device.
@@ -143,16 +145,26 @@
 
   const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+  // Whether lanyard itself made this answer: its errors carry a
+  // `lanyard-error` header. A 404 or 502 without one came from a load
+  // balancer or a replica still starting (a deploy), and is retried.
+  const fromLanyard = (response) => response.headers.has('lanyard-error');
+
   async function poll(mine, transactionId, expiresAt) {
     let wait = FIRST_POLL_MS;
     const url = '/api/status?transactionId=' + encodeURIComponent(transactionId);
     for (;;) {
-      const left = expiresAt - Date.now();
+      // Past the session's lifetime the server answers `expired`; only
+      // when it cannot be reached does the page end the session itself.
+      const left = expiresAt + EXPIRY_SLACK_MS - Date.now();
       if (left <= 0) {
         finish('The session expired before a credential was presented.', false);
         return;
       }
-      await sleep(Math.min(wait, left));
+      // The first poll after the lifetime comes just after it, so the
+      // server's `expired` ends the page on time.
+      const toExpiry = expiresAt - Date.now();
+      await sleep(toExpiry > 0 ? Math.min(wait, toExpiry + 250) : Math.min(wait, left));
       if (mine !== run) return;
       wait = Math.min(MAX_POLL_MS, Math.round(wait * 1.5));
       let response;
@@ -163,19 +175,16 @@
         continue;
       }
       if (mine !== run) return;
-      if (response.status === 404) {
-        // A session is forgotten soon after its lifetime ends; a 404 at
-        // about that time (clocks differ a little) is that, not an error.
-        if (Date.now() >= expiresAt - EXPIRY_SLACK_MS) {
-          finish('The session expired before a credential was presented.', false);
-        } else {
-          finish('This session is no longer known here. Please start again.', true);
-        }
-        return;
-      }
-      if (response.status >= 500 || response.status === 429) {
-        say((await failure(response)) + ' Still trying…');
+      if (response.status >= 500 || response.status === 429 || !fromLanyard(response) && !response.ok) {
+        say((fromLanyard(response) ? await failure(response)
+          : 'This site is busy right now.') + ' Still trying…');
         continue;
+      }
+      if (response.status === 404) {
+        // lanyard's own: no replica knows this session for this browser
+        // (its key rotated out, or the cookie is gone).
+        finish('This session is no longer known here. Please start again.', true);
+        return;
       }
       if (!response.ok) {
         finish(await failure(response), true);
@@ -183,8 +192,9 @@
       }
       const body = await jsonOf(response);
       if (!body) {
-        finish(UNREADABLE, true);
-        return;
+        // lanyard's answers are JSON: this one is not lanyard's.
+        say('This site is busy right now. Still trying…');
+        continue;
       }
       switch (body.status) {
         case 'verified':

@@ -1,0 +1,389 @@
+//! What binds a session to the page and the browser that started it, with
+//! nothing held by any replica (README "The verifier", Running many):
+//!
+//! - the browser's cookie names a browser id, signed (HMAC-SHA256) so that
+//!   only an id lanyard issued names a browser;
+//! - the `transaction_id` `/api/start` gives the page is a handle sealed
+//!   (AES-256-GCM) over the service's id, that browser id and the
+//!   session's expiry. Only the page that started the session holds it (the
+//!   QR code shows the service's request, not the handle), and every
+//!   replica with the same keys opens it.
+//!
+//! A poll reads a session only with a handle that opens and a cookie that
+//! names the handle's browser: a planted cookie, or the service's own id
+//! read off a QR code, reads nothing. Both keys are stretched (HKDF) from
+//! one secret: `LANYARD_VERIFIER_SESSION_KEY`, or the service account's
+//! key's [`binding_secret`](crate::config::credentials::SigningKey::binding_secret).
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use aws_lc_rs::aead::{AES_256_GCM, Aad, NONCE_LEN, Nonce, RandomizedNonceKey};
+use aws_lc_rs::{hkdf, hmac};
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+use super::assumptions::{MAX_TRANSACTION_ID, is_transaction_id};
+use crate::token::Exchanger;
+
+/// Handles are sealed in this format; another is refused.
+const HANDLE_VERSION: u8 = 1;
+/// Bound into every handle, so no other ciphertext under the key passes.
+const HANDLE_AAD: &[u8] = b"lanyard verifier session handle";
+/// AES-GCM's tag.
+const TAG_LEN: usize = 16;
+/// Version, expiry, browser id.
+const HANDLE_HEADER: usize = 1 + 8 + BROWSER_ID_LEN;
+const BROWSER_ID_LEN: usize = 16;
+/// The longest handle: a nonce, the header, the longest service id and
+/// the tag, in base64url.
+pub const MAX_HANDLE: usize =
+    (NONCE_LEN + HANDLE_HEADER + MAX_TRANSACTION_ID + TAG_LEN).div_ceil(3) * 4;
+
+/// A browser, as its cookie names it. Its `Debug` hides it: it is what
+/// binds a session to its browser.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BrowserId([u8; BROWSER_ID_LEN]);
+
+impl std::fmt::Debug for BrowserId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BrowserId([redacted])")
+    }
+}
+
+/// What a handle holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sealed {
+    /// The service's `transaction_id`.
+    pub service_id: String,
+    pub browser: BrowserId,
+    /// Unix seconds: replicas share the wall clock, not a monotonic one.
+    pub expires_at: u64,
+}
+
+/// One binding secret, stretched into its two keys.
+struct BindingKey {
+    handles: RandomizedNonceKey,
+    cookies: hmac::Key,
+}
+
+impl BindingKey {
+    fn new(secret: &[u8]) -> BindingKey {
+        let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, b"lanyard verifier").extract(secret);
+        let stretch = |label: &[u8]| {
+            let mut key = [0u8; 32];
+            prk.expand(&[label], hkdf::HKDF_SHA256)
+                .and_then(|okm| okm.fill(&mut key))
+                .map(|()| key)
+                // 32 bytes is within what HKDF-SHA256 gives (255 × 32).
+                .unwrap_or_else(|_| unreachable!("HKDF-SHA256 gives 32 bytes"))
+        };
+        let handles = RandomizedNonceKey::new(&AES_256_GCM, &stretch(b"handles"))
+            .unwrap_or_else(|_| unreachable!("a 32-byte key is AES-256's"));
+        BindingKey {
+            handles,
+            cookies: hmac::Key::new(hmac::HMAC_SHA256, &stretch(b"cookies")),
+        }
+    }
+}
+
+/// The keys in use: the first seals handles and signs cookies; any of them
+/// opens and verifies, so that sessions started under the previous key
+/// outlive a rotation.
+pub struct KeyRing {
+    keys: Vec<BindingKey>,
+}
+
+impl std::fmt::Debug for KeyRing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KeyRing({} keys, [redacted])", self.keys.len())
+    }
+}
+
+impl KeyRing {
+    /// From the current secret and the one before it, if any.
+    pub fn new(current: &[u8], previous: Option<&[u8]>) -> KeyRing {
+        let mut keys = vec![BindingKey::new(current)];
+        keys.extend(previous.filter(|p| *p != current).map(BindingKey::new));
+        KeyRing { keys }
+    }
+
+    fn current(&self) -> &BindingKey {
+        &self.keys[0]
+    }
+
+    /// A new browser, and the cookie value that names it:
+    /// `{id, hex}.{HMAC-SHA256(id), base64url}`.
+    pub fn issue_cookie(&self) -> Result<(BrowserId, String), String> {
+        let mut id = [0u8; BROWSER_ID_LEN];
+        aws_lc_rs::rand::fill(&mut id).map_err(|_| "no randomness for a browser id")?;
+        let hex = hex(&id);
+        let tag = hmac::sign(&self.current().cookies, hex.as_bytes());
+        Ok((
+            BrowserId(id),
+            format!("{hex}.{}", URL_SAFE_NO_PAD.encode(tag)),
+        ))
+    }
+
+    /// The browser a cookie value names, if lanyard issued it under one of
+    /// these keys, and whether under the one that signs now: a start
+    /// replaces a cookie of the previous key, which a rotation will end.
+    pub fn verify_cookie(&self, value: &str) -> Option<(BrowserId, bool)> {
+        let (id, tag) = value.split_once('.')?;
+        let tag = URL_SAFE_NO_PAD.decode(tag).ok()?;
+        let id_bytes = unhex(id)?;
+        self.keys
+            .iter()
+            .position(|key| hmac::verify(&key.cookies, id.as_bytes(), &tag).is_ok())
+            .map(|at| (BrowserId(id_bytes), at == 0))
+    }
+
+    /// The page's handle for a session. `service_id` is one the service
+    /// gave, checked (assumption 5).
+    pub fn seal(&self, sealed: &Sealed) -> Result<String, String> {
+        let mut text = Vec::with_capacity(HANDLE_HEADER + sealed.service_id.len() + TAG_LEN);
+        text.push(HANDLE_VERSION);
+        text.extend_from_slice(&sealed.expires_at.to_be_bytes());
+        text.extend_from_slice(&sealed.browser.0);
+        text.extend_from_slice(sealed.service_id.as_bytes());
+        let nonce = self
+            .current()
+            .handles
+            .seal_in_place_append_tag(Aad::from(HANDLE_AAD), &mut text)
+            .map_err(|_| "cannot seal a session handle")?;
+        let mut handle = nonce.as_ref().to_vec();
+        handle.extend_from_slice(&text);
+        Ok(URL_SAFE_NO_PAD.encode(handle))
+    }
+
+    /// What a handle holds, if one of these keys sealed it.
+    pub fn open(&self, handle: &str) -> Option<Sealed> {
+        let bytes = URL_SAFE_NO_PAD.decode(handle).ok()?;
+        if bytes.len() < NONCE_LEN + HANDLE_HEADER + TAG_LEN {
+            return None;
+        }
+        let (nonce, text) = bytes.split_at(NONCE_LEN);
+        self.keys.iter().find_map(|key| {
+            let nonce = Nonce::try_assume_unique_for_key(nonce).ok()?;
+            let mut text = text.to_vec();
+            let plain = key
+                .handles
+                .open_in_place(nonce, Aad::from(HANDLE_AAD), &mut text)
+                .ok()?;
+            parse_sealed(plain)
+        })
+    }
+}
+
+fn parse_sealed(plain: &[u8]) -> Option<Sealed> {
+    let (header, service_id) = plain.split_at_checked(HANDLE_HEADER)?;
+    if header[0] != HANDLE_VERSION {
+        return None;
+    }
+    let expires_at = u64::from_be_bytes(header[1..9].try_into().ok()?);
+    let browser = BrowserId(header[9..].try_into().ok()?);
+    let service_id = std::str::from_utf8(service_id).ok()?;
+    is_transaction_id(service_id).then(|| Sealed {
+        service_id: service_id.to_string(),
+        browser,
+        expires_at,
+    })
+}
+
+/// A handle as the page sends it back: base64url, at most [`MAX_HANDLE`].
+pub fn is_handle(text: &str) -> bool {
+    (1..=MAX_HANDLE).contains(&text.len())
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Lowercase hex of exactly [`BROWSER_ID_LEN`] bytes, as [`hex`] writes it.
+fn unhex(text: &str) -> Option<[u8; BROWSER_ID_LEN]> {
+    if text.len() != 2 * BROWSER_ID_LEN
+        || !text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    {
+        return None;
+    }
+    let mut out = [0u8; BROWSER_ID_LEN];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
+/// Where the keys come from: given (`LANYARD_VERIFIER_SESSION_KEY`), or
+/// derived from the service account's key. A derived key survives a
+/// credentials rotation: the key before the last reload stays accepted as
+/// previous, and for [`ROTATION_SETTLE`] after the reload is seen the
+/// previous key still seals, so that replicas that see the rotated Secret
+/// at different moments open each other's handles throughout.
+pub enum SessionKeys {
+    Given(Arc<KeyRing>),
+    Derived {
+        exchanger: Arc<Exchanger>,
+        made: Mutex<Option<Made>>,
+    },
+}
+
+/// How long after a replica first sees new credentials it keeps sealing
+/// with the previous key: Kubernetes updates a mounted Secret within the
+/// kubelet's sync period plus its cache's lifetime (a minute each by
+/// default), and lanyard notices within 10 s.
+pub const ROTATION_SETTLE: Duration = Duration::from_secs(300);
+
+/// The ring made for the secrets last seen, and since when they were seen.
+pub struct Made {
+    from: ([u8; 32], Option<[u8; 32]>),
+    since: Instant,
+    seal_previous: bool,
+    ring: Arc<KeyRing>,
+}
+
+impl SessionKeys {
+    pub fn given(keys: &crate::config::SessionKeys) -> SessionKeys {
+        SessionKeys::Given(Arc::new(KeyRing::new(
+            &keys.current,
+            keys.previous.as_deref(),
+        )))
+    }
+
+    pub fn derived(exchanger: Arc<Exchanger>) -> SessionKeys {
+        SessionKeys::Derived {
+            exchanger,
+            made: Mutex::new(None),
+        }
+    }
+
+    /// The keys in use now.
+    pub fn ring(&self) -> Arc<KeyRing> {
+        let (exchanger, made) = match self {
+            SessionKeys::Given(ring) => return ring.clone(),
+            SessionKeys::Derived { exchanger, made } => (exchanger, made),
+        };
+        let current = *exchanger.credentials().key.binding_secret();
+        let previous = exchanger
+            .previous_credentials()
+            .map(|credentials| *credentials.key.binding_secret());
+        let now = Instant::now();
+        let mut made = made.lock().unwrap_or_else(PoisonError::into_inner);
+        let from = (current, previous);
+        let since = match &*made {
+            Some(m) if m.from == from => m.since,
+            // New credentials seen (or the first call).
+            _ => now,
+        };
+        let seal_previous = previous.is_some() && now < since + ROTATION_SETTLE;
+        if let Some(m) = &*made
+            && m.from == from
+            && m.seal_previous == seal_previous
+        {
+            return m.ring.clone();
+        }
+        let ring = Arc::new(match previous {
+            Some(previous) if seal_previous => KeyRing::new(&previous, Some(&current)),
+            _ => KeyRing::new(&current, previous.as_ref().map(|p| &p[..])),
+        });
+        *made = Some(Made {
+            from,
+            since,
+            seal_previous,
+            ring: ring.clone(),
+        });
+        ring
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ring(secret: u8) -> KeyRing {
+        KeyRing::new(&[secret; 32], None)
+    }
+
+    fn sealed(browser: BrowserId) -> Sealed {
+        Sealed {
+            service_id: "6f1c0e2a-4b7d-4e21-9a3c-0d5e8f7a1b2c".into(),
+            browser,
+            expires_at: 1_800_000_000,
+        }
+    }
+
+    #[test]
+    fn a_handle_opens_under_any_replica_with_the_key_and_no_other() {
+        let (browser, _) = ring(1).issue_cookie().unwrap();
+        let handle = ring(1).seal(&sealed(browser)).unwrap();
+        assert!(is_handle(&handle), "{handle}");
+        assert!(handle.len() <= MAX_HANDLE);
+        assert_eq!(
+            ring(1).open(&handle),
+            Some(sealed(browser)),
+            "another replica"
+        );
+        assert_eq!(ring(2).open(&handle), None);
+        assert!(
+            !handle.contains("6f1c0e2a"),
+            "the service's id is not readable"
+        );
+        // One bit changed anywhere: refused.
+        let mut bytes = URL_SAFE_NO_PAD.decode(&handle).unwrap();
+        for at in [0, NONCE_LEN, bytes.len() - 1] {
+            bytes[at] ^= 1;
+            assert_eq!(ring(1).open(&URL_SAFE_NO_PAD.encode(&bytes)), None, "{at}");
+            bytes[at] ^= 1;
+        }
+        for junk in ["", "AAAA", "not base64!", &handle[..handle.len() - 2]] {
+            assert_eq!(ring(1).open(junk), None, "{junk}");
+        }
+    }
+
+    #[test]
+    fn the_longest_service_id_fits_a_handle() {
+        let (browser, _) = ring(1).issue_cookie().unwrap();
+        let mut long = sealed(browser);
+        long.service_id = "x".repeat(MAX_TRANSACTION_ID);
+        let handle = ring(1).seal(&long).unwrap();
+        assert!(is_handle(&handle));
+        assert_eq!(ring(1).open(&handle), Some(long));
+    }
+
+    #[test]
+    fn the_previous_key_still_opens_and_verifies_while_the_current_seals() {
+        let old = ring(1);
+        let (browser, cookie) = old.issue_cookie().unwrap();
+        let handle = old.seal(&sealed(browser)).unwrap();
+        let rotated = KeyRing::new(&[2; 32], Some(&[1; 32]));
+        assert_eq!(rotated.open(&handle), Some(sealed(browser)));
+        assert_eq!(rotated.verify_cookie(&cookie), Some((browser, false)));
+        let fresh = rotated.seal(&sealed(browser)).unwrap();
+        assert_eq!(old.open(&fresh), None, "sealed under the current key");
+        assert_eq!(ring(2).open(&fresh), Some(sealed(browser)));
+        assert_eq!(ring(3).verify_cookie(&cookie), None, "a key nobody holds");
+    }
+
+    #[test]
+    fn only_cookies_lanyard_issued_name_a_browser() {
+        let key = ring(1);
+        let (browser, cookie) = key.issue_cookie().unwrap();
+        assert_eq!(key.verify_cookie(&cookie), Some((browser, true)));
+        let id = cookie.split_once('.').unwrap().0;
+        for forged in [
+            id.to_string(),
+            format!("{id}."),
+            format!("{id}.AAAA"),
+            ring(2).issue_cookie().unwrap().1,
+            cookie.to_uppercase(),
+            String::new(),
+        ] {
+            assert_eq!(key.verify_cookie(&forged), None, "{forged}");
+        }
+        assert!(!format!("{browser:?}").contains(id));
+    }
+}

@@ -1,0 +1,391 @@
+//! What this replica knows of the sessions it is polled about, which is
+//! only ever a shortcut (README "The verifier", Running many): when the
+//! service may next be asked about a session, whether a call about it is
+//! in flight, and how it ended. The service holds each session's state and
+//! answers it on every poll (`assumptions`, 6), so losing any of this (a
+//! restart, a poll on another replica) costs one more call to the service,
+//! never an answer.
+//!
+//! Bounded in entries and in time; time is passed in, so the rules are
+//! tested without a clock.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::assumptions::{Claims, Progress};
+
+/// Sessions this replica keeps track of at once. Starts are rate-limited
+/// (see `limits`), so one replica's own sessions are fewer at the default
+/// lifetime; polls of sessions other replicas started add to them. Past
+/// it, the entry polled longest ago is forgotten, which costs one more
+/// call to the service. Each entry holds at most 16 KiB of claims.
+pub const MAX_SESSIONS: usize = 4096;
+/// The service is asked about a session at most this often by one
+/// replica, however often its page polls: a page in several tabs, or a
+/// script, cannot multiply the calls to the service.
+pub const SERVICE_POLL_SPACING: Duration = Duration::from_secs(1);
+/// An entry is kept this long past its session's lifetime, so that a poll
+/// just after the end reads the same ending and it is counted once.
+const LINGER: Duration = Duration::from_secs(60);
+
+/// How a session ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ending {
+    Verified(Claims),
+    Declined,
+    Expired,
+    Failed,
+}
+
+impl Ending {
+    /// The `outcome` label of `lanyard_verifier_sessions_total`, and the
+    /// page's status.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            Ending::Verified(_) => "verified",
+            Ending::Declined => "declined",
+            Ending::Expired => "expired",
+            Ending::Failed => "failed",
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Entry {
+    expires: Instant,
+    /// When the service may next be asked.
+    next_ask: Instant,
+    /// A call about this session is in flight: however slow the service,
+    /// a replica has at most one per session.
+    asking: bool,
+    ended: Option<Ending>,
+    /// When a page last polled, for choosing what to forget.
+    seen: Instant,
+}
+
+/// What a poll finds.
+#[derive(Debug, PartialEq)]
+pub enum Lookup {
+    /// Ask the service now; the ask is booked, and released by the
+    /// [`Asking`] guard's record or drop.
+    Ask,
+    /// Still pending; asked recently, or being asked.
+    Pending,
+    Ended(Ending),
+}
+
+/// The sessions this replica was polled about.
+#[derive(Debug, Default)]
+pub struct Polls {
+    by_id: HashMap<String, Entry>,
+}
+
+impl Polls {
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    /// Where session `id` (the service's), ending at `expires`, stands,
+    /// and its ending if it ended now (to be counted once per replica). A
+    /// session past its lifetime ends expired, and its claims are no
+    /// longer served.
+    pub fn lookup(&mut self, id: &str, expires: Instant, now: Instant) -> (Lookup, Option<Ending>) {
+        if !self.by_id.contains_key(id) {
+            self.make_room(now);
+            let entry = Entry {
+                expires,
+                next_ask: now,
+                asking: false,
+                ended: None,
+                seen: now,
+            };
+            self.by_id.insert(id.to_string(), entry);
+        }
+        let Some(entry) = self.by_id.get_mut(id) else {
+            unreachable!("inserted above")
+        };
+        entry.seen = now;
+        let mut newly = None;
+        if now >= entry.expires && !matches!(entry.ended, Some(Ending::Expired)) {
+            if entry.ended.is_none() {
+                newly = Some(Ending::Expired);
+            }
+            entry.ended = Some(Ending::Expired);
+        }
+        if let Some(ending) = &entry.ended {
+            return (Lookup::Ended(ending.clone()), newly);
+        }
+        if entry.asking || now < entry.next_ask {
+            return (Lookup::Pending, None);
+        }
+        entry.asking = true;
+        entry.next_ask = now + SERVICE_POLL_SPACING;
+        (Lookup::Ask, None)
+    }
+
+    /// Records what the service said of a session asked about; returns
+    /// where it now stands and its ending if it ended now. A session that
+    /// reached its lifetime while the service was asked expires.
+    pub fn record(
+        &mut self,
+        id: &str,
+        progress: Progress,
+        now: Instant,
+    ) -> (Lookup, Option<Ending>) {
+        let Some(entry) = self.by_id.get_mut(id) else {
+            // Forgotten meanwhile (the table was full): the answer stands.
+            return match ending_of(progress, now, now) {
+                Some(ending) => (Lookup::Ended(ending.clone()), Some(ending)),
+                None => (Lookup::Pending, None),
+            };
+        };
+        entry.asking = false;
+        let mut newly = None;
+        if entry.ended.is_none() {
+            newly = ending_of(progress, entry.expires, now);
+            entry.ended.clone_from(&newly);
+        }
+        let lookup = match &entry.ended {
+            Some(ending) => Lookup::Ended(ending.clone()),
+            None => Lookup::Pending,
+        };
+        (lookup, newly)
+    }
+
+    /// The ask booked for `id` gave no answer (the service failed, or the
+    /// poll was dropped): the next poll after the spacing asks again.
+    pub fn release(&mut self, id: &str) {
+        if let Some(entry) = self.by_id.get_mut(id) {
+            entry.asking = false;
+        }
+    }
+
+    /// Forgets every session well past its lifetime, claims and all.
+    pub fn sweep(&mut self, now: Instant) {
+        self.by_id.retain(|_, entry| now < entry.expires + LINGER);
+    }
+
+    /// Room for one more entry: the sessions past their lifetime go first,
+    /// then the one polled longest ago that no call is in flight for. Calls
+    /// in flight are bounded (`MAX_SERVICE_CALLS`), so the table exceeds
+    /// [`MAX_SESSIONS`] by at most that many.
+    fn make_room(&mut self, now: Instant) {
+        if self.by_id.len() < MAX_SESSIONS {
+            return;
+        }
+        self.by_id.retain(|_, entry| now < entry.expires);
+        if self.by_id.len() < MAX_SESSIONS {
+            return;
+        }
+        let oldest = self
+            .by_id
+            .iter()
+            .filter(|(_, entry)| !entry.asking)
+            .min_by_key(|(_, entry)| entry.seen)
+            .map(|(id, _)| id.clone());
+        if let Some(id) = oldest {
+            self.by_id.remove(&id);
+        }
+    }
+}
+
+fn ending_of(progress: Progress, expires: Instant, now: Instant) -> Option<Ending> {
+    match progress {
+        Progress::Pending if now >= expires => Some(Ending::Expired),
+        Progress::Pending => None,
+        Progress::Verified(claims) => Some(Ending::Verified(claims)),
+        Progress::Declined => Some(Ending::Declined),
+        Progress::Expired => Some(Ending::Expired),
+        Progress::Failed => Some(Ending::Failed),
+    }
+}
+
+/// An ask booked by [`Polls::lookup`]: recording its answer releases it,
+/// and so does dropping it, so a poll cut off mid-call (its client gone,
+/// an HTTP/2 reset) never leaves its session marked as being asked.
+pub struct Asking<'a> {
+    polls: &'a Mutex<Polls>,
+    id: &'a str,
+    armed: bool,
+}
+
+impl<'a> Asking<'a> {
+    pub fn new(polls: &'a Mutex<Polls>, id: &'a str) -> Asking<'a> {
+        Asking {
+            polls,
+            id,
+            armed: true,
+        }
+    }
+
+    /// What the service said; see [`Polls::record`].
+    pub fn record(mut self, progress: Progress, now: Instant) -> (Lookup, Option<Ending>) {
+        self.armed = false;
+        lock(self.polls).record(self.id, progress, now)
+    }
+}
+
+impl Drop for Asking<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            lock(self.polls).release(self.id);
+        }
+    }
+}
+
+/// The table; a panic elsewhere while it was held leaves it usable, since
+/// every change to it is one step.
+pub fn lock(polls: &Mutex<Polls>) -> std::sync::MutexGuard<'_, Polls> {
+    polls.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TTL: Duration = Duration::from_secs(300);
+
+    fn claims() -> Claims {
+        let body = br#"{"status":"verified","claims":{"given_name":"Erika"}}"#;
+        match super::super::assumptions::parse_progress(body).unwrap() {
+            Progress::Verified(claims) => claims,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn asks(polls: &mut Polls, id: &str, expires: Instant, at: Instant) -> bool {
+        polls.lookup(id, expires, at).0 == Lookup::Ask
+    }
+
+    #[test]
+    fn the_service_is_asked_once_a_spacing_and_once_at_a_time() {
+        let now = Instant::now();
+        let expires = now + TTL;
+        let mut polls = Polls::default();
+        assert!(asks(&mut polls, "tx", expires, now));
+        assert!(!asks(
+            &mut polls,
+            "tx",
+            expires,
+            now + Duration::from_millis(500)
+        ));
+        // Still in flight a minute later: a slow service gets no second ask.
+        let later = now + Duration::from_secs(60);
+        assert!(!asks(&mut polls, "tx", expires, later));
+        polls.release("tx");
+        assert!(asks(&mut polls, "tx", expires, later));
+        polls.record("tx", Progress::Pending, later);
+        assert!(!asks(&mut polls, "tx", expires, later));
+        assert!(asks(
+            &mut polls,
+            "tx",
+            expires,
+            later + SERVICE_POLL_SPACING
+        ));
+    }
+
+    #[test]
+    fn a_dropped_ask_is_released_and_a_recorded_one_is_not_asked_again_at_once() {
+        let polls = Mutex::new(Polls::default());
+        let now = Instant::now();
+        let expires = now + TTL;
+        assert_eq!(lock(&polls).lookup("tx", expires, now).0, Lookup::Ask);
+        drop(Asking::new(&polls, "tx"));
+        let later = now + SERVICE_POLL_SPACING;
+        assert_eq!(lock(&polls).lookup("tx", expires, later).0, Lookup::Ask);
+        let (lookup, newly) = Asking::new(&polls, "tx").record(Progress::Declined, later);
+        assert_eq!(lookup, Lookup::Ended(Ending::Declined));
+        assert_eq!(newly, Some(Ending::Declined));
+    }
+
+    #[test]
+    fn an_ending_is_reported_once_and_its_claims_end_with_the_lifetime() {
+        let now = Instant::now();
+        let expires = now + TTL;
+        let mut polls = Polls::default();
+        assert!(asks(&mut polls, "tx", expires, now));
+        let (view, newly) = polls.record("tx", Progress::Verified(claims()), now);
+        assert_eq!(view, Lookup::Ended(Ending::Verified(claims())));
+        assert_eq!(newly, Some(Ending::Verified(claims())));
+        assert_eq!(polls.record("tx", Progress::Declined, now).1, None);
+        assert_eq!(
+            polls.lookup("tx", expires, now),
+            (Lookup::Ended(Ending::Verified(claims())), None)
+        );
+        assert_eq!(
+            polls.lookup("tx", expires, expires),
+            (Lookup::Ended(Ending::Expired), None),
+            "no claims past the lifetime, and counted already"
+        );
+        polls.sweep(expires + LINGER);
+        assert_eq!(polls.len(), 0, "the claims are forgotten");
+    }
+
+    #[test]
+    fn a_pending_session_past_its_lifetime_expires_once() {
+        let now = Instant::now();
+        let expires = now + TTL;
+        let mut polls = Polls::default();
+        assert!(asks(&mut polls, "tx", expires, now));
+        polls.record("tx", Progress::Pending, now);
+        let (lookup, newly) = polls.lookup("tx", expires, expires);
+        assert_eq!(lookup, Lookup::Ended(Ending::Expired));
+        assert_eq!(newly, Some(Ending::Expired));
+        assert_eq!(polls.lookup("tx", expires, expires).1, None);
+        // First polled after its lifetime (started on another replica).
+        let (lookup, newly) = polls.lookup("other", now, expires);
+        assert_eq!(
+            (lookup, newly),
+            (Lookup::Ended(Ending::Expired), Some(Ending::Expired))
+        );
+    }
+
+    #[test]
+    fn a_session_whose_lifetime_ends_while_the_service_is_asked_expires_once() {
+        let now = Instant::now();
+        let expires = now + TTL;
+        let mut polls = Polls::default();
+        assert!(asks(
+            &mut polls,
+            "tx",
+            expires,
+            expires - Duration::from_millis(1)
+        ));
+        let (view, newly) = polls.record("tx", Progress::Pending, expires);
+        assert_eq!(view, Lookup::Ended(Ending::Expired));
+        assert_eq!(newly, Some(Ending::Expired));
+        assert_eq!(polls.lookup("tx", expires, expires).1, None, "counted once");
+    }
+
+    #[test]
+    fn the_table_is_bounded_forgetting_the_longest_unpolled_but_not_one_being_asked() {
+        let now = Instant::now();
+        let expires = now + TTL;
+        let mut polls = Polls::default();
+        assert!(asks(&mut polls, "asked", expires, now));
+        for n in 1..MAX_SESSIONS {
+            let at = now + Duration::from_millis(n as u64);
+            let id = format!("tx{n}");
+            polls.lookup(&id, expires, at);
+            polls.release(&id);
+        }
+        assert_eq!(polls.len(), MAX_SESSIONS);
+        let at = now + Duration::from_secs(10);
+        polls.lookup("one-more", expires, at);
+        assert_eq!(polls.len(), MAX_SESSIONS);
+        assert!(
+            polls.by_id.contains_key("asked"),
+            "a call in flight is kept"
+        );
+        assert!(
+            !polls.by_id.contains_key("tx1"),
+            "the longest unpolled goes"
+        );
+        // A forgotten session asks again: a call, never a wrong answer.
+        assert!(asks(&mut polls, "tx1", expires, at));
+    }
+}
