@@ -34,7 +34,7 @@ pub enum VerifierError {
     RateLimited {
         retry_after: Duration,
     },
-    /// The session table is full.
+    /// Every slot for calls to the service stayed busy.
     Busy,
     TokenUnavailable,
     /// The service refused the service account: 401 even with a new
