@@ -93,6 +93,7 @@ impl Demo {
             forwarded_hops: config.verifier_forwarded_hops,
             // The demo's account key is made at start-up: derived from it.
             session_key: None,
+            rates: config.verifier_rates,
         };
         let listeners = Listeners {
             admin: listeners.admin,

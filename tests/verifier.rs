@@ -327,8 +327,16 @@ async fn what_a_poll_meets_decides_how_the_session_ends() {
         (403, "no", 502, "failed"),
         // Perhaps passing: the session stays pending.
         (503, "down", 502, "pending"),
-        // An answer lanyard cannot read: it stays pending as well.
-        (200, "{}", 502, "pending"),
+        // An answer lanyard can never read: asking again gives the same,
+        // so it ends failed at once, with a message for the page.
+        (200, "{}", 200, "failed"),
+        (200, "<html>", 200, "failed"),
+        (
+            200,
+            r#"{"status":"verified","claims":[1,2]}"#,
+            200,
+            "failed",
+        ),
     ] {
         let (service, _task) = scripted(Script::Poll(status, body)).await;
         let running = verifier::start(support::mock().await, Some(&service), &[]).await;

@@ -40,7 +40,8 @@ pub use problems::ConfigError;
 pub use settings::*;
 pub use sources::{Env, Flags, NotUnicode, ProcessEnv, Source, Sourced, io_reason};
 pub use values::{
-    ByteSize, LogFormat, MIN_SESSION_KEY_BYTES, SessionKeys, Shown, WalletBaseUrl, parse_duration,
+    ByteSize, LogFormat, MIN_SESSION_KEY_BYTES, Rate, SessionKeys, Shown, WalletBaseUrl,
+    parse_duration,
 };
 
 use sources::{Layers, Reported};
@@ -82,6 +83,9 @@ pub struct Config {
     /// `LANYARD_VERIFIER_SESSION_KEY(_FILE)`; `None`: derived from the
     /// service account's key.
     pub verifier_session_key: Option<SessionKeys>,
+    /// `LANYARD_VERIFIER_CLIENT_STARTS`, `LANYARD_VERIFIER_STARTS`,
+    /// `LANYARD_VERIFIER_SERVICE_CALLS`.
+    pub verifier_rates: VerifierRates,
     pub assertion_ttl: Duration,
     /// How far `iat` (and with it `exp`) is backdated.
     pub clock_skew: Duration,
@@ -208,6 +212,25 @@ fn check_verifier_settings(
     }
 }
 
+/// How fast the verifier starts sessions and calls the service, per
+/// replica (README "The verifier", Limits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VerifierRates {
+    pub client_starts: Rate,
+    pub starts: Rate,
+    pub service_calls: Rate,
+}
+
+impl Default for VerifierRates {
+    fn default() -> Self {
+        VerifierRates {
+            client_starts: VERIFIER_CLIENT_STARTS.default_value(),
+            starts: VERIFIER_STARTS.default_value(),
+            service_calls: VERIFIER_SERVICE_CALLS.default_value(),
+        }
+    }
+}
+
 /// Longer than any key file: two keys of a few hundred bytes at most.
 const MAX_SESSION_KEY_FILE_BYTES: u64 = 4096;
 
@@ -326,6 +349,11 @@ impl Config {
         let verifier_session_ttl = l.value(&VERIFIER_SESSION_TTL);
         let verifier_forwarded_hops = l.value(&VERIFIER_FORWARDED_HOPS);
         let verifier_session_key = verifier_session_key(l);
+        let verifier_rates = VerifierRates {
+            client_starts: l.value(&VERIFIER_CLIENT_STARTS),
+            starts: l.value(&VERIFIER_STARTS),
+            service_calls: l.value(&VERIFIER_SERVICE_CALLS),
+        };
 
         let allow_remote = l.value(&ALLOW_REMOTE);
         let listen = match l.optional(&LISTEN) {
@@ -412,6 +440,7 @@ impl Config {
             verifier_session_ttl,
             verifier_forwarded_hops,
             verifier_session_key,
+            verifier_rates,
             assertion_ttl,
             clock_skew,
             ca_file: ca_file.map(|ca| ca.value),

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::declaration::{AnySetting, DefaultValue, Setting};
 use super::values::{
-    ByteSize, LogFormat, SessionKeys, TargetUrl, WalletBaseUrl, read_addr, read_bool,
+    ByteSize, LogFormat, Rate, SessionKeys, TargetUrl, WalletBaseUrl, read_addr, read_bool,
     read_clock_skew, read_connections, read_duration, read_forwarded_hops, read_header_bytes,
     read_lifetime, read_log_format, read_path, read_port, read_positive_duration, read_text,
     read_upstream_connections, read_worker_threads,
@@ -124,6 +124,9 @@ pub const SETTINGS: &[&dyn AnySetting] = &[
     &VERIFIER_FORWARDED_HOPS,
     &VERIFIER_SESSION_KEY,
     &VERIFIER_SESSION_KEY_FILE,
+    &VERIFIER_CLIENT_STARTS,
+    &VERIFIER_STARTS,
+    &VERIFIER_SERVICE_CALLS,
     &ASSERTION_TTL,
     &CLOCK_SKEW,
     &CA_FILE,
@@ -386,6 +389,56 @@ pub const VERIFIER_SESSION_KEY_FILE: Setting<PathBuf> = Setting {
     help: "A file holding LANYARD_VERIFIER_SESSION_KEY",
     default: DefaultValue::None,
     read: read_path,
+    secret: false,
+};
+
+/// `LANYARD_VERIFIER_CLIENT_STARTS`: a person restarts a few times, or a
+/// few people share an address; a flood from one client stops here and
+/// spends nothing of the shared limit.
+pub const VERIFIER_CLIENT_STARTS: Setting<Rate> = Setting {
+    key: "verifier_client_starts",
+    env: "LANYARD_VERIFIER_CLIENT_STARTS",
+    flag: Some("--verifier-client-starts"),
+    value_name: Some("COUNT/DURATION"),
+    help: "Verification starts one client (IPv4 address, IPv6 /64) may make",
+    default: DefaultValue::Value(Rate {
+        burst: std::num::NonZeroU32::new(10).unwrap(),
+        per: Duration::from_secs(60),
+    }),
+    read: Rate::parse,
+    secret: false,
+};
+
+/// `LANYARD_VERIFIER_STARTS`: well beyond one verifier's visitors, and a
+/// bound on what a flood from many addresses makes it ask of the service.
+pub const VERIFIER_STARTS: Setting<Rate> = Setting {
+    key: "verifier_starts",
+    env: "LANYARD_VERIFIER_STARTS",
+    flag: Some("--verifier-starts"),
+    value_name: Some("COUNT/DURATION"),
+    help: "Verification starts all clients together may make, per replica",
+    default: DefaultValue::Value(Rate {
+        burst: std::num::NonZeroU32::new(50).unwrap(),
+        per: Duration::from_secs(5),
+    }),
+    read: Rate::parse,
+    secret: false,
+};
+
+/// `LANYARD_VERIFIER_SERVICE_CALLS`: one budget for the calls a replica
+/// makes to the service, starts and polls together; the service's own
+/// rate limits exist though the seed does not give them.
+pub const VERIFIER_SERVICE_CALLS: Setting<Rate> = Setting {
+    key: "verifier_service_calls",
+    env: "LANYARD_VERIFIER_SERVICE_CALLS",
+    flag: Some("--verifier-service-calls"),
+    value_name: Some("COUNT/DURATION"),
+    help: "Calls to the service one replica may make, starts and polls together",
+    default: DefaultValue::Value(Rate {
+        burst: std::num::NonZeroU32::new(40).unwrap(),
+        per: Duration::from_secs(2),
+    }),
+    read: Rate::parse,
     secret: false,
 };
 

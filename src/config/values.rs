@@ -189,6 +189,49 @@ impl Shown for WalletBaseUrl {
     }
 }
 
+/// A rate with its burst: `COUNT/DURATION` (`10/1m`, `50/5s`): up to
+/// COUNT at once, then one every DURATION / COUNT (a GCRA quota).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    pub burst: std::num::NonZeroU32,
+    pub per: Duration,
+}
+
+/// More than any verifier's visitors; a rate beyond is no limit.
+const MAX_RATE_COUNT: u32 = 1_000_000;
+
+impl Rate {
+    pub fn parse(raw: &str) -> Result<Rate, String> {
+        let usage = || format!("`{raw}` is not a rate: give COUNT/DURATION, like 10/1m or 50/5s");
+        let (count, per) = raw.split_once('/').ok_or_else(usage)?;
+        let count: u32 = count.trim().parse().map_err(|_| usage())?;
+        let burst = std::num::NonZeroU32::new(count)
+            .filter(|n| n.get() <= MAX_RATE_COUNT)
+            .ok_or_else(|| format!("the count of `{raw}` must be 1 to {MAX_RATE_COUNT}"))?;
+        let per = parse_duration(per)?;
+        if per.is_zero() {
+            return Err(format!("the duration of `{raw}` must be more than 0"));
+        }
+        Ok(Rate { burst, per })
+    }
+
+    /// How often one more is let through once the burst is spent.
+    pub fn period(&self) -> Duration {
+        self.per / self.burst.get()
+    }
+
+    /// As many a second, once the burst is spent.
+    pub fn per_second(&self) -> f64 {
+        f64::from(self.burst.get()) / self.per.as_secs_f64()
+    }
+}
+
+impl Shown for Rate {
+    fn shown(&self) -> String {
+        format!("{}/{}", self.burst, self.per.shown())
+    }
+}
+
 /// `LANYARD_VERIFIER_SESSION_KEY`: the key that binds browsers to their
 /// verification sessions on every replica, and the one before it while a
 /// rotation rolls out (README "The verifier", Running many). A secret: its

@@ -12,6 +12,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Version, header};
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::Incoming;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::{
@@ -141,6 +142,25 @@ pub(super) async fn read_json_object(
     headers: &HeaderMap,
     body: Incoming,
 ) -> Result<Option<Map<String, Value>>, Refusal> {
+    let Some(raw) = read_json(headers, body).await? else {
+        return Ok(None);
+    };
+    match serde_json::from_str::<Value>(raw.get()) {
+        Ok(Value::Object(object)) => Ok(Some(object)),
+        _ => Err(error(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "the body must be a JSON object",
+        )),
+    }
+}
+
+/// Reads a JSON body of at most [`MAX_BODY`] bytes, any JSON value, as
+/// the text it came as. An empty body is `None`; what is not JSON is a 400.
+pub(super) async fn read_json(
+    headers: &HeaderMap,
+    body: Incoming,
+) -> Result<Option<Box<RawValue>>, Refusal> {
     let too_large = || {
         error(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -169,23 +189,19 @@ pub(super) async fn read_json_object(
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
-    match serde_json::from_slice::<Value>(&bytes) {
-        Ok(Value::Object(object)) => Ok(Some(object)),
-        Ok(_) => Err(error(
-            StatusCode::BAD_REQUEST,
-            "bad_request",
-            "the body must be a JSON object",
-        )),
-        Err(err) => Err(error(
-            StatusCode::BAD_REQUEST,
-            "bad_request",
-            format!(
-                "the body is not valid JSON (line {}, column {})",
-                err.line(),
-                err.column()
-            ),
-        )),
-    }
+    serde_json::from_slice::<Box<RawValue>>(&bytes)
+        .map(Some)
+        .map_err(|err| {
+            error(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                format!(
+                    "the body is not valid JSON (line {}, column {})",
+                    err.line(),
+                    err.column()
+                ),
+            )
+        })
 }
 
 /// Which API surface a path belongs to, and so which role it needs.

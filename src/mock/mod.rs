@@ -476,8 +476,10 @@ fn under(path: &str, prefix: &str) -> bool {
         .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
-pub(crate) fn json(status: StatusCode, body: &serde_json::Value) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
+pub(crate) fn json(status: StatusCode, body: &impl serde::Serialize) -> Response<Full<Bytes>> {
+    // Values and plain structs always serialize.
+    let text = serde_json::to_vec(body).unwrap_or_default();
+    let mut response = Response::new(Full::new(Bytes::from(text)));
     *response.status_mut() = status;
     response.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -7,11 +7,12 @@
 
 use http::{Method, Request, StatusCode};
 use hyper::body::Incoming;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::api::{
-    Answer, Refusal, Reply, Scope, conflict, error, method_not_allowed, not_found,
-    read_json_object, unix_now,
+    Answer, Refusal, Reply, Scope, conflict, error, method_not_allowed, not_found, read_json,
+    unix_now,
 };
 use super::{State, WALLET_PREFIX, wallet_page};
 
@@ -57,7 +58,10 @@ pub(super) struct Session {
     rule_key: String,
     rule_id: String,
     status: SessionStatus,
-    claims: Option<Map<String, Value>>,
+    /// As the wallet presented them, passed on verbatim: any JSON, so
+    /// tests can present what a service might send (large numbers,
+    /// claims that are not an object).
+    claims: Option<Box<RawValue>>,
     created_at: u64,
     completed_at: Option<u64>,
 }
@@ -65,21 +69,29 @@ pub(super) struct Session {
 impl Session {
     /// The poll result: `transaction_id`, `status` and, once verified, the
     /// presented `claims`.
-    fn view(&self, transaction_id: &str) -> Value {
-        let mut view = json!({
-            "transaction_id": transaction_id,
-            "status": self.status.as_str(),
-            "rule_id": self.rule_id,
-            "created_at": self.created_at,
-        });
-        if let Some(claims) = &self.claims {
-            view["claims"] = Value::Object(claims.clone());
+    fn view<'a>(&'a self, transaction_id: &'a str) -> SessionView<'a> {
+        SessionView {
+            transaction_id,
+            status: self.status.as_str(),
+            rule_id: &self.rule_id,
+            created_at: self.created_at,
+            claims: self.claims.as_deref(),
+            completed_at: self.completed_at,
         }
-        if let Some(at) = self.completed_at {
-            view["completed_at"] = json!(at);
-        }
-        view
     }
+}
+
+/// A poll's answer; the claims' text goes out as it came in.
+#[derive(serde::Serialize)]
+struct SessionView<'a> {
+    transaction_id: &'a str,
+    status: &'a str,
+    rule_id: &'a str,
+    created_at: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    claims: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    completed_at: Option<u64>,
 }
 
 /// Rule ids that are UUIDs compare in their canonical form, so a path in
@@ -292,12 +304,11 @@ async fn wallet_dispatch(state: &State, req: Request<Incoming>) -> Answer {
     if parts.method != Method::POST {
         return Err(method_not_allowed(&[Method::POST]));
     }
-    let claims = read_json_object(&parts.headers, body).await?;
+    let claims = read_json(&parts.headers, body).await?;
     let (status, claims) = if action == "present" {
-        (
-            SessionStatus::Verified,
-            Some(claims.unwrap_or_else(default_claims)),
-        )
+        let claims = claims
+            .or_else(|| serde_json::value::to_raw_value(&Value::Object(default_claims())).ok());
+        (SessionStatus::Verified, claims)
     } else {
         (SessionStatus::Declined, None)
     };
@@ -328,12 +339,12 @@ async fn wallet_dispatch(state: &State, req: Request<Incoming>) -> Answer {
     session.status = status;
     session.claims = claims;
     session.completed_at = Some(unix_now());
-    let view = session.view(transaction_id);
-    drop(inner);
     if html {
+        drop(inner);
         return Ok(wallet_page::done(status == SessionStatus::Verified));
     }
-    Ok(super::json(StatusCode::OK, &view))
+    // Answered while the table is held: the view borrows the session.
+    Ok(super::json(StatusCode::OK, &session.view(transaction_id)))
 }
 
 /// What a wallet would fetch from the `request_uri` (illustrative), or

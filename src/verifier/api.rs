@@ -12,7 +12,7 @@ use hyper::body::Incoming;
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::assumptions::{self, Progress, Started};
+use super::assumptions::{self, Progress, Started, Unusable};
 use super::binding::{BrowserId, KeyRing, Sealed, is_handle};
 use super::errors::VerifierError;
 use super::limits::{Client, Refused, client_address};
@@ -70,6 +70,12 @@ impl Inner {
             VerifierError::RateLimited { retry_after }
         })?;
 
+        if !self.budget.take() {
+            tracing::debug!(
+                "verification start refused: the replica's budget for service calls is spent"
+            );
+            return Err(VerifierError::Busy.into());
+        }
         let started = {
             // Waits for a call slot no longer than a call may take.
             let permit = tokio::time::timeout(self.service.timeout(), self.calls.acquire()).await;
@@ -154,8 +160,9 @@ impl Inner {
         }
         let id = sealed.service_id.as_str();
         let now = Instant::now();
-        let expires = now + Duration::from_secs(sealed.expires_at.saturating_sub(unix_now()));
-        let (lookup, newly) = polls::lock(&self.polls).lookup(id, expires, now);
+        let left = Duration::from_secs(sealed.expires_at.saturating_sub(unix_now()));
+        let (expires, age) = (now + left, self.session_ttl.saturating_sub(left));
+        let (lookup, newly) = polls::lock(&self.polls).lookup(id, expires, age, now);
         self.count_ending(newly.as_ref());
         match lookup {
             Lookup::Ended(ending) => return Ok(ended(&ending)),
@@ -165,11 +172,15 @@ impl Inner {
         // Released when this poll ends however it ends: answered, failed,
         // or dropped mid-call because its client went away.
         let asking = Asking::new(&self.polls, id);
-        // Every call slot busy: the service is slow for everyone, and one
-        // more call would only queue; this poll answers what is known.
+        // The replica's budget for calls spent, or every call slot busy
+        // (the service slow for everyone): one more call would only queue,
+        // so this poll answers what is known, and the page polls again.
         let Ok(_permit) = self.calls.try_acquire() else {
             return Ok(pending(expires));
         };
+        if !self.budget.take() {
+            return Ok(pending(expires));
+        }
         let progress = match self.service.progress(id).await {
             Ok(progress) => progress,
             // The service no longer knows the session: it ended there.
@@ -186,6 +197,18 @@ impl Inner {
                 let (_, newly) = asking.record(Progress::Failed, Instant::now());
                 self.count_ending(newly.as_ref());
                 return Err(VerifierError::from_call(&err).into());
+            }
+            // Verified, with claims it can never use: asking again gives
+            // the same, so every replica ends it `failed` alike.
+            Err(CallError::Unusable(why)) => {
+                tracing::warn!(
+                    transaction_id = id,
+                    rule = %self.service.rule(),
+                    "the service's answer {why}; the session ends failed (README \"The verifier\", Limits)"
+                );
+                Progress::Unusable {
+                    presented: matches!(why, Unusable::Claims(_)),
+                }
             }
             // Perhaps passing: the session stays pending, and the page
             // polls again.
@@ -381,6 +404,17 @@ fn ended(ending: &Ending) -> Response<Full<Bytes>> {
             "{{\"status\":\"verified\",\"claims\":{}}}",
             claims.json()
         )),
+        Ending::Unusable { presented } => {
+            let message = match presented {
+                true => {
+                    "Your wallet presented a credential, but this site cannot show its claims (they are too large or not in the expected form). Nothing was kept. Please start again, or ask the site's operator."
+                }
+                false => {
+                    "The verification service gave an answer this site cannot read. Please start again, or ask the site's operator."
+                }
+            };
+            json_answer(json!({"status": "failed", "message": message}).to_string())
+        }
         other => json_answer(json!({"status": other.outcome()}).to_string()),
     }
 }
@@ -396,7 +430,6 @@ fn json_answer(body: String) -> Response<Full<Bytes>> {
         HeaderValue::from_static("application/json"),
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    page::secure(headers);
     response
 }
 

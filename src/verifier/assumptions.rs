@@ -33,22 +33,35 @@
 //!    went to another replica, or the one that got them restarted.
 
 use bytes::Bytes;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::config::WalletBaseUrl;
 
-/// The claims of a presented credential, as compact JSON: personal data.
-/// Held until the session's lifetime ends, and never logged: its `Debug`
-/// shows only its size (README "The verifier"). Kept as text, not as a
-/// parsed tree, so what it holds in memory is what [`MAX_CLAIMS_BYTES`]
-/// bounds.
+/// The claims of a presented credential, as the JSON text the service
+/// sent: personal data. Passed on as it came, never re-encoded, so a
+/// number beyond 64 bits reaches the page digit for digit (a parsed tree
+/// would round it through `f64`). Held until the session's lifetime ends,
+/// shared (an `Arc`) by every answer that carries it, and never logged:
+/// its `Debug` shows only its size (README "The verifier").
 #[derive(Clone, PartialEq, Eq)]
-pub struct Claims(String);
+pub struct Claims(std::sync::Arc<str>);
 
 impl Claims {
     /// The JSON object, as the page receives it.
     pub fn json(&self) -> &str {
         &self.0
+    }
+
+    /// Claims from JSON text the tests write.
+    #[cfg(test)]
+    pub fn from_json(text: &str) -> Claims {
+        Claims(text.into())
+    }
+
+    /// Its size in bytes, which the memory bounds count.
+    pub fn size(&self) -> usize {
+        self.0.len()
     }
 }
 
@@ -64,9 +77,10 @@ pub const MAX_TRANSACTION_ID: usize = 128;
 /// holds 2,331 bytes at most, and a phone's camera reads far less well
 /// before that.
 pub const MAX_REQUEST_URI: usize = 2048;
-/// Claims beyond this are refused rather than held: a credential's claims
-/// are a few hundred bytes, and each live session may hold them.
-pub const MAX_CLAIMS_BYTES: usize = 16 * 1024;
+/// Claims beyond this cannot be used: a credential's claims are a few
+/// hundred bytes, an mDL with its portrait tens of KiB. A session that
+/// presents more ends `failed` (README "The verifier", Limits).
+pub const MAX_CLAIMS_BYTES: usize = 256 * 1024;
 
 /// The body of a session start (assumption 1).
 pub fn start_body() -> Bytes {
@@ -93,6 +107,11 @@ pub enum Progress {
     Declined,
     Expired,
     Failed,
+    /// An answer the verifier can never use ([`Unusable`]); `presented`
+    /// when it was `verified` and only the claims were wrong.
+    Unusable {
+        presented: bool,
+    },
 }
 
 /// Why an answer of the service is unusable. The reason names a field,
@@ -100,6 +119,19 @@ pub enum Progress {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct Malformed(pub &'static str);
+
+/// Why a poll's 2xx answer gives no usable progress: one that may change
+/// on the next poll is not, so only these two.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unusable {
+    /// Not in the assumed shape at all.
+    #[error("{0}")]
+    Malformed(Malformed),
+    /// `verified`, with claims the verifier can never use: asking again
+    /// gives the same, so the session ends `failed`.
+    #[error("is `verified` with claims that {0}")]
+    Claims(&'static str),
+}
 
 /// Reads a session start's answer (assumption 1).
 pub fn parse_started(body: &[u8]) -> Result<Started, Malformed> {
@@ -129,24 +161,40 @@ pub fn parse_started(body: &[u8]) -> Result<Started, Malformed> {
     })
 }
 
-/// Reads a poll's answer (assumptions 2 and 3).
-pub fn parse_progress(body: &[u8]) -> Result<Progress, Malformed> {
-    let mut object = json_object(body)?;
-    let status = object
-        .get("status")
-        .and_then(Value::as_str)
-        .ok_or(Malformed("has no string `status`"))?;
-    match progress_of(status) {
-        Progress::Verified(_) => match object.remove("claims") {
-            Some(claims @ Value::Object(_)) => {
-                let claims = Claims(claims.to_string());
-                if claims.0.len() > MAX_CLAIMS_BYTES {
-                    return Err(Malformed("has claims over 16 KiB"));
-                }
-                Ok(Progress::Verified(claims))
+/// A poll's answer, each field as the text it came as.
+#[derive(serde::Deserialize)]
+struct PollAnswer<'a> {
+    #[serde(borrow)]
+    status: Option<&'a RawValue>,
+    #[serde(borrow)]
+    claims: Option<&'a RawValue>,
+}
+
+/// Reads a poll's answer (assumptions 2 and 3), keeping the claims' text
+/// as the service sent it.
+pub fn parse_progress(body: &[u8]) -> Result<Progress, Unusable> {
+    let malformed = |why| Unusable::Malformed(Malformed(why));
+    let raw: &RawValue = serde_json::from_slice(body).map_err(|_| malformed("is not JSON"))?;
+    if !raw.get().starts_with('{') {
+        return Err(malformed("is JSON but not an object"));
+    }
+    let answer: PollAnswer<'_> =
+        serde_json::from_str(raw.get()).map_err(|_| malformed("repeats a field"))?;
+    let status = answer
+        .status
+        .and_then(|status| serde_json::from_str::<String>(status.get()).ok())
+        .ok_or(malformed("has no string `status`"))?;
+    match progress_of(&status) {
+        Progress::Verified(_) => {
+            let claims = answer.claims.ok_or(Unusable::Claims("are missing"))?.get();
+            if !claims.starts_with('{') {
+                return Err(Unusable::Claims("are not a JSON object"));
             }
-            _ => Err(Malformed("is `verified` with no `claims` object")),
-        },
+            if claims.len() > MAX_CLAIMS_BYTES {
+                return Err(Unusable::Claims("are over 256 KiB"));
+            }
+            Ok(Progress::Verified(Claims(claims.into())))
+        }
         progress => Ok(progress),
     }
 }
@@ -155,7 +203,7 @@ pub fn parse_progress(body: &[u8]) -> Result<Progress, Malformed> {
 /// claims of a verified session are read by [`parse_progress`].
 pub fn progress_of(status: &str) -> Progress {
     match status.to_ascii_lowercase().as_str() {
-        "verified" => Progress::Verified(Claims(String::from("{}"))),
+        "verified" => Progress::Verified(Claims("{}".into())),
         "declined" | "rejected" | "denied" | "cancelled" | "canceled" => Progress::Declined,
         "expired" => Progress::Expired,
         "failed" | "error" => Progress::Failed,
@@ -295,15 +343,62 @@ mod tests {
         );
         assert_eq!(
             parse_progress(br#"{"status":"verified"}"#).unwrap_err(),
-            Malformed("is `verified` with no `claims` object")
+            Unusable::Claims("are missing")
         );
     }
 
     #[test]
-    fn oversized_claims_are_refused_without_quoting_them() {
-        let big = "x".repeat(MAX_CLAIMS_BYTES);
-        let body = serde_json::json!({"status": "verified", "claims": {"a": big}}).to_string();
-        let err = parse_progress(body.as_bytes()).unwrap_err();
-        assert!(!err.to_string().contains("xxx"), "{err}");
+    fn claims_pass_as_the_service_wrote_them() {
+        let body = br#"{"status":"verified","claims": {"n": 123456789012345678901234567890, "f": 1.10, "s":"\u00e9"} }"#;
+        let Progress::Verified(claims) = parse_progress(body).unwrap() else {
+            panic!("not verified");
+        };
+        assert_eq!(
+            claims.json(),
+            r#"{"n": 123456789012345678901234567890, "f": 1.10, "s":"\u00e9"}"#
+        );
+    }
+
+    #[test]
+    fn answers_that_can_never_be_used_are_told_from_malformed_ones() {
+        let big = format!(
+            r#"{{"status":"verified","claims":{{"a":"{}"}}}}"#,
+            "x".repeat(MAX_CLAIMS_BYTES)
+        );
+        for (body, expected) in [
+            (
+                br#"{"status":"verified","claims":[1]}"#.to_vec(),
+                Unusable::Claims("are not a JSON object"),
+            ),
+            (
+                br#"{"status":"verified","claims":"a"}"#.to_vec(),
+                Unusable::Claims("are not a JSON object"),
+            ),
+            (big.into_bytes(), Unusable::Claims("are over 256 KiB")),
+            (
+                b"<html>".to_vec(),
+                Unusable::Malformed(Malformed("is not JSON")),
+            ),
+            (
+                b"[1]".to_vec(),
+                Unusable::Malformed(Malformed("is JSON but not an object")),
+            ),
+            (
+                br#"{"status":1}"#.to_vec(),
+                Unusable::Malformed(Malformed("has no string `status`")),
+            ),
+            (
+                br#"{"status":"a","status":"b"}"#.to_vec(),
+                Unusable::Malformed(Malformed("repeats a field")),
+            ),
+        ] {
+            let err = parse_progress(&body).unwrap_err();
+            assert_eq!(err, expected);
+            assert!(!err.to_string().contains("xxx"), "{err}");
+        }
+        assert_eq!(
+            parse_progress(br#"{"status":"pending","claims":[1]}"#).unwrap(),
+            Progress::Pending
+        );
     }
 }

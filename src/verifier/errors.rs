@@ -10,7 +10,6 @@ use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::Full;
 
-use super::page;
 use super::service::CallError;
 use crate::error::json_error;
 
@@ -146,7 +145,6 @@ impl VerifierError {
             }
             _ => {}
         }
-        page::secure(headers);
         response
     }
 
@@ -162,7 +160,11 @@ impl VerifierError {
             CallError::Refused(status) if *status == StatusCode::NOT_FOUND => {
                 VerifierError::RuleNotFound
             }
-            CallError::Refused(_) | CallError::Malformed(_) => VerifierError::ServiceFailed,
+            CallError::Refused(_)
+            | CallError::Malformed(_)
+            | CallError::Unusable(_)
+            | CallError::TooLarge
+            | CallError::CutOff => VerifierError::ServiceFailed,
             CallError::Unreachable(_) => VerifierError::ServiceUnreachable,
             CallError::Timeout(_) => VerifierError::ServiceTimeout,
         }

@@ -1,11 +1,12 @@
-//! How fast sessions may be started: per client, and in all (README "The
-//! verifier", Limits). Each start costs a call to the service, whose rate
-//! limits exist though the seed does not give them (docs/service.md §8),
-//! and a session held for its lifetime; one client's flood must spend
-//! neither. The limiter is governor's GCRA, keyed by client.
+//! How fast sessions may be started, per client and in all, and how fast
+//! one replica calls the service, starts and polls together (README "The
+//! verifier", Limits). The service's rate limits exist though the seed
+//! does not give them (docs/service.md §8); one client's flood must not
+//! spend them. The limiters are governor's GCRA, the starts keyed by
+//! client; the rates are settings (`LANYARD_VERIFIER_CLIENT_STARTS`,
+//! `LANYARD_VERIFIER_STARTS`, `LANYARD_VERIFIER_SERVICE_CALLS`).
 
 use std::net::IpAddr;
-use std::num::NonZeroU32;
 use std::time::Duration;
 
 use governor::clock::{Clock, MonotonicClock};
@@ -13,16 +14,7 @@ use governor::state::keyed::HashMapStateStore;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 
-/// Starts one client may make in a burst: a person restarting a few
-/// times, or a few people behind one address.
-const CLIENT_BURST: NonZeroU32 = NonZeroU32::new(10).unwrap();
-/// After the burst, one start per client this often (10 a minute).
-const CLIENT_PERIOD: Duration = Duration::from_secs(6);
-/// Starts in all: a burst of this many ...
-const GLOBAL_BURST: NonZeroU32 = NonZeroU32::new(50).unwrap();
-/// ... then one this often (10 a second): well beyond one verifier's
-/// visitors, and a ceiling on what it asks of the service.
-const GLOBAL_PERIOD: Duration = Duration::from_millis(100);
+use crate::config::{Rate, VerifierRates};
 
 /// A client as the limiter counts it: an IPv4 address, or an IPv6 /64,
 /// the block one subscriber is usually given (RFC 6177), so one network
@@ -86,33 +78,25 @@ pub enum Refused {
     Everyone { retry_after: Duration },
 }
 
-/// The two limits.
+/// The two start limits.
 pub struct StartLimits {
     clock: MonotonicClock,
     per_client: RateLimiter<Client, HashMapStateStore<Client>, MonotonicClock>,
     everyone: RateLimiter<NotKeyed, InMemoryState, MonotonicClock>,
 }
 
-impl Default for StartLimits {
-    fn default() -> Self {
-        StartLimits::new()
-    }
+/// A GCRA quota for a rate: its burst at once, then one a period.
+fn quota(rate: Rate) -> Quota {
+    Quota::with_period(rate.period())
+        .map_or(Quota::per_second(rate.burst), |q| q.allow_burst(rate.burst))
 }
 
 impl StartLimits {
-    pub fn new() -> StartLimits {
-        let per_client = Quota::with_period(CLIENT_PERIOD)
-            .map_or(Quota::per_minute(CLIENT_BURST), |q| {
-                q.allow_burst(CLIENT_BURST)
-            });
-        let everyone = Quota::with_period(GLOBAL_PERIOD)
-            .map_or(Quota::per_second(GLOBAL_BURST), |q| {
-                q.allow_burst(GLOBAL_BURST)
-            });
+    pub fn new(rates: &VerifierRates) -> StartLimits {
         StartLimits {
             clock: MonotonicClock,
-            per_client: RateLimiter::hashmap_with_clock(per_client, MonotonicClock),
-            everyone: RateLimiter::direct_with_clock(everyone, MonotonicClock),
+            per_client: RateLimiter::hashmap_with_clock(quota(rates.client_starts), MonotonicClock),
+            everyone: RateLimiter::direct_with_clock(quota(rates.starts), MonotonicClock),
         }
     }
 
@@ -139,33 +123,67 @@ impl StartLimits {
     }
 }
 
+/// The calls one replica may make to the service, starts and polls
+/// together: whatever the number of sessions, their polls cannot ask the
+/// service faster than this.
+pub struct ServiceBudget {
+    calls: RateLimiter<NotKeyed, InMemoryState, MonotonicClock>,
+}
+
+impl ServiceBudget {
+    pub fn new(rate: Rate) -> ServiceBudget {
+        ServiceBudget {
+            calls: RateLimiter::direct_with_clock(quota(rate), MonotonicClock),
+        }
+    }
+
+    /// Takes one call, or says it is spent for now.
+    pub fn take(&self) -> bool {
+        self.calls.check().is_ok()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn rates() -> VerifierRates {
+        VerifierRates::default()
+    }
+
     #[test]
     fn one_client_gets_its_burst_and_no_more() {
-        let limits = StartLimits::new();
+        let rates = rates();
+        let limits = StartLimits::new(&rates);
         let me = Client::of("192.0.2.1".parse().unwrap());
-        for _ in 0..CLIENT_BURST.get() {
+        for _ in 0..rates.client_starts.burst.get() {
             limits.take(me).unwrap();
         }
         let Err(Refused::Client { retry_after }) = limits.take(me) else {
             panic!("an 11th start in a burst went through");
         };
-        assert!(retry_after > Duration::ZERO && retry_after <= CLIENT_PERIOD);
+        assert!(retry_after > Duration::ZERO && retry_after <= rates.client_starts.period());
         let other = Client::of("192.0.2.2".parse().unwrap());
         limits.take(other).unwrap();
     }
 
     #[test]
     fn everyone_together_is_bounded_too() {
-        let limits = StartLimits::new();
-        let refused = (0..=GLOBAL_BURST.get())
+        let rates = rates();
+        let limits = StartLimits::new(&rates);
+        let refused = (0..=rates.starts.burst.get())
             .map(|n| Client::of(IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + n))))
             .filter(|client| limits.take(*client).is_err())
             .count();
         assert_eq!(refused, 1);
+    }
+
+    #[test]
+    fn the_service_budget_lets_its_burst_through_then_refuses() {
+        let rate = Rate::parse("3/1h").unwrap();
+        let budget = ServiceBudget::new(rate);
+        let taken = (0..10).filter(|_| budget.take()).count();
+        assert_eq!(taken, 3);
     }
 
     #[test]

@@ -33,7 +33,7 @@ mod service;
 
 pub use assumptions::{Claims, MAX_CLAIMS_BYTES, MAX_REQUEST_URI};
 pub use binding::MAX_HANDLE;
-pub use page::CONTENT_SECURITY_POLICY;
+pub use page::{CONTENT_SECURITY_POLICY, PERMISSIONS_POLICY, security_headers};
 pub use polls::{MAX_SESSIONS, SERVICE_POLL_SPACING};
 
 use std::net::SocketAddr;
@@ -50,7 +50,7 @@ use tokio::sync::Semaphore;
 
 use crate::Failure;
 use crate::access::ServiceAccess;
-use crate::config::{Config, ConfigError, SessionKeys as GivenKeys, WalletBaseUrl};
+use crate::config::{Config, ConfigError, SessionKeys as GivenKeys, VerifierRates, WalletBaseUrl};
 use crate::metrics::Metrics;
 use crate::server::{Abort, Handler};
 use crate::target::TargetUrl;
@@ -59,7 +59,7 @@ use crate::token::TokenHandle;
 use api::Answer;
 use binding::SessionKeys;
 use errors::VerifierError;
-use limits::StartLimits;
+use limits::{ServiceBudget, StartLimits};
 use polls::{Ending, Polls};
 use service::ServiceApi;
 
@@ -90,6 +90,7 @@ pub struct VerifierSettings {
     /// `LANYARD_VERIFIER_SESSION_KEY`; `None`: derived from the account's
     /// key.
     pub session_key: Option<GivenKeys>,
+    pub rates: VerifierRates,
 }
 
 impl VerifierSettings {
@@ -123,6 +124,7 @@ impl VerifierSettings {
             session_ttl: config.verifier_session_ttl,
             forwarded_hops: config.verifier_forwarded_hops,
             session_key: config.verifier_session_key.clone(),
+            rates: config.verifier_rates,
         })
     }
 }
@@ -140,6 +142,8 @@ struct Inner {
     keys: SessionKeys,
     polls: Mutex<Polls>,
     limits: StartLimits,
+    /// Calls to the service, starts and polls together.
+    budget: ServiceBudget,
     /// Trusted proxies in front, for the client's address.
     forwarded_hops: usize,
     /// Slots for calls to the service ([`MAX_SERVICE_CALLS`]).
@@ -179,7 +183,8 @@ impl Verifier {
                     None => SessionKeys::derived(access.exchanger.clone()),
                 },
                 polls: Mutex::new(Polls::default()),
-                limits: StartLimits::new(),
+                limits: StartLimits::new(&settings.rates),
+                budget: ServiceBudget::new(settings.rates.service_calls),
                 forwarded_hops: settings.forwarded_hops,
                 calls: Semaphore::new(MAX_SERVICE_CALLS),
                 metrics,
@@ -234,6 +239,7 @@ impl Handler for Verifier {
         let inner = &self.inner;
         let path = req.uri().path();
         let head = req.method() == Method::HEAD;
+        let https = api::forwarded_https(req.headers(), inner.forwarded_hops);
         let answer = if let Some(api) = path.strip_prefix("/api/") {
             if cross_site(req.headers()) {
                 Err(VerifierError::CrossSite.into())
@@ -253,11 +259,13 @@ impl Handler for Verifier {
         } else {
             Err(VerifierError::MethodNotAllowed { allow: "GET, HEAD" }.into())
         };
-        match answer {
-            Ok(response) => Ok(response),
-            Err(Answer::Error(error)) => Ok(error.response()),
-            Err(Answer::Abort) => Err(Abort),
-        }
+        let mut response = match answer {
+            Ok(response) => response,
+            Err(Answer::Error(error)) => error.response(),
+            Err(Answer::Abort) => return Err(Abort),
+        };
+        page::secure(response.headers_mut(), https);
+        Ok(response)
     }
 }
 

@@ -68,34 +68,58 @@ impl Asset {
         // Revalidated each time: a new lanyard's page must not run an old
         // script against a new API.
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        secure(headers);
         response
     }
 }
 
-/// The headers every answer of the verifier carries.
-pub fn secure(headers: &mut http::HeaderMap) {
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
-    );
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    headers.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    headers.insert(
-        "cross-origin-opener-policy",
-        HeaderValue::from_static("same-origin"),
-    );
-    headers.insert(
-        "cross-origin-resource-policy",
-        HeaderValue::from_static("same-origin"),
-    );
+/// Features the page never uses, denied to it and to anything that might
+/// be injected into it (a wallet hand-over is a link, not an API).
+pub const PERMISSIONS_POLICY: &str = "accelerometer=(), autoplay=(), camera=(), \
+     display-capture=(), fullscreen=(), geolocation=(), gyroscope=(), hid=(), \
+     identity-credentials-get=(), magnetometer=(), microphone=(), midi=(), payment=(), \
+     publickey-credentials-get=(), serial=(), usb=(), xr-spatial-tracking=()";
+/// Once a browser has reached the page over https, it keeps to https for a
+/// year (RFC 6797); sent only when a trusted proxy says https, as a plain
+/// http answer's would be ignored, and a wrong one would lock users out.
+pub const STRICT_TRANSPORT_SECURITY: &str = "max-age=31536000";
+
+/// The headers every answer of the verifier carries, the server's own
+/// refusals (431, 503) included: they are the same whatever the request.
+pub fn security_headers() -> http::HeaderMap {
+    let mut headers = http::HeaderMap::new();
+    for (name, value) in [
+        (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::REFERRER_POLICY, "no-referrer"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (
+            header::HeaderName::from_static("cross-origin-opener-policy"),
+            "same-origin",
+        ),
+        (
+            header::HeaderName::from_static("cross-origin-resource-policy"),
+            "same-origin",
+        ),
+        (
+            header::HeaderName::from_static("permissions-policy"),
+            PERMISSIONS_POLICY,
+        ),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    headers
+}
+
+/// Adds [`security_headers`] to an answer, and `Strict-Transport-Security`
+/// when the browser came over https.
+pub fn secure(headers: &mut http::HeaderMap, https: bool) {
+    headers.extend(security_headers());
+    if https {
+        headers.insert(
+            header::STRICT_TRANSPORT_SECURITY,
+            HeaderValue::from_static(STRICT_TRANSPORT_SECURITY),
+        );
+    }
 }
 
 /// A plain-text answer for a path that is not the page's.
@@ -110,7 +134,6 @@ pub fn not_found(head: bool) -> Response<Full<Bytes>> {
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
-    secure(response.headers_mut());
     response
 }
 

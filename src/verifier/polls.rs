@@ -24,9 +24,26 @@ use super::assumptions::{Claims, Progress};
 /// call to the service. Each entry holds at most 16 KiB of claims.
 pub const MAX_SESSIONS: usize = 4096;
 /// The service is asked about a session at most this often by one
-/// replica, however often its page polls: a page in several tabs, or a
-/// script, cannot multiply the calls to the service.
+/// replica at first, however often its page polls: a page in several
+/// tabs, or a script, cannot multiply the calls to the service.
 pub const SERVICE_POLL_SPACING: Duration = Duration::from_secs(1);
+/// ... and at most this often once the session has waited a while: a
+/// person takes seconds to scan and consent, and a session left pending
+/// for minutes should cost little. The page's own backoff (1 s, growing
+/// by half to 5 s) stays at or above [`spacing`], so its polls are
+/// answered fresh.
+pub const MAX_SERVICE_POLL_SPACING: Duration = Duration::from_secs(5);
+
+/// How long a replica waits between asking the service about a session
+/// of this age: a quarter of its age, from 1 s to 5 s.
+pub fn spacing(age: Duration) -> Duration {
+    (age / 4).clamp(SERVICE_POLL_SPACING, MAX_SERVICE_POLL_SPACING)
+}
+/// Claims one replica holds at once, all sessions together: a session's
+/// claims may be 256 KiB (a portrait), and a full table of them would be
+/// a gigabyte. Past it, the ended sessions polled longest ago are
+/// forgotten; their next poll asks the service again (`assumptions`, 6).
+pub const MAX_CLAIMS_HELD: usize = 64 * 1024 * 1024;
 /// An entry is kept this long past its session's lifetime, so that a poll
 /// just after the end reads the same ending and it is counted once.
 const LINGER: Duration = Duration::from_secs(60);
@@ -38,6 +55,11 @@ pub enum Ending {
     Declined,
     Expired,
     Failed,
+    /// An answer that can never be used (claims that cannot be shown,
+    /// when `presented`): failed, with a reason for the page.
+    Unusable {
+        presented: bool,
+    },
 }
 
 impl Ending {
@@ -48,7 +70,7 @@ impl Ending {
             Ending::Verified(_) => "verified",
             Ending::Declined => "declined",
             Ending::Expired => "expired",
-            Ending::Failed => "failed",
+            Ending::Failed | Ending::Unusable { .. } => "failed",
         }
     }
 }
@@ -81,6 +103,16 @@ pub enum Lookup {
 #[derive(Debug, Default)]
 pub struct Polls {
     by_id: HashMap<String, Entry>,
+    /// The bytes of claims the entries hold.
+    claims_bytes: usize,
+}
+
+/// The claims an entry holds, which [`MAX_CLAIMS_HELD`] bounds.
+fn held(entry: &Entry) -> usize {
+    match &entry.ended {
+        Some(Ending::Verified(claims)) => claims.size(),
+        _ => 0,
+    }
 }
 
 impl Polls {
@@ -89,11 +121,17 @@ impl Polls {
         self.by_id.len()
     }
 
-    /// Where session `id` (the service's), ending at `expires`, stands,
-    /// and its ending if it ended now (to be counted once per replica). A
-    /// session past its lifetime ends expired, and its claims are no
-    /// longer served.
-    pub fn lookup(&mut self, id: &str, expires: Instant, now: Instant) -> (Lookup, Option<Ending>) {
+    /// Where session `id` (the service's), ending at `expires` and `age`
+    /// old, stands, and its ending if it ended now (to be counted once per
+    /// replica). A session past its lifetime ends expired, and its claims
+    /// are no longer served.
+    pub fn lookup(
+        &mut self,
+        id: &str,
+        expires: Instant,
+        age: Duration,
+        now: Instant,
+    ) -> (Lookup, Option<Ending>) {
         if !self.by_id.contains_key(id) {
             self.make_room(now);
             let entry = Entry {
@@ -114,6 +152,7 @@ impl Polls {
             if entry.ended.is_none() {
                 newly = Some(Ending::Expired);
             }
+            self.claims_bytes -= held(entry);
             entry.ended = Some(Ending::Expired);
         }
         if let Some(ending) = &entry.ended {
@@ -123,7 +162,7 @@ impl Polls {
             return (Lookup::Pending, None);
         }
         entry.asking = true;
-        entry.next_ask = now + SERVICE_POLL_SPACING;
+        entry.next_ask = now + spacing(age);
         (Lookup::Ask, None)
     }
 
@@ -148,11 +187,13 @@ impl Polls {
         if entry.ended.is_none() {
             newly = ending_of(progress, entry.expires, now);
             entry.ended.clone_from(&newly);
+            self.claims_bytes += held(entry);
         }
         let lookup = match &entry.ended {
             Some(ending) => Lookup::Ended(ending.clone()),
             None => Lookup::Pending,
         };
+        self.shed_claims(id);
         (lookup, newly)
     }
 
@@ -166,7 +207,37 @@ impl Polls {
 
     /// Forgets every session well past its lifetime, claims and all.
     pub fn sweep(&mut self, now: Instant) {
-        self.by_id.retain(|_, entry| now < entry.expires + LINGER);
+        self.forget(|entry| now >= entry.expires + LINGER);
+    }
+
+    /// Forgets the entries `gone` picks, and the claims they held.
+    fn forget(&mut self, gone: impl Fn(&Entry) -> bool) {
+        let mut freed = 0;
+        self.by_id.retain(|_, entry| {
+            let keep = !gone(entry);
+            if !keep {
+                freed += held(entry);
+            }
+            keep
+        });
+        self.claims_bytes -= freed;
+    }
+
+    /// Forgets the ended sessions polled longest ago, `id` aside, until
+    /// the claims held fit [`MAX_CLAIMS_HELD`].
+    fn shed_claims(&mut self, id: &str) {
+        while self.claims_bytes > MAX_CLAIMS_HELD {
+            let oldest = self
+                .by_id
+                .iter()
+                .filter(|(other, entry)| *other != id && held(entry) > 0)
+                .min_by_key(|(_, entry)| entry.seen)
+                .map(|(other, _)| other.clone());
+            let Some(oldest) = oldest else { return };
+            if let Some(entry) = self.by_id.remove(&oldest) {
+                self.claims_bytes -= held(&entry);
+            }
+        }
     }
 
     /// Room for one more entry: the sessions past their lifetime go first,
@@ -177,7 +248,7 @@ impl Polls {
         if self.by_id.len() < MAX_SESSIONS {
             return;
         }
-        self.by_id.retain(|_, entry| now < entry.expires);
+        self.forget(|entry| now >= entry.expires);
         if self.by_id.len() < MAX_SESSIONS {
             return;
         }
@@ -187,8 +258,8 @@ impl Polls {
             .filter(|(_, entry)| !entry.asking)
             .min_by_key(|(_, entry)| entry.seen)
             .map(|(id, _)| id.clone());
-        if let Some(id) = oldest {
-            self.by_id.remove(&id);
+        if let Some(entry) = oldest.and_then(|id| self.by_id.remove(&id)) {
+            self.claims_bytes -= held(&entry);
         }
     }
 }
@@ -201,6 +272,7 @@ fn ending_of(progress: Progress, expires: Instant, now: Instant) -> Option<Endin
         Progress::Declined => Some(Ending::Declined),
         Progress::Expired => Some(Ending::Expired),
         Progress::Failed => Some(Ending::Failed),
+        Progress::Unusable { presented } => Some(Ending::Unusable { presented }),
     }
 }
 
@@ -258,7 +330,24 @@ mod tests {
     }
 
     fn asks(polls: &mut Polls, id: &str, expires: Instant, at: Instant) -> bool {
-        polls.lookup(id, expires, at).0 == Lookup::Ask
+        polls.lookup(id, expires, Duration::ZERO, at).0 == Lookup::Ask
+    }
+
+    #[test]
+    fn a_session_is_asked_about_less_often_as_it_ages() {
+        assert_eq!(spacing(Duration::ZERO), SERVICE_POLL_SPACING);
+        assert_eq!(spacing(Duration::from_secs(8)), Duration::from_secs(2));
+        assert_eq!(spacing(Duration::from_secs(300)), MAX_SERVICE_POLL_SPACING);
+        let now = Instant::now();
+        let expires = now + TTL;
+        let mut polls = Polls::default();
+        let old = Duration::from_secs(60);
+        assert_eq!(polls.lookup("tx", expires, old, now).0, Lookup::Ask);
+        polls.release("tx");
+        let soon = now + Duration::from_secs(4);
+        assert_eq!(polls.lookup("tx", expires, old, soon).0, Lookup::Pending);
+        let later = now + MAX_SERVICE_POLL_SPACING;
+        assert_eq!(polls.lookup("tx", expires, old, later).0, Lookup::Ask);
     }
 
     #[test]
@@ -293,10 +382,16 @@ mod tests {
         let polls = Mutex::new(Polls::default());
         let now = Instant::now();
         let expires = now + TTL;
-        assert_eq!(lock(&polls).lookup("tx", expires, now).0, Lookup::Ask);
+        assert_eq!(
+            lock(&polls).lookup("tx", expires, Duration::ZERO, now).0,
+            Lookup::Ask
+        );
         drop(Asking::new(&polls, "tx"));
         let later = now + SERVICE_POLL_SPACING;
-        assert_eq!(lock(&polls).lookup("tx", expires, later).0, Lookup::Ask);
+        assert_eq!(
+            lock(&polls).lookup("tx", expires, Duration::ZERO, later).0,
+            Lookup::Ask
+        );
         let (lookup, newly) = Asking::new(&polls, "tx").record(Progress::Declined, later);
         assert_eq!(lookup, Lookup::Ended(Ending::Declined));
         assert_eq!(newly, Some(Ending::Declined));
@@ -313,11 +408,11 @@ mod tests {
         assert_eq!(newly, Some(Ending::Verified(claims())));
         assert_eq!(polls.record("tx", Progress::Declined, now).1, None);
         assert_eq!(
-            polls.lookup("tx", expires, now),
+            polls.lookup("tx", expires, Duration::ZERO, now),
             (Lookup::Ended(Ending::Verified(claims())), None)
         );
         assert_eq!(
-            polls.lookup("tx", expires, expires),
+            polls.lookup("tx", expires, Duration::ZERO, expires),
             (Lookup::Ended(Ending::Expired), None),
             "no claims past the lifetime, and counted already"
         );
@@ -332,12 +427,12 @@ mod tests {
         let mut polls = Polls::default();
         assert!(asks(&mut polls, "tx", expires, now));
         polls.record("tx", Progress::Pending, now);
-        let (lookup, newly) = polls.lookup("tx", expires, expires);
+        let (lookup, newly) = polls.lookup("tx", expires, Duration::ZERO, expires);
         assert_eq!(lookup, Lookup::Ended(Ending::Expired));
         assert_eq!(newly, Some(Ending::Expired));
-        assert_eq!(polls.lookup("tx", expires, expires).1, None);
+        assert_eq!(polls.lookup("tx", expires, Duration::ZERO, expires).1, None);
         // First polled after its lifetime (started on another replica).
-        let (lookup, newly) = polls.lookup("other", now, expires);
+        let (lookup, newly) = polls.lookup("other", now, Duration::ZERO, expires);
         assert_eq!(
             (lookup, newly),
             (Lookup::Ended(Ending::Expired), Some(Ending::Expired))
@@ -358,7 +453,30 @@ mod tests {
         let (view, newly) = polls.record("tx", Progress::Pending, expires);
         assert_eq!(view, Lookup::Ended(Ending::Expired));
         assert_eq!(newly, Some(Ending::Expired));
-        assert_eq!(polls.lookup("tx", expires, expires).1, None, "counted once");
+        assert_eq!(
+            polls.lookup("tx", expires, Duration::ZERO, expires).1,
+            None,
+            "counted once"
+        );
+    }
+
+    #[test]
+    fn claims_held_are_bounded_forgetting_the_ended_sessions_polled_longest_ago() {
+        let now = Instant::now();
+        let expires = now + TTL;
+        let big = Claims::from_json(&format!(r#"{{"a":"{}"}}"#, "x".repeat(200 * 1024)));
+        let fit = MAX_CLAIMS_HELD / big.size();
+        let mut polls = Polls::default();
+        for n in 0..=fit {
+            let (id, at) = (format!("tx{n}"), now + Duration::from_millis(n as u64));
+            assert!(asks(&mut polls, &id, expires, at));
+            polls.record(&id, Progress::Verified(big.clone()), at);
+            assert!(polls.claims_bytes <= MAX_CLAIMS_HELD);
+        }
+        assert_eq!(polls.len(), fit, "the first one went");
+        assert!(!polls.by_id.contains_key("tx0"));
+        polls.sweep(expires + LINGER);
+        assert_eq!((polls.len(), polls.claims_bytes), (0, 0));
     }
 
     #[test]
@@ -370,12 +488,12 @@ mod tests {
         for n in 1..MAX_SESSIONS {
             let at = now + Duration::from_millis(n as u64);
             let id = format!("tx{n}");
-            polls.lookup(&id, expires, at);
+            polls.lookup(&id, expires, Duration::ZERO, at);
             polls.release(&id);
         }
         assert_eq!(polls.len(), MAX_SESSIONS);
         let at = now + Duration::from_secs(10);
-        polls.lookup("one-more", expires, at);
+        polls.lookup("one-more", expires, Duration::ZERO, at);
         assert_eq!(polls.len(), MAX_SESSIONS);
         assert!(
             polls.by_id.contains_key("asked"),

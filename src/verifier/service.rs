@@ -10,14 +10,17 @@ use http::{HeaderValue, Method, Request, StatusCode, Uri, header};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::client::legacy::Client;
 
-use super::assumptions::{self, Malformed, Progress, Started};
+use super::assumptions::{self, MAX_CLAIMS_BYTES, Malformed, Progress, Started, Unusable};
 use crate::metrics::Metrics;
 use crate::outbound::{self, Connector, FailureKind};
 use crate::target::TargetUrl;
 use crate::token::{Token, TokenHandle};
 
-/// Larger answers are not a session's: the claims are bounded well below.
-const MAX_ANSWER_BYTES: usize = 64 * 1024;
+/// How long a call waits for the process's first token: the default
+/// token request timeout, so one slow first exchange is ridden out.
+const FIRST_TOKEN_WAIT: Duration = Duration::from_secs(10);
+/// Larger answers are not a session's: the claims, with room for the rest.
+const MAX_ANSWER_BYTES: usize = MAX_CLAIMS_BYTES + 16 * 1024;
 
 /// Why a call to the service gave no usable answer. Each carries what the
 /// operator's log line and the page's message need, and nothing the
@@ -30,6 +33,13 @@ pub enum CallError {
     Refused(StatusCode),
     #[error("the service's answer {0}")]
     Malformed(Malformed),
+    /// A poll's 2xx answer that asking again cannot mend.
+    #[error("the service's answer {0}")]
+    Unusable(Unusable),
+    #[error("the service's 2xx answer is over {} KiB", MAX_ANSWER_BYTES / 1024)]
+    TooLarge,
+    #[error("the service's answer was cut off")]
+    CutOff,
     #[error("the service could not be reached ({0:?})")]
     Unreachable(FailureKind),
     #[error("the service did not answer within {0:?}")]
@@ -90,18 +100,31 @@ impl ServiceApi {
         let uri: Uri = path
             .parse()
             .map_err(|_| CallError::Malformed(Malformed("has an unusable `transaction_id`")))?;
-        let body = self.call(Method::GET, &uri).await?;
-        assumptions::parse_progress(&body).map_err(CallError::Malformed)
+        let body = self
+            .call(Method::GET, &uri)
+            .await
+            .map_err(|err| match err {
+                CallError::TooLarge => CallError::Unusable(Unusable::Claims("are over 256 KiB")),
+                other => other,
+            })?;
+        assumptions::parse_progress(&body).map_err(CallError::Unusable)
     }
 
     /// One call, with one renewal and retry after a 401; a 2xx answer's
     /// body, or why there is none.
     async fn call(&self, method: Method, uri: &Uri) -> Result<Bytes, CallError> {
-        let token = self
-            .tokens
-            .get()
-            .await
-            .map_err(|_| CallError::TokenUnavailable)?;
+        let token = match self.tokens.get().await {
+            Ok(token) => token,
+            // Just started (a rolling restart, a serverless cold start):
+            // the first token is on its way, and a browser that reached
+            // this replica first waits for it rather than failing. Once a
+            // token request has failed, or a token was held, no waiting.
+            Err(_) => tokio::time::timeout(FIRST_TOKEN_WAIT, self.tokens.first_outcome())
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .ok_or(CallError::TokenUnavailable)?,
+        };
         let (status, body) = self.send(&method, uri, &token).await?;
         let (status, body) = if status == StatusCode::UNAUTHORIZED {
             let renewed =
@@ -164,11 +187,20 @@ impl ServiceApi {
                 CallError::Unreachable(kind)
             })?;
             let status = response.status();
-            let body = Limited::new(response.into_body(), MAX_ANSWER_BYTES)
+            match Limited::new(response.into_body(), MAX_ANSWER_BYTES)
                 .collect()
                 .await
-                .map_err(|_| CallError::Malformed(Malformed("is over 64 KiB or was cut off")))?;
-            Ok((status, body.to_bytes()))
+            {
+                Ok(body) => Ok((status, body.to_bytes())),
+                // An error's body is not read: its status says enough.
+                Err(err) if err.is::<http_body_util::LengthLimitError>() => {
+                    match status.is_success() {
+                        true => Err(CallError::TooLarge),
+                        false => Ok((status, Bytes::new())),
+                    }
+                }
+                Err(_) => Err(CallError::CutOff),
+            }
         };
         match tokio::time::timeout(self.timeout, exchange).await {
             Ok(answer) => answer,

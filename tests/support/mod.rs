@@ -13,6 +13,7 @@ use lanyard::mock::{MockAccount, MockService};
 pub mod logs;
 pub mod node;
 pub mod raw;
+pub mod replicas;
 pub mod sidecar;
 pub mod tls;
 pub mod upstream;

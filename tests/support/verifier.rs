@@ -127,12 +127,15 @@ pub struct Browser {
 
 impl Browser {
     pub async fn start(&mut self, verifier: &Running) -> Answer {
+        self.start_with(verifier, &[]).await
+    }
+
+    /// As [`Browser::start`], with `headers` as well (a proxy's, say).
+    pub async fn start_with(&mut self, verifier: &Running, headers: &[(&str, &str)]) -> Answer {
+        let mut all = vec![("content-type", "application/json")];
+        all.extend_from_slice(headers);
         let answer = self
-            .request(
-                Method::POST,
-                &format!("{}/api/start", verifier.url),
-                &[("content-type", "application/json")],
-            )
+            .request(Method::POST, &format!("{}/api/start", verifier.url), &all)
             .await;
         if let Some(set) = answer.headers.get("set-cookie") {
             let pair = set.to_str().unwrap().split(';').next().unwrap();
