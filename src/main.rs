@@ -27,7 +27,7 @@ fn main() -> ExitCode {
         Ok(config) => config,
         Err(err) => return fail(&Failure::Config(err)),
     };
-    init_tracing(config.log_format);
+    init_tracing(LogFormat::for_stderr(config.log_format));
     for warning in &config.warnings {
         tracing::warn!("{warning}");
     }

@@ -226,13 +226,13 @@ async fn refused_start(
 async fn each_refusal_of_the_service_reaches_the_page_and_the_log() {
     let other_rule = "6b2c0d4f-8e3a-4f9b-a7d1-2a3b4c5d6e7f";
     let cases = [
-        // 403: the account is not in the project's group (seed §5.4).
+        // 403: the account is not in the project's group (docs/service.md §5.4).
         (
             "403",
             vec![("PROJECT_ID", "proj-other")],
             502,
             "service_refused",
-            "seed §5.4",
+            "docs/service.md §5.4",
         ),
         // 404: no such rule, or a draft.
         (

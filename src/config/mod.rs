@@ -104,7 +104,8 @@ pub struct Config {
     /// Proxy threads for `run` and `demo`, each with its own runtime.
     pub worker_threads: usize,
     pub rfc7523_fields: bool,
-    pub log_format: LogFormat,
+    /// As given; `None`: text on a terminal, else JSON ([`LogFormat::for_stderr`]).
+    pub log_format: Option<LogFormat>,
     pub demo: bool,
     /// Values that were accepted with an adjustment, and what was logged
     /// while reading them, to log once logging is set up.
@@ -197,11 +198,11 @@ fn check_verifier_settings(
     if let Some(rule) = rule_id {
         let why = if rule.value.starts_with("ver_") {
             Some(
-                "is the rule's `ver_` identifier; use its Rule ID, the UUID the Generate ID action made (seed §2.5)",
+                "is the rule's `ver_` identifier; use its Rule ID, the UUID the Generate ID action made (docs/service.md §2.5)",
             )
         } else if rule.value.len() != 36 || uuid::Uuid::try_parse(&rule.value).is_err() {
             Some(
-                "is not a UUID (like 0b7c6d2e-4a1f-4c3b-9a57-2f1e8d9c6b10): the Rule ID of a published rule (seed §2.5)",
+                "is not a UUID (like 0b7c6d2e-4a1f-4c3b-9a57-2f1e8d9c6b10): the Rule ID of a published rule (docs/service.md §2.5)",
             )
         } else {
             None
@@ -374,7 +375,7 @@ impl Config {
             Some(ttl) => {
                 if ttl.value > MAX_ASSERTION_TTL {
                     l.warnings.push(format!(
-                        "{} ({}): {} s is capped at {} s, the longest the service accepts (seed §5.2)",
+                        "{} ({}): {} s is capped at {} s, the longest the service accepts (docs/service.md §5.2)",
                         ASSERTION_TTL.env,
                         ttl.source,
                         ttl.value.as_secs(),
@@ -410,7 +411,7 @@ impl Config {
         let max_connections = l.value(&MAX_CONNECTIONS);
         let worker_threads = l.value(&WORKER_THREADS);
         let rfc7523_fields = l.value(&RFC7523_FIELDS);
-        let log_format = l.value(&LOG_FORMAT);
+        let log_format = l.optional(&LOG_FORMAT).map(|given| given.value);
 
         // What the settings point at comes last, so its problems follow
         // the settings' own; all of them show in one run.

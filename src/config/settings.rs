@@ -614,14 +614,15 @@ pub const RFC7523_FIELDS: Setting<bool> = Setting {
     secret: false,
 };
 
-/// `LANYARD_LOG_FORMAT`.
+/// `LANYARD_LOG_FORMAT`: unset, a person at a terminal reads text, and a
+/// collector (a container's log, a pipe, a file) gets JSON.
 pub const LOG_FORMAT: Setting<LogFormat> = Setting {
     key: "log_format",
     env: "LANYARD_LOG_FORMAT",
     flag: Some("--log-format"),
     value_name: Some("FORMAT"),
     help: "Log format, json or text",
-    default: DefaultValue::Value(LogFormat::Json),
+    default: DefaultValue::Described("`text` when stderr is a terminal, else `json`"),
     read: read_log_format,
     secret: false,
 };

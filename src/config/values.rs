@@ -84,6 +84,19 @@ pub enum LogFormat {
     Text,
 }
 
+impl LogFormat {
+    /// What applies when `LANYARD_LOG_FORMAT` is unset: text when stderr is
+    /// a terminal (a person running the demo reads it), JSON otherwise (a
+    /// container's log, a pipe, a file: what collectors parse).
+    pub fn for_stderr(given: Option<LogFormat>) -> LogFormat {
+        use std::io::IsTerminal as _;
+        given.unwrap_or(match std::io::stderr().is_terminal() {
+            true => LogFormat::Text,
+            false => LogFormat::Json,
+        })
+    }
+}
+
 impl Shown for LogFormat {
     fn shown(&self) -> String {
         match self {

@@ -453,7 +453,7 @@ fn authorize(account: &MockAccount, scope: Scope<'_>, area: Area) -> Result<(), 
                 "missing": "role",
                 "required_role": role,
                 "message": format!(
-                    "the service account does not hold the role {role}, which the {} API requires (seed §5.4); assign it to the account in the Portal",
+                    "the service account does not hold the role {role}, which the {} API requires (docs/service.md §5.4); assign it to the account in the Portal",
                     area.name()
                 ),
             }),
@@ -467,7 +467,7 @@ fn authorize(account: &MockAccount, scope: Scope<'_>, area: Area) -> Result<(), 
                 "missing": "project_group",
                 "project_id": scope.project_id,
                 "message": format!(
-                    "the service account is not a member of the group of project {}; add it to the project's group (seed §7)",
+                    "the service account is not a member of the group of project {}; add it to the project's group (docs/service.md §7)",
                     scope.project_id
                 ),
             }),

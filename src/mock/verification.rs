@@ -122,7 +122,7 @@ fn published_rule(
     match rule {
         Some(rule) if rule.status == RuleStatus::Published => Ok((key, rule)),
         Some(_) => Err(not_found(format!(
-            "rule {rule_id} in project {} is a draft; only a published rule can be used at runtime (seed §3.1): publish it in the Portal",
+            "rule {rule_id} in project {} is a draft; only a published rule can be used at runtime (docs/service.md §3.1): publish it in the Portal",
             scope.project_id
         ))),
         None if rule_id.starts_with("ver_") => Err(not_found(format!(

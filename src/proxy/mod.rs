@@ -440,7 +440,7 @@ impl Proxy {
             tracing::warn!(
                 "the service answered 403: the service account likely lacks the role for this API \
                  (verifications.api or credentials.api) or membership of the project's group \
-                 (seed §5.4, §7); logged at most once a minute, counted in lanyard_upstream_forbidden_total"
+                 (docs/service.md §5.4, §7); logged at most once a minute, counted in lanyard_upstream_forbidden_total"
             );
         }
     }

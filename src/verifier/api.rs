@@ -250,11 +250,11 @@ impl Inner {
             ),
             CallError::Refused(StatusCode::FORBIDDEN) => tracing::warn!(
                 call, %rule,
-                "the service answered 403: the service account likely lacks the role verifications.api or membership of the project's group (seed §5.4, §7)"
+                "the service answered 403: the service account likely lacks the role verifications.api or membership of the project's group (docs/service.md §5.4, §7)"
             ),
             CallError::Refused(StatusCode::NOT_FOUND) => tracing::warn!(
                 call, %rule,
-                "the service answered 404 on the rule path: RULE_ID must be the UUID of a published rule of PROJECT_ID (seed §2.5, §3.1)"
+                "the service answered 404 on the rule path: RULE_ID must be the UUID of a published rule of PROJECT_ID (docs/service.md §2.5, §3.1)"
             ),
             CallError::Malformed(why) => self.log_failure_throttled(
                 call,

@@ -1,5 +1,5 @@
 // How the page offers the wallet: a QR code on a desktop, a wallet button
-// with the QR code one toggle away on a phone (seed §4.2 step 4).
+// with the QR code one toggle away on a phone (docs/service.md §4.2 step 4).
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';

@@ -48,7 +48,7 @@ fn defaults_apply_when_only_the_upstream_is_set() {
     assert_eq!(config.upstream_timeout, Duration::from_secs(30));
     assert_eq!(config.shutdown_grace, Duration::from_secs(20));
     assert!(config.rfc7523_fields);
-    assert_eq!(config.log_format, LogFormat::Json);
+    assert_eq!(config.log_format, None, "text on a terminal, else JSON");
     assert_eq!(config.service_api_url.unwrap().path_prefix(), "/v1");
 }
 
@@ -382,7 +382,7 @@ fn assertion_lifetime_over_an_hour_is_capped_with_a_warning() {
     assert_eq!(
         config.warnings,
         [
-            "LANYARD_ASSERTION_TTL (environment variable LANYARD_ASSERTION_TTL): 7200 s is capped at 3600 s, the longest the service accepts (seed §5.2)"
+            "LANYARD_ASSERTION_TTL (environment variable LANYARD_ASSERTION_TTL): 7200 s is capped at 3600 s, the longest the service accepts (docs/service.md §5.2)"
         ]
     );
 }
