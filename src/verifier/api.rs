@@ -181,39 +181,17 @@ impl Inner {
         if !self.budget.take() {
             return Ok(pending(expires));
         }
-        let progress = match self.service.progress(id).await {
+        let progress = match self.ask(id).await {
             Ok(progress) => progress,
-            // The service no longer knows the session: it ended there.
-            Err(CallError::Refused(StatusCode::NOT_FOUND)) => {
-                self.log_failure_throttled(
-                    "poll",
-                    "the service answered 404 to a poll: the session ended there (expired). If every session ends so on its first poll, the poll request differs from README \"The verifier\", Assumptions 2",
-                );
-                Progress::Expired
-            }
-            // The account is refused: polling again cannot help.
-            Err(err @ CallError::Refused(StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN)) => {
-                self.log_call_failure("poll", &err);
-                let (_, newly) = asking.record(Progress::Failed, Instant::now());
-                self.count_ending(newly.as_ref());
-                return Err(VerifierError::from_call(&err).into());
-            }
-            // Verified, with claims it can never use: asking again gives
-            // the same, so every replica ends it `failed` alike.
-            Err(CallError::Unusable(why)) => {
-                tracing::warn!(
-                    transaction_id = id,
-                    rule = %self.service.rule(),
-                    "the service's answer {why}; the session ends failed (README \"The verifier\", Limits)"
-                );
-                Progress::Unusable {
-                    presented: matches!(why, Unusable::Claims(_)),
-                }
-            }
-            // Perhaps passing: the session stays pending, and the page
-            // polls again.
             Err(err) => {
                 self.log_call_failure("poll", &err);
+                // The account is refused: polling again cannot help. Any
+                // other failure may pass: the session stays pending, and
+                // the page polls again.
+                if let CallError::Refused(StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) = err {
+                    let (_, newly) = asking.record(Progress::Failed, Instant::now());
+                    self.count_ending(newly.as_ref());
+                }
                 return Err(VerifierError::from_call(&err).into());
             }
         };
@@ -230,6 +208,33 @@ impl Inner {
             Lookup::Ended(ending) => ended(&ending),
             Lookup::Ask | Lookup::Pending => pending(expires),
         })
+    }
+
+    /// Where the service says session `id` stands, with the answers that
+    /// end it read as endings: a 404 (the service no longer knows it) as
+    /// expired, and an answer it can never use as failed, alike on every
+    /// replica since asking again gives the same.
+    async fn ask(&self, id: &str) -> std::result::Result<Progress, CallError> {
+        match self.service.progress(id).await {
+            Err(CallError::Refused(StatusCode::NOT_FOUND)) => {
+                self.log_failure_throttled(
+                    "poll",
+                    "the service answered 404 to a poll: the session ended there (expired). If every session ends so on its first poll, the poll request differs from README \"The verifier\", Assumptions 2",
+                );
+                Ok(Progress::Expired)
+            }
+            Err(CallError::Unusable(why)) => {
+                tracing::warn!(
+                    transaction_id = id,
+                    rule = %self.service.rule(),
+                    "the service's answer {why}; the session ends failed (README \"Limits of the verifier\")"
+                );
+                Ok(Progress::Unusable {
+                    presented: matches!(why, Unusable::Claims(_)),
+                })
+            }
+            other => other,
+        }
     }
 
     /// A failure of lanyard itself (no randomness): logged, and the page
