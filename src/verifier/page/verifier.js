@@ -64,13 +64,32 @@
   // The answer's JSON object, or null when something other than lanyard
   // answered (a proxy's own page, say): a throw here would end the poll
   // silently and leave the page waiting for good.
-  async function jsonOf(response) {
+  async function jsonOf(response, reviver) {
     try {
-      const body = await response.json();
+      const body = JSON.parse(await response.text(), reviver);
       return body && typeof body === 'object' ? body : null;
     } catch (_) {
       return null;
     }
+  }
+
+  // A number in the claims as the service wrote it. lanyard passes the
+  // service's JSON text through unchanged, but JSON.parse makes every
+  // number a double: 123456789012345678901234567890 would show as
+  // 1.2345678901234568e+29, and 1.10 as 1.1.
+  class NumberText {
+    constructor(text) {
+      this.text = text;
+    }
+  }
+
+  // JSON.parse's reviver, keeping the source text of each number a double
+  // would change. `context` is "JSON.parse source text access" (Chromium
+  // 114, Firefox 135, Safari 18.4); without it a number shows as JS has it.
+  function keepNumberText(_key, value, context) {
+    if (typeof value !== 'number' || !context || typeof context.source !== 'string') return value;
+    if (Number.isSafeInteger(value) && String(value) === context.source) return value;
+    return new NumberText(context.source);
   }
 
   const UNREADABLE = 'This site gave an answer this page cannot read. Please start again.';
@@ -80,6 +99,16 @@
     const body = await jsonOf(response);
     if (body && typeof body.message === 'string') return body.message;
     return 'Something went wrong (HTTP ' + response.status + '). Please start again.';
+  }
+
+  // Why lanyard ended a session `failed`, when it says (the service's
+  // claims could not be used, say): a sentence for the person, not a
+  // page of text.
+  const MAX_MESSAGE = 300;
+  function failedMessage(body) {
+    const message = body.message;
+    return typeof message === 'string' && message.trim() !== '' && message.length <= MAX_MESSAGE
+      ? message : null;
   }
 
   function setQrVisible(visible) {
@@ -127,18 +156,96 @@
       : 'Scan the QR code with your wallet. Waiting for your wallet…');
   }
 
-  function showClaims(claims) {
-    const list = $('claims');
-    const rows = [];
-    for (const [name, value] of Object.entries(claims || {})) {
-      const dt = document.createElement('dt');
-      dt.textContent = name;
-      const dd = document.createElement('dd');
-      dd.textContent = typeof value === 'object' && value !== null
-        ? JSON.stringify(value) : String(value);
-      rows.push(dt, dd);
+  // Characters that change how text around them reads without showing
+  // themselves: the bidi controls (U+202E turns "evil.exe txt" into what
+  // reads as "exe.live txt"), and every C0 and C1 control. Each is shown
+  // as a visible mark instead, so a claim reads as what it holds.
+  const INVISIBLE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+  // `text` as text nodes, each invisible character replaced by a mark
+  // such as ⟨U+202E⟩ in a span of its own, so it cannot pass for the
+  // claim's own text.
+  function visibleText(text) {
+    const nodes = [];
+    let from = 0;
+    for (const match of text.matchAll(INVISIBLE)) {
+      if (match.index > from) nodes.push(document.createTextNode(text.slice(from, match.index)));
+      const mark = document.createElement('span');
+      mark.className = 'control';
+      mark.title = 'A control character, shown by its code point';
+      const code = match[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0');
+      mark.textContent = '\u27e8U+' + code + '\u27e9';
+      nodes.push(mark);
+      from = match.index + match[0].length;
     }
-    list.replaceChildren(...rows);
+    if (from < text.length) nodes.push(document.createTextNode(text.slice(from)));
+    return nodes;
+  }
+
+  // A name or a scalar value, in its own bidi isolate (the class) whose
+  // direction comes from its own text (dir=auto): right-to-left text
+  // reads right, and cannot reorder the text beside it.
+  function isolated(tag, nodes) {
+    const element = document.createElement(tag);
+    element.className = 'isolated';
+    element.dir = 'auto';
+    element.replaceChildren(...nodes);
+    return element;
+  }
+
+  function note(text) {
+    const span = document.createElement('span');
+    span.className = 'note';
+    span.textContent = text;
+    return [span];
+  }
+
+  // Deeper than any credential's claims go; a bound keeps a hostile
+  // nesting from running the page out of stack or off the screen.
+  const MAX_DEPTH = 12;
+
+  // The nodes that show `value`: an object as a nested definition list,
+  // an array as a numbered list, anything else as its text.
+  function valueNodes(value, depth) {
+    if (value instanceof NumberText) return [document.createTextNode(value.text)];
+    if (typeof value === 'string') return visibleText(value);
+    if (value === null || typeof value !== 'object') return [document.createTextNode(String(value))];
+    if (depth >= MAX_DEPTH) return note('(nested too deeply to show)');
+    if (Array.isArray(value)) {
+      if (value.length === 0) return note('(empty list)');
+      const list = document.createElement('ol');
+      list.className = 'claim-list';
+      list.replaceChildren(...value.map((item) => entry('li', item, depth + 1)));
+      return [list];
+    }
+    const rows = Object.entries(value);
+    if (rows.length === 0) return note('(empty object)');
+    return [claimList(document.createElement('dl'), rows, depth + 1)];
+  }
+
+  // A dd or li holding `value`: isolated when it is text, a plain
+  // container when it holds a nested list, whose own entries are.
+  function entry(tag, value, depth) {
+    const nodes = valueNodes(value, depth);
+    if (value !== null && typeof value === 'object' && !(value instanceof NumberText)) {
+      const element = document.createElement(tag);
+      element.replaceChildren(...nodes);
+      return element;
+    }
+    return isolated(tag, nodes);
+  }
+
+  function claimList(list, rows, depth) {
+    list.classList.add('claims');
+    list.replaceChildren(...rows.flatMap(([name, value]) =>
+      [isolated('dt', visibleText(name)), entry('dd', value, depth)]));
+    return list;
+  }
+
+  function showClaims(claims) {
+    const rows = claims && typeof claims === 'object' && !Array.isArray(claims)
+      ? Object.entries(claims) : [];
+    claimList($('claims'), rows, 0);
     $('result').hidden = false;
     $('result').focus();
   }
@@ -190,7 +297,7 @@
         finish(await failure(response), true);
         return;
       }
-      const body = await jsonOf(response);
+      const body = await jsonOf(response, keepNumberText);
       if (!body) {
         // lanyard's answers are JSON: this one is not lanyard's.
         say('This site is busy right now. Still trying…');
@@ -208,7 +315,7 @@
           finish('The session expired before a credential was presented.', false);
           return;
         case 'failed':
-          finish('The verification failed. Please start again.', true);
+          finish(failedMessage(body) || 'The verification failed. Please start again.', true);
           return;
         default:
           // Still pending.
