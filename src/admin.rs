@@ -1,5 +1,11 @@
 //! The admin listener: `/healthz`, `/readyz`, `/metrics`. It serves health
 //! and metrics only, never a token.
+//!
+//! Readiness is a pure rule, [`readiness`], over facts read at one
+//! instant, [`ReadinessFacts`]: the held token's time to retirement and
+//! the renewal's progress, which the refresher publishes in its
+//! [`RefreshState`]. The handler only gathers them and writes the answer
+//! (README "Admin endpoints").
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,15 +17,235 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use prometheus::{Encoder, Registry, TextEncoder};
 use serde_json::json;
+use tokio::time::Instant;
 
 use crate::server::{Abort, Handler};
-use crate::token::TokenHandle;
+use crate::token::{RefreshState, Token, TokenHandle};
 
-/// Ready only while the token has at least this long to go before it is
-/// retired (its expiry less the expiry margin), so a request forwarded just
-/// after the probe still carries a token lanyard will send. Ready thus
-/// means valid for the margin plus these 10 s (README "Token lifetime").
+/// A held token with less than this to go before it is retired keeps the
+/// pod ready only while its renewal is on course: a request forwarded
+/// just after the probe must still find a token lanyard will send. Short
+/// tokens are renewed with less than this left (a 20 s token at 14-17 s,
+/// retired at 18 s), so time alone cannot decide (README "Token
+/// lifetime").
 pub const READY_MIN_REMAINING: Duration = Duration::from_secs(10);
+
+/// How long a renewal may have been due with no token request sent yet
+/// before it is overdue. The refresher sends the request the moment it
+/// falls due and publishes that at once; the second absorbs a busy
+/// runtime. A request in flight is never overdue, however long it takes:
+/// the token request timeout ends it, and its failure then counts. So an
+/// overdue renewal is one held back by the wait after an earlier failure
+/// (a backoff, a `Retry-After`), or a refresher that no longer runs.
+pub const OVERDUE_AFTER: Duration = Duration::from_secs(1);
+
+/// What readiness is judged on, read at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadinessFacts {
+    /// lanyard is shutting down.
+    pub draining: bool,
+    /// Time before the held token is retired; `None` when no usable token
+    /// is held.
+    pub retires_in: Option<Duration>,
+    /// A token was obtained at some point: "none yet" is not "retired".
+    pub ever_held: bool,
+    pub renewal: RenewalFacts,
+}
+
+/// How the held token's renewal is going.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RenewalFacts {
+    /// How long ago the renewal fell due; `None` while it is not due.
+    pub due_for: Option<Duration>,
+    /// Token requests that failed since it fell due.
+    pub failures_since_due: u32,
+    /// A token request is in flight.
+    pub in_flight: bool,
+    /// The refresher has stopped: nothing will renew the token.
+    pub stopped: bool,
+}
+
+/// Where the renewal stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Course {
+    /// Not due yet: it comes on schedule.
+    Scheduled,
+    /// Due, with a token request in flight or about to be sent.
+    Underway,
+    /// A token request failed since it fell due.
+    Failing,
+    /// Due for more than [`OVERDUE_AFTER`], with no request sent.
+    Overdue,
+    /// The refresher has stopped.
+    Stopped,
+}
+
+impl Course {
+    /// A renewal on course will replace the token before it is retired,
+    /// as far as anyone can tell yet.
+    pub fn is_on_course(self) -> bool {
+        matches!(self, Course::Scheduled | Course::Underway)
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Course::Scheduled => "scheduled",
+            Course::Underway => "underway",
+            Course::Failing => "failing",
+            Course::Overdue => "overdue",
+            Course::Stopped => "stopped",
+        }
+    }
+}
+
+/// Where the renewal stands, from its facts alone.
+pub fn course(renewal: &RenewalFacts) -> Course {
+    if renewal.stopped {
+        return Course::Stopped;
+    }
+    let Some(due_for) = renewal.due_for else {
+        return Course::Scheduled;
+    };
+    if renewal.failures_since_due > 0 {
+        Course::Failing
+    } else if renewal.in_flight || due_for <= OVERDUE_AFTER {
+        Course::Underway
+    } else {
+        Course::Overdue
+    }
+}
+
+/// Why the pod is not ready; each has the sentence `/readyz` gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotReady {
+    ShuttingDown,
+    NoTokenYet,
+    Retired,
+    RenewalFailing,
+    RenewalOverdue,
+    RefresherStopped,
+}
+
+impl NotReady {
+    /// Fixed sentences: tests and scripts match them (the 10 s is
+    /// [`READY_MIN_REMAINING`]).
+    pub fn reason(self) -> &'static str {
+        match self {
+            NotReady::ShuttingDown => "shutting down",
+            NotReady::NoTokenYet => "no token has been obtained yet",
+            NotReady::Retired => {
+                "the token has been retired (its expiry margin reached) and could not be renewed"
+            }
+            NotReady::RenewalFailing => {
+                "the token has less than 10 s left before it is retired, and its renewal is failing"
+            }
+            NotReady::RenewalOverdue => {
+                "the token has less than 10 s left before it is retired, and its renewal is overdue"
+            }
+            NotReady::RefresherStopped => {
+                "the token has less than 10 s left before it is retired, and the token refresher has stopped"
+            }
+        }
+    }
+}
+
+/// The readiness rule (CONTRACT §5): not ready while shutting down, while
+/// no usable token is held, or while the held token has less than
+/// [`READY_MIN_REMAINING`] to go and its renewal is not on course. A
+/// renewal on schedule, however near the retirement, never makes the pod
+/// unready: a Kubernetes readiness probe would take it out of its Service
+/// in every renewal cycle of a short-lived token.
+pub fn readiness(facts: &ReadinessFacts) -> Result<(), NotReady> {
+    if facts.draining {
+        return Err(NotReady::ShuttingDown);
+    }
+    let Some(left) = facts.retires_in else {
+        return Err(if facts.ever_held {
+            NotReady::Retired
+        } else {
+            NotReady::NoTokenYet
+        });
+    };
+    if left >= READY_MIN_REMAINING {
+        return Ok(());
+    }
+    match course(&facts.renewal) {
+        Course::Scheduled | Course::Underway => Ok(()),
+        Course::Failing => Err(NotReady::RenewalFailing),
+        Course::Overdue => Err(NotReady::RenewalOverdue),
+        Course::Stopped => Err(NotReady::RefresherStopped),
+    }
+}
+
+impl ReadinessFacts {
+    /// The facts at `now`: `token` is the held one if still usable,
+    /// `stopped` whether the refresher has gone.
+    pub fn read(
+        token: Option<&Token>,
+        state: &RefreshState,
+        now: Instant,
+        draining: bool,
+        stopped: bool,
+    ) -> ReadinessFacts {
+        ReadinessFacts {
+            draining,
+            retires_in: token
+                .map(|token| token.expires_at())
+                .filter(|retired| *retired > now)
+                .map(|retired| retired - now),
+            ever_held: state.generation > 0,
+            renewal: RenewalFacts {
+                due_for: state
+                    .renewal_due_at
+                    .and_then(|due| now.checked_duration_since(due)),
+                failures_since_due: state.failures_since_due,
+                in_flight: state.in_flight_since.is_some(),
+                stopped,
+            },
+        }
+    }
+}
+
+/// Seconds from `now` to `at`, negative once past, to the millisecond.
+fn seconds_from(now: Instant, at: Instant) -> f64 {
+    let millis = if at >= now {
+        (at - now).as_millis() as i64
+    } else {
+        -((now - at).as_millis() as i64)
+    };
+    millis as f64 / 1000.0
+}
+
+/// `/readyz`'s body, ready or not: the verdict and the facts behind it,
+/// so that an operator sees a renewal going wrong before the pod turns
+/// unready.
+fn readiness_body(
+    verdict: Result<(), NotReady>,
+    token: Option<&Token>,
+    state: &RefreshState,
+    facts: &ReadinessFacts,
+    now: Instant,
+) -> serde_json::Value {
+    let course = course(&facts.renewal);
+    json!({
+        "status": if verdict.is_ok() { "ready" } else { "not_ready" },
+        "reason": verdict.err().map(NotReady::reason),
+        "last_error": state.last_error.as_ref().map(ToString::to_string),
+        "consecutive_failures": state.consecutive_failures,
+        "token_expires_in_s": facts.retires_in.map(|left| left.as_secs()),
+        "upstream_rejected_token": token.is_some_and(Token::is_rejected),
+        "renewal": {
+            "state": course.name(),
+            "on_course": course.is_on_course(),
+            "due_in_s": state.renewal_due_at.map(|due| seconds_from(now, due)),
+            "in_flight": facts.renewal.in_flight,
+            "next_attempt_in_s": state
+                .next_attempt_at
+                .map(|at| seconds_from(now, at).max(0.0)),
+            "failures_since_due": state.failures_since_due,
+        },
+    })
+}
 
 /// The admin endpoints.
 pub struct Admin {
@@ -38,48 +264,36 @@ impl Admin {
         }
     }
 
-    fn readiness(&self) -> Response<Full<Bytes>> {
-        let state = self.tokens.state().borrow().clone();
-        let last_error = state.last_error.as_ref().map(ToString::to_string);
-        let not_ready = |reason: &str| {
-            json_response(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &json!({
-                    "status": "not_ready",
-                    "reason": reason,
-                    "last_error": last_error,
-                    "consecutive_failures": state.consecutive_failures,
-                }),
-            )
-        };
-        if self.draining.load(Ordering::Acquire) {
-            return not_ready("shutting down");
-        }
-        let Some(token) = self.tokens.current() else {
-            return not_ready(if state.generation == 0 {
-                "no token has been obtained yet"
-            } else {
-                "the token has been retired (its expiry margin reached) and could not be renewed"
-            });
-        };
-        let remaining = token.remaining();
-        if remaining < READY_MIN_REMAINING {
-            return not_ready(
-                "the token has less than 10 s left before it is retired, and has not been renewed",
-            );
-        }
+    /// `/readyz`'s status and JSON body, without a socket.
+    pub fn readyz(&self) -> (StatusCode, serde_json::Value) {
+        let now = Instant::now();
+        // The token before the state: the refresher stores a token, then
+        // publishes, so the state read after is never older than the
+        // token. A state older than the token would judge a fresh token by
+        // its predecessor's failed renewal.
+        let token = self.tokens.current();
+        let watch = self.tokens.state();
+        // The refresher task owns the sender: closed, it has stopped.
+        let stopped = watch.has_changed().is_err();
+        let state = watch.borrow().clone();
+        let draining = self.draining.load(Ordering::Acquire);
+        let facts = ReadinessFacts::read(token.as_deref(), &state, now, draining, stopped);
         // An upstream 401 does not make the pod unready: lanyard still holds
         // a token within its lifetime and sends it, and a client could
         // otherwise take the pod out of service by calling one path that
         // answers 401 (README "Token lifetime"). It is reported, not hidden.
-        json_response(
-            StatusCode::OK,
-            &json!({
-                "status": "ready",
-                "token_expires_in_s": remaining.as_secs(),
-                "upstream_rejected_token": token.is_rejected(),
-            }),
-        )
+        let verdict = readiness(&facts);
+        let status = match verdict {
+            Ok(()) => StatusCode::OK,
+            Err(_) => StatusCode::SERVICE_UNAVAILABLE,
+        };
+        let body = readiness_body(verdict, token.as_deref(), &state, &facts, now);
+        (status, body)
+    }
+
+    fn readiness_response(&self) -> Response<Full<Bytes>> {
+        let (status, body) = self.readyz();
+        json_response(status, &body)
     }
 
     fn metrics(&self) -> Response<Full<Bytes>> {
@@ -117,7 +331,7 @@ impl Handler for Admin {
         }
         Ok(match req.uri().path() {
             "/healthz" => text(StatusCode::OK, "ok\n"),
-            "/readyz" => self.readiness(),
+            "/readyz" => self.readiness_response(),
             "/metrics" => self.metrics(),
             _ => text(
                 StatusCode::NOT_FOUND,
@@ -145,4 +359,222 @@ fn json_response(status: StatusCode, body: &serde_json::Value) -> Response<Full<
         HeaderValue::from_static("application/json"),
     );
     response
+}
+
+#[cfg(test)]
+mod tests {
+    //! The readiness rule, table by table, on plain durations: no runtime.
+
+    use super::*;
+    use crate::Secret;
+
+    fn secs(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn renewal(due_for: Option<Duration>, failures: u32, in_flight: bool) -> RenewalFacts {
+        RenewalFacts {
+            due_for,
+            failures_since_due: failures,
+            in_flight,
+            stopped: false,
+        }
+    }
+
+    fn held(retires_in: Duration, renewal: RenewalFacts) -> ReadinessFacts {
+        ReadinessFacts {
+            draining: false,
+            retires_in: Some(retires_in),
+            ever_held: true,
+            renewal,
+        }
+    }
+
+    #[test]
+    fn where_the_renewal_stands() {
+        let stopped = RenewalFacts {
+            stopped: true,
+            ..RenewalFacts::default()
+        };
+        let table = [
+            (renewal(None, 0, false), Course::Scheduled),
+            // A forced renewal in flight before the renewal is due.
+            (renewal(None, 0, true), Course::Scheduled),
+            (renewal(Some(Duration::ZERO), 0, false), Course::Underway),
+            (renewal(Some(OVERDUE_AFTER), 0, false), Course::Underway),
+            (renewal(Some(ms(1001)), 0, false), Course::Overdue),
+            // A slow request is on course until its timeout fails it.
+            (renewal(Some(secs(30)), 0, true), Course::Underway),
+            (renewal(Some(Duration::ZERO), 1, false), Course::Failing),
+            // A retry in flight after a failure: still failing.
+            (renewal(Some(secs(2)), 1, true), Course::Failing),
+            (renewal(Some(secs(40)), 3, false), Course::Failing),
+            (stopped, Course::Stopped),
+        ];
+        for (facts, want) in table {
+            assert_eq!(course(&facts), want, "{facts:?}");
+            assert_eq!(
+                want.is_on_course(),
+                matches!(want, Course::Scheduled | Course::Underway)
+            );
+        }
+    }
+
+    #[test]
+    fn readiness_by_time_left_and_course() {
+        let scheduled = renewal(None, 0, false);
+        let underway = renewal(Some(ms(300)), 0, true);
+        let failing = renewal(Some(secs(1)), 1, false);
+        let overdue = renewal(Some(secs(2)), 0, false);
+        let stopped = RenewalFacts {
+            stopped: true,
+            ..scheduled
+        };
+        let table = [
+            // Time enough: whatever the renewal does.
+            (held(secs(300), failing), Ok(())),
+            (held(READY_MIN_REMAINING, failing), Ok(())),
+            (held(READY_MIN_REMAINING, overdue), Ok(())),
+            // Close to retirement: the renewal decides.
+            (held(secs(9), scheduled), Ok(())),
+            (held(ms(1), scheduled), Ok(())),
+            (held(ms(500), underway), Ok(())),
+            (
+                held(READY_MIN_REMAINING - ms(1), failing),
+                Err(NotReady::RenewalFailing),
+            ),
+            (held(secs(5), overdue), Err(NotReady::RenewalOverdue)),
+            (held(secs(5), stopped), Err(NotReady::RefresherStopped)),
+        ];
+        for (facts, want) in table {
+            assert_eq!(readiness(&facts), want, "{facts:?}");
+        }
+    }
+
+    #[test]
+    fn no_usable_token_or_shutting_down_is_never_ready() {
+        let none = ReadinessFacts {
+            draining: false,
+            retires_in: None,
+            ever_held: false,
+            renewal: RenewalFacts::default(),
+        };
+        assert_eq!(readiness(&none), Err(NotReady::NoTokenYet));
+        let retired = ReadinessFacts {
+            ever_held: true,
+            ..none
+        };
+        assert_eq!(readiness(&retired), Err(NotReady::Retired));
+        let draining = ReadinessFacts {
+            draining: true,
+            ..held(secs(300), renewal(None, 0, false))
+        };
+        assert_eq!(readiness(&draining), Err(NotReady::ShuttingDown));
+    }
+
+    /// One cycle of a token as the refresher schedules it, in 100 ms
+    /// steps: retired at `retire`, its renewal due at `due`, every request
+    /// taking `latency` and failing when `down`. Returns the first instant
+    /// not ready, and why.
+    fn first_unready(
+        retire: Duration,
+        due: Duration,
+        latency: Duration,
+        down: bool,
+    ) -> Option<(Duration, NotReady)> {
+        let step = ms(100);
+        let mut now = Duration::ZERO;
+        while now < retire {
+            let due_for = now.checked_sub(due);
+            // The first attempt is sent at `due`; when down, it fails
+            // `latency` later.
+            let failed = down && due_for.is_some_and(|d| d >= latency);
+            let facts = held(
+                retire - now,
+                renewal(due_for, u32::from(failed), due_for.is_some() && !failed),
+            );
+            if let Err(why) = readiness(&facts) {
+                return Some((now, why));
+            }
+            if !down && due_for.is_some_and(|d| d >= latency) {
+                // Renewed: a fresh token, as ready as the one before.
+                return None;
+            }
+            now += step;
+        }
+        None
+    }
+
+    #[test]
+    fn a_20_s_token_renewed_on_schedule_is_ready_throughout() {
+        // Retired at 18 s (a tenth of the lifetime as margin), renewed at
+        // 70-85 %: 1-4 s before the retirement, well within the last 10 s.
+        for due in [secs(14), secs(17)] {
+            for latency in [ms(0), ms(200), ms(900)] {
+                assert_eq!(first_unready(secs(18), due, latency, false), None);
+            }
+        }
+    }
+
+    #[test]
+    fn a_20_s_token_is_unready_at_its_renewals_first_failure() {
+        for due in [secs(14), secs(17)] {
+            let latency = ms(200);
+            assert_eq!(
+                first_unready(secs(18), due, latency, true),
+                Some((due + latency, NotReady::RenewalFailing))
+            );
+        }
+    }
+
+    #[test]
+    fn a_300_s_token_whose_renewal_fails_is_unready_10_s_before_retirement() {
+        // Retired at 290 s; renewal due at 210-255 s fails at once.
+        for due in [secs(210), secs(255)] {
+            assert_eq!(
+                first_unready(secs(290), due, ms(100), true),
+                Some((secs(280) + ms(100), NotReady::RenewalFailing))
+            );
+        }
+    }
+
+    #[test]
+    fn facts_are_read_from_the_token_and_the_published_state() {
+        let base = Instant::now();
+        let token = Token::new(&Secret::new("t"), secs(18), 1, base).unwrap();
+        let state = RefreshState {
+            generation: 1,
+            renewal_due_at: Some(base + secs(15)),
+            failures_since_due: 2,
+            in_flight_since: Some(base + secs(16)),
+            ..RefreshState::default()
+        };
+        let facts = ReadinessFacts::read(Some(&token), &state, base + secs(17), false, false);
+        assert_eq!(facts.retires_in, Some(secs(1)));
+        assert!(facts.ever_held);
+        assert_eq!(facts.renewal, renewal(Some(secs(2)), 2, true));
+        // Not due yet; and a token at its retirement is no longer usable.
+        let early = ReadinessFacts::read(Some(&token), &state, base + secs(10), false, false);
+        assert_eq!(early.renewal.due_for, None);
+        let late = ReadinessFacts::read(Some(&token), &state, base + secs(18), false, true);
+        assert_eq!(late.retires_in, None);
+        assert!(late.renewal.stopped);
+        assert_eq!(readiness(&late), Err(NotReady::Retired));
+    }
+
+    #[test]
+    fn reasons_name_the_readiness_margin() {
+        let margin = format!("less than {} s", READY_MIN_REMAINING.as_secs());
+        for why in [
+            NotReady::RenewalFailing,
+            NotReady::RenewalOverdue,
+            NotReady::RefresherStopped,
+        ] {
+            assert!(why.reason().contains(&margin), "{}", why.reason());
+        }
+    }
 }

@@ -470,20 +470,32 @@ async fn readiness_waits_for_the_first_token() {
 async fn readiness_is_lost_when_the_token_expires_unrenewed() {
     let upstream = TestUpstream::start(None).await;
     let mock = mock().await;
-    mock.set_expires_in(Some(1));
+    // Renewed at 2.8-3.4 s, retired at 4 s (no margin, so the failed
+    // renewal is seen well before the retirement).
+    mock.set_expires_in(Some(4));
     // The first token request succeeds, every renewal after it fails.
     mock.push_fault(Fault::Pass);
     for _ in 0..50 {
         mock.push_fault(Fault::server_error(503));
     }
-    let running = sidecar::start(mock, &upstream.url, &[]).await;
+    let running = sidecar::start(mock, &upstream.url, &[("LANYARD_EXPIRY_MARGIN", "0")]).await;
     running.ready().await;
-    // A 1 s token is never "valid for 10 more seconds".
+    // A 4 s token never has 10 s to go, but its renewal is on schedule:
+    // ready (README "Token lifetime").
+    let answer = get(&format!("{}/readyz", running.admin)).await;
+    assert_eq!(answer.status, StatusCode::OK);
+    // Its renewal fails: with under 10 s to go, not ready.
+    wait_for(
+        &mut running.sidecar.tokens.state(),
+        Duration::from_secs(5),
+        |s| s.failures_since_due >= 1,
+    )
+    .await;
     let answer = get(&format!("{}/readyz", running.admin)).await;
     assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(
         answer.json()["reason"],
-        "the token has less than 10 s left before it is retired, and has not been renewed"
+        "the token has less than 10 s left before it is retired, and its renewal is failing"
     );
 
     let token = running.sidecar.tokens.current().unwrap();

@@ -747,13 +747,13 @@ async fn scheduled_renewal_failure_keeps_the_held_token_until_a_retry_replaces_i
     assert_eq!(state.generation, 1);
     assert_eq!(state.last_error.unwrap().kind(), "server_error");
     assert_eq!(authorization(&rig.proxied().await), token);
-    // A 6 s token is never valid for 10 s more; /readyz says so and why.
+    // The renewal failed with under 10 s to go; /readyz says so and why.
     let ready = rig.readyz().await;
     assert_eq!(ready.status, StatusCode::SERVICE_UNAVAILABLE);
     let body = ready.json();
     assert_eq!(
         body["reason"],
-        "the token has less than 10 s left before it is retired, and has not been renewed"
+        "the token has less than 10 s left before it is retired, and its renewal is failing"
     );
     assert_eq!(body["last_error"], "the token endpoint failed: HTTP 503");
 

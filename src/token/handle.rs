@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 
 use super::cell::{Token, TokenCell};
 use super::exchange::ExchangeError;
@@ -27,6 +28,22 @@ pub struct RefreshState {
     /// backing off from failures, or within the token endpoint's
     /// `Retry-After`.
     pub forced_declined: u64,
+    /// When the held token's scheduled renewal falls due (none before the
+    /// first token). Readiness asks whether a renewal that fell due is on
+    /// course, so that scheduled renewal alone never makes a pod unready
+    /// (README "Token lifetime").
+    pub renewal_due_at: Option<Instant>,
+    /// Token requests that failed since `renewal_due_at` passed, counted
+    /// when they ended; cleared by a success. Failures before it (a forced
+    /// renewal after an upstream 401) say nothing about the renewal.
+    pub failures_since_due: u32,
+    /// When the token request in flight was sent; none while the
+    /// refresher waits.
+    pub in_flight_since: Option<Instant>,
+    /// When the refresher means to send its next token request, while it
+    /// waits (none while one is in flight). A forced renewal may come
+    /// sooner.
+    pub next_attempt_at: Option<Instant>,
 }
 
 /// Why no token can be handed out.

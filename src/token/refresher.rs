@@ -10,6 +10,9 @@
 //! this task applies it. Requests only report what the upstream said,
 //! through a [`TokenHandle`], and read the answer from the published
 //! [`RefreshState`]; they load the token itself lock-free from the cell.
+//! That state also carries the facts readiness is judged on (when the
+//! renewal falls due, the failures since, the attempt in flight), since
+//! this task alone knows them (README "Admin endpoints").
 
 use std::future::Future;
 use std::sync::Arc;
@@ -70,6 +73,8 @@ pub fn spawn<S: TokenSource>(
         generation: 0,
         obtained_at: started,
         failures: 0,
+        renewal_due: None,
+        failures_since_due: 0,
         next_attempt: started,
         endpoint_asked_until: None,
         forced: ForcedSpacing::default(),
@@ -105,6 +110,11 @@ struct Refresher {
     obtained_at: Instant,
     /// Failed token requests since the last success.
     failures: u32,
+    /// When the held token's scheduled renewal falls due; tokio's clock,
+    /// as readiness reads it.
+    renewal_due: Option<tokio::time::Instant>,
+    /// Failed token requests that ended once `renewal_due` had passed.
+    failures_since_due: u32,
     next_attempt: Instant,
     /// Until when the token endpoint's last `Retry-After` runs.
     endpoint_asked_until: Option<Instant>,
@@ -151,6 +161,7 @@ async fn run<S: TokenSource>(source: S, mut refresher: Refresher) {
             Attempt::Scheduled => InFlight::Scheduled,
             Attempt::Forced => InFlight::Forced,
         };
+        refresher.sending(requested);
         let fetch = source.fetch();
         tokio::pin!(fetch);
         // Reports are answered while the request runs, so that a request
@@ -177,6 +188,7 @@ impl Refresher {
             if std::mem::take(&mut self.new_credentials) {
                 self.credentials_changed();
             }
+            self.publish_waiting();
             tokio::select! {
                 () = sleep_until(self.next_attempt) => return Attempt::Scheduled,
                 () = sleep_until_some(self.recheck) => {
@@ -318,8 +330,30 @@ impl Refresher {
         }
     }
 
+    /// Publishes that a token request was sent at `requested`: readiness
+    /// then sees a renewal that fell due as under way, not overdue.
+    fn sending(&self, requested: tokio::time::Instant) {
+        self.published.send_modify(|state| {
+            state.in_flight_since = Some(requested);
+            state.next_attempt_at = None;
+        });
+    }
+
+    /// Publishes when the next token request is planned, if that changed
+    /// (new credentials move it), without waking watchers otherwise.
+    fn publish_waiting(&self) {
+        let at = Some(tokio::time::Instant::from_std(self.next_attempt));
+        self.published.send_if_modified(|state| {
+            let changed = state.next_attempt_at != at || state.in_flight_since.is_some();
+            state.next_attempt_at = at;
+            state.in_flight_since = None;
+            changed
+        });
+    }
+
     /// Applies the outcome of a token request sent at `requested`, and
-    /// publishes it.
+    /// publishes it with what readiness reads: when the renewal falls due,
+    /// the failures since, and the next attempt.
     fn record(
         &mut self,
         result: Result<Issued, ExchangeError>,
@@ -329,7 +363,6 @@ impl Refresher {
         self.metrics
             .token_request_duration
             .observe(requested.elapsed().as_secs_f64());
-        let forced = attempt == Attempt::Forced;
         let mut state = self.published.borrow().clone();
         state.attempts += 1;
         let result = result.and_then(|issued| {
@@ -344,81 +377,112 @@ impl Refresher {
         });
         match result {
             Ok((issued, token)) => {
-                self.generation += 1;
-                self.failures = 0;
-                self.metrics
-                    .token_requests
-                    .with_label_values(&["success"])
-                    .inc();
-                let expiry = token
-                    .expires_at_wall()
-                    .duration_since(UNIX_EPOCH)
-                    .unwrap_or_default();
-                self.metrics.token_expiry.set(expiry.as_secs_f64());
-                self.link.cell.store(Arc::new(token));
-                let now = now();
-                self.obtained_at = now;
-                let (at, delay) =
-                    self.policy
-                        .renewal_at(issued.lifetime, requested.into_std(), now, &mut jitter);
-                self.next_attempt = at;
-                if issued.lifetime_assumed {
-                    tracing::warn!(
-                        assumed_s = issued.lifetime.as_secs(),
-                        "the token response has no expires_in; assuming the default lifetime"
-                    );
-                }
-                tracing::info!(
-                    generation = self.generation,
-                    expires_in_s = issued.lifetime.as_secs(),
-                    sent_for_s = self.policy.usable_lifetime(issued.lifetime).as_secs(),
-                    renew_in_s = delay.as_secs(),
-                    forced,
-                    "token obtained"
-                );
+                self.obtained(&issued, token, requested, attempt);
                 state.generation = self.generation;
                 state.consecutive_failures = 0;
                 state.last_error = None;
             }
             Err(err) => {
-                self.failures = self.failures.saturating_add(1);
-                self.metrics
-                    .token_requests
-                    .with_label_values(&[err.kind()])
-                    .inc();
-                let held = self.link.cell.valid();
-                let held_for = held.as_ref().map_or(Duration::ZERO, |t| t.remaining());
-                let retry = self.policy.retry_after_failure(
-                    now(),
-                    self.failures,
-                    Failure::from(&err),
-                    held_for,
-                    &mut jitter,
-                );
-                self.next_attempt = retry.at;
-                self.endpoint_asked_until = retry.endpoint_asked_until;
-                let held_s = held.map(|t| t.remaining().as_secs());
-                if forced && held_s.is_some() {
-                    // The upstream may have been one replica with stale
-                    // keys: the token is still within its lifetime, so it
-                    // keeps being sent and the upstream judges each request.
-                    tracing::warn!(
-                        held_token_valid_for_s = held_s,
-                        "the upstream rejected the token and no new one can be had yet; still sending it until it expires"
-                    );
-                }
-                tracing::warn!(
-                    error = %err,
-                    kind = err.kind(),
-                    failures = self.failures,
-                    retry_in_ms = retry.delay.as_millis() as u64,
-                    held_token_valid_for_s = held_s,
-                    "token request failed"
-                );
+                self.failed(&err, attempt);
                 state.consecutive_failures = self.failures;
                 state.last_error = Some(err);
             }
         }
+        state.renewal_due_at = self.renewal_due;
+        state.failures_since_due = self.failures_since_due;
+        state.in_flight_since = None;
+        state.next_attempt_at = Some(tokio::time::Instant::from_std(self.next_attempt));
         self.published.send_replace(state);
+    }
+
+    /// Holds a new token and schedules its renewal.
+    fn obtained(
+        &mut self,
+        issued: &Issued,
+        token: Token,
+        requested: tokio::time::Instant,
+        attempt: Attempt,
+    ) {
+        self.generation += 1;
+        self.failures = 0;
+        self.failures_since_due = 0;
+        self.metrics
+            .token_requests
+            .with_label_values(&["success"])
+            .inc();
+        let expiry = token
+            .expires_at_wall()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        self.metrics.token_expiry.set(expiry.as_secs_f64());
+        self.link.cell.store(Arc::new(token));
+        let now = now();
+        self.obtained_at = now;
+        let (at, delay) =
+            self.policy
+                .renewal_at(issued.lifetime, requested.into_std(), now, &mut jitter);
+        self.next_attempt = at;
+        self.renewal_due = Some(tokio::time::Instant::from_std(at));
+        if issued.lifetime_assumed {
+            tracing::warn!(
+                assumed_s = issued.lifetime.as_secs(),
+                "the token response has no expires_in; assuming the default lifetime"
+            );
+        }
+        tracing::info!(
+            generation = self.generation,
+            expires_in_s = issued.lifetime.as_secs(),
+            sent_for_s = self.policy.usable_lifetime(issued.lifetime).as_secs(),
+            renew_in_s = delay.as_secs(),
+            forced = attempt == Attempt::Forced,
+            "token obtained"
+        );
+    }
+
+    /// Counts a failed token request and schedules the retry; the held
+    /// token stays.
+    fn failed(&mut self, err: &ExchangeError, attempt: Attempt) {
+        self.failures = self.failures.saturating_add(1);
+        // Counted when the attempt ends: one that fails once the renewal
+        // is due says the renewal is not on course, whenever it started.
+        if self
+            .renewal_due
+            .is_some_and(|due| tokio::time::Instant::now() >= due)
+        {
+            self.failures_since_due = self.failures_since_due.saturating_add(1);
+        }
+        self.metrics
+            .token_requests
+            .with_label_values(&[err.kind()])
+            .inc();
+        let held = self.link.cell.valid();
+        let held_for = held.as_ref().map_or(Duration::ZERO, |t| t.remaining());
+        let retry = self.policy.retry_after_failure(
+            now(),
+            self.failures,
+            Failure::from(err),
+            held_for,
+            &mut jitter,
+        );
+        self.next_attempt = retry.at;
+        self.endpoint_asked_until = retry.endpoint_asked_until;
+        let held_s = held.map(|t| t.remaining().as_secs());
+        if attempt == Attempt::Forced && held_s.is_some() {
+            // The upstream may have been one replica with stale
+            // keys: the token is still within its lifetime, so it
+            // keeps being sent and the upstream judges each request.
+            tracing::warn!(
+                held_token_valid_for_s = held_s,
+                "the upstream rejected the token and no new one can be had yet; still sending it until it expires"
+            );
+        }
+        tracing::warn!(
+            error = %err,
+            kind = err.kind(),
+            failures = self.failures,
+            retry_in_ms = retry.delay.as_millis() as u64,
+            held_token_valid_for_s = held_s,
+            "token request failed"
+        );
     }
 }
