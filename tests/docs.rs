@@ -209,3 +209,19 @@ fn image_tags_name_the_crate_version() {
     }
     assert!(tags >= 3, "the README's docker commands name no image tag");
 }
+
+/// docs/tests.md names every test file, so the catalogue cannot fall
+/// behind `tests/`.
+#[test]
+fn the_test_catalogue_names_every_test_file() {
+    let catalogue = read("docs/tests.md");
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests");
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if name.ends_with(".rs") && !catalogue.contains(&format!("`tests/{name}`")) {
+            missing.push(name);
+        }
+    }
+    assert!(missing.is_empty(), "not in docs/tests.md: {missing:?}");
+}
