@@ -6,7 +6,7 @@
 //! # Layout
 //!
 //! Settings flow one way into the token cell; requests flow one way through
-//! it (README "Architecture").
+//! it (docs/architecture.md).
 //!
 //! - [`cli`]: command-line parsing: subcommands by clap derive, the settings' flags built from their declarations.
 //! - [`config`]: every setting declared once (flag, variable, file key, default, help), validated into one [`config::Config`]; [`config::credentials`]: the credentials file, the `SA_*` overrides and the RSA key.

@@ -52,7 +52,7 @@ use limit::{Permit, PoolCount};
 
 /// What a pool sends upstream: any body hyper's client connections take.
 /// The pool is generic over it, so that it knows nothing of the proxy that
-/// uses it (README "Architecture").
+/// uses it (docs/architecture.md).
 pub trait SendBody:
     Body<Data = Bytes, Error: Into<Box<dyn std::error::Error + Send + Sync>>> + Send + Unpin + 'static
 {
