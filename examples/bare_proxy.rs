@@ -97,13 +97,16 @@ fn run(listen: &str, upstream: &str, authorization: &str, threads: &str) -> Resu
         .map_err(|err| err.to_string())?;
     let addr = listener.local_addr().map_err(|err| err.to_string())?;
     let limits = Limits {
-        header_timeout: Duration::from_secs(60),
+        first_request_timeout: Duration::from_secs(60),
+        idle_timeout: Duration::from_secs(60),
         max_connections: 10_000,
+        per_client: None,
         max_header_bytes: 64 * 1024,
         refusal: Bytes::from_static(
             b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n",
         ),
-        evict_waiting: false,
+        evict_idle: false,
+        extra_headers: http::HeaderMap::new(),
     };
 
     let mut workers = Vec::new();

@@ -25,7 +25,7 @@
 //! - [`client_body`]: a client's request body, bounded in time, its failures told apart from the upstream's.
 //! - [`pool`]: upstream connections, pooled per proxy thread under one process-wide cap.
 //! - [`admin`]: `/healthz`, `/readyz`, `/metrics`.
-//! - [`server`]: the accept loop over a given listener (limits and refusal handed to it), thread balancing, one connection's protocols.
+//! - [`server`]: the accept loop over a given listener (limits, per-client cap, refusals and their headers handed to it), thread balancing, one connection's protocols.
 //! - [`error`]: lanyard's own error responses.
 //! - [`mock`]: the embedded mock of the service, used by the demo and the tests.
 //! - [`secret`]: a string that never prints.

@@ -33,6 +33,9 @@ pub struct Metrics {
     pub upstream_forbidden: IntCounter,
     pub credentials_reloads: IntCounterVec,
     pub verifier_sessions: IntCounterVec,
+    pub verifier_connections: IntGauge,
+    pub verifier_connections_refused: IntCounter,
+    pub verifier_connections_evicted: IntCounter,
     pub build_info: IntGaugeVec,
 }
 
@@ -119,6 +122,18 @@ impl Metrics {
                 ),
                 &["outcome"],
             )?,
+            verifier_connections: IntGauge::new(
+                "lanyard_verifier_connections",
+                "Connections the verifier's listener holds open right now.",
+            )?,
+            verifier_connections_refused: IntCounter::new(
+                "lanyard_verifier_connections_refused_total",
+                "Connections the verifier's listener refused: at LANYARD_MAX_CONNECTIONS with none idle, or over one client's cap.",
+            )?,
+            verifier_connections_evicted: IntCounter::new(
+                "lanyard_verifier_connections_evicted_total",
+                "Connections with no request in flight that the verifier's listener closed at LANYARD_MAX_CONNECTIONS to take a new one.",
+            )?,
             build_info: IntGaugeVec::new(
                 Opts::new(
                     "lanyard_build_info",
@@ -140,6 +155,9 @@ impl Metrics {
         registry.register(Box::new(metrics.upstream_forbidden.clone()))?;
         registry.register(Box::new(metrics.credentials_reloads.clone()))?;
         registry.register(Box::new(metrics.verifier_sessions.clone()))?;
+        registry.register(Box::new(metrics.verifier_connections.clone()))?;
+        registry.register(Box::new(metrics.verifier_connections_refused.clone()))?;
+        registry.register(Box::new(metrics.verifier_connections_evicted.clone()))?;
         registry.register(Box::new(metrics.build_info.clone()))?;
         metrics
             .build_info

@@ -59,13 +59,16 @@ async fn pair(
     stop_b: impl Future<Output = ()> + Send + 'static,
 ) -> (SocketAddr, Arc<Notify>, oneshot::Sender<()>) {
     let limits = Limits {
-        header_timeout: Duration::from_secs(30),
+        first_request_timeout: Duration::from_secs(30),
+        idle_timeout: Duration::from_secs(30),
         max_connections: 100,
+        per_client: None,
         max_header_bytes: 64 * 1024,
         refusal: Bytes::from_static(
             b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n",
         ),
-        evict_waiting: false,
+        evict_idle: false,
+        extra_headers: http::HeaderMap::new(),
     };
     let accepting = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = accepting.local_addr().unwrap();

@@ -9,6 +9,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 use super::Limits;
+use super::clients::{ClientSlot, PerClient};
 
 /// As many bytes of HTTP/2 request headers as the connection limit's worth
 /// of full HTTP/1.1 request heads: so HTTP/2 can hold no more header
@@ -40,6 +41,8 @@ pub struct Member {
 
 pub(super) struct Group {
     pub(super) slots: Arc<Semaphore>,
+    /// Each client's connections, when the listener caps them.
+    pub(super) clients: Option<Arc<PerClient>>,
     /// Header bytes of the HTTP/2 requests in flight across the group's
     /// connections, one permit a byte.
     pub(super) header_bytes: Arc<Semaphore>,
@@ -53,8 +56,20 @@ pub(super) struct Group {
 pub(super) struct Handed {
     stream: std::net::TcpStream,
     peer: SocketAddr,
-    slot: OwnedSemaphorePermit,
+    held: Held,
     counted: Counted,
+}
+
+/// What a connection holds of its listener's limits, until dropped: a slot
+/// under the connection limit, and one in its client's count when the
+/// listener caps clients.
+#[expect(
+    dead_code,
+    reason = "each field is held for its Drop, which gives the place back"
+)]
+pub(super) struct Held {
+    pub(super) slot: OwnedSemaphorePermit,
+    pub(super) client: Option<ClientSlot>,
 }
 
 /// One connection in its member's count, until dropped.
@@ -71,13 +86,18 @@ impl Drop for Counted {
 
 impl Member {
     /// The members of a group of `members` accept loops, one for each,
-    /// sharing `limits`' connection slots and header budget.
+    /// sharing `limits`' connection slots, per-client counts and header
+    /// budget.
     pub fn group(limits: &Limits, members: usize) -> Vec<Member> {
         let (inboxes, receivers): (Vec<_>, Vec<_>) = (0..members.max(1))
             .map(|_| mpsc::unbounded_channel())
             .unzip();
         let group = Arc::new(Group {
             slots: Arc::new(Semaphore::new(limits.max_connections)),
+            clients: limits
+                .per_client
+                .as_ref()
+                .map(|cap| PerClient::new(cap.max_connections)),
             header_bytes: Arc::new(Semaphore::new(header_budget(limits))),
             open: inboxes.iter().map(|_| AtomicUsize::new(0)).collect(),
             inboxes: inboxes.into(),
@@ -95,17 +115,10 @@ impl Member {
 
     /// The member of an accept loop that serves its listener alone.
     pub fn alone(limits: &Limits) -> Member {
-        let (inbox, receiver) = mpsc::unbounded_channel();
-        Member {
-            index: 0,
-            group: Arc::new(Group {
-                slots: Arc::new(Semaphore::new(limits.max_connections)),
-                header_bytes: Arc::new(Semaphore::new(header_budget(limits))),
-                open: Box::new([AtomicUsize::new(0)]),
-                inboxes: Box::new([inbox]),
-            }),
-            inbox: receiver,
-        }
+        let mut members = Member::group(limits, 1);
+        members
+            .pop()
+            .unwrap_or_else(|| unreachable!("a group of one"))
     }
 
     pub(super) fn count(&self, index: usize) -> Counted {
@@ -126,14 +139,14 @@ impl Member {
 
     /// Counts a connection accepted here, and hands it to a less busy
     /// member if there is one; gives it back when it stays here.
-    pub(super) fn place(
-        &self,
-        stream: TcpStream,
-        peer: SocketAddr,
-        slot: OwnedSemaphorePermit,
-    ) -> Option<Taken> {
+    pub(super) fn place(&self, stream: TcpStream, peer: SocketAddr, held: Held) -> Option<Taken> {
         let Some(other) = self.less_busy() else {
-            return Some((stream, peer, self.count(self.index), slot));
+            return Some(Taken {
+                stream,
+                peer,
+                counted: self.count(self.index),
+                held,
+            });
         };
         // Leaving this thread's reactor is a system call that cannot fail
         // for an open socket; should it, the connection is lost either way.
@@ -149,7 +162,7 @@ impl Member {
         let handed = Handed {
             stream,
             peer,
-            slot,
+            held,
             counted: self.count(other),
         };
         match self.group.inboxes[other].send(handed) {
@@ -159,7 +172,12 @@ impl Member {
             Err(mpsc::error::SendError(handed)) => {
                 let counted = self.count(self.index);
                 match TcpStream::from_std(handed.stream) {
-                    Ok(stream) => Some((stream, peer, counted, handed.slot)),
+                    Ok(stream) => Some(Taken {
+                        stream,
+                        peer,
+                        counted,
+                        held: handed.held,
+                    }),
                     Err(err) => {
                         tracing::warn!(error = %err, %peer, "cannot take back a connection another proxy thread refused");
                         None
@@ -170,13 +188,23 @@ impl Member {
     }
 }
 
-/// A connection to serve, with its place in the counts and the limit.
-pub(super) type Taken = (TcpStream, SocketAddr, Counted, OwnedSemaphorePermit);
+/// A connection to serve, with its place in the counts and the limits.
+pub(super) struct Taken {
+    pub(super) stream: TcpStream,
+    pub(super) peer: SocketAddr,
+    pub(super) counted: Counted,
+    pub(super) held: Held,
+}
 
 /// A connection another thread handed over, registered with this one.
 pub(super) fn take(handed: Handed) -> Option<Taken> {
     match TcpStream::from_std(handed.stream) {
-        Ok(stream) => Some((stream, handed.peer, handed.counted, handed.slot)),
+        Ok(stream) => Some(Taken {
+            stream,
+            peer: handed.peer,
+            counted: handed.counted,
+            held: handed.held,
+        }),
         Err(err) => {
             tracing::warn!(error = %err, peer = %handed.peer, "cannot take a connection from another proxy thread");
             None

@@ -1,18 +1,23 @@
-//! One client connection: HTTP/1.1 or HTTP/2 told apart under the header
-//! timeout, served until it ends, closed when idle or at shutdown.
+//! One client connection: HTTP/1.1 or HTTP/2 told apart under the
+//! first-request timeout, served until it ends, closed when idle or at
+//! shutdown; a request head over the limit answered here when the
+//! listener has headers for the server's own answers.
 
-use std::cell::Cell;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::{Pin, pin};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Uri, Version, header};
+use http_body_util::combinators::InspectFrame;
+use http_body_util::{BodyExt, Either, Full};
+use hyper::body::Frame;
 use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -22,7 +27,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{Notify, Semaphore, watch};
 use tokio::time::Instant;
 
-use super::{Abort, Handler, Limits};
+use super::{Abort, HEAD_BACKSTOP, Handler, Limits};
 
 /// What an HTTP/2 client sends first (RFC 9113 §3.4); anything else is
 /// HTTP/1.1.
@@ -33,11 +38,25 @@ const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// keeps one connection from holding every stream.
 pub const MAX_CONCURRENT_STREAMS: u32 = 100;
 
-/// The two protocol builders, configured once per listener.
+/// The two protocol builders, configured once per listener, and the
+/// listener's rules for a connection's time and request heads.
 pub(super) struct Protocols {
     http1: http1::Builder,
     http2: http2::Builder<LocalExecutor>,
-    header_timeout: Duration,
+    first_request_timeout: Duration,
+    idle_timeout: Duration,
+    /// Whether eviction needs each connection's requests in flight
+    /// (HTTP/2's idle timer always does).
+    evicts: bool,
+    /// When the server answers oversized heads itself.
+    oversized: Option<Oversized>,
+}
+
+/// The server's own 431: for a head over `max_header_bytes`, with the
+/// listener's headers.
+struct Oversized {
+    max_header_bytes: usize,
+    headers: HeaderMap,
 }
 
 /// Runs an HTTP/2 connection's streams on its own thread, as the
@@ -56,115 +75,217 @@ where
 
 impl Protocols {
     pub(super) fn new(limits: &Limits) -> Self {
+        let oversized = (!limits.extra_headers.is_empty()).then(|| Oversized {
+            max_header_bytes: limits.max_header_bytes,
+            headers: limits.extra_headers.clone(),
+        });
+        // hyper's own limit: the listener's, or a backstop beyond it when
+        // heads over the limit are answered here (`Limits::extra_headers`).
+        let head_limit = match oversized {
+            Some(_) => limits.max_header_bytes.saturating_mul(HEAD_BACKSTOP),
+            None => limits.max_header_bytes,
+        };
         let mut http1 = http1::Builder::new();
         // The read buffer holds an unfinished request head; hyper's own
         // ceiling is about 400 KiB, which a thousand slow clients turn into
-        // 400 MB. A head that does not fit gets 431.
+        // 400 MB. A head that does not fit gets hyper's 431.
         http1
             .timer(TokioTimer::new())
-            .header_read_timeout(limits.header_timeout)
-            .max_buf_size(limits.max_header_bytes);
+            .header_read_timeout(limits.idle_timeout)
+            .max_buf_size(head_limit);
         let mut http2 = http2::Builder::new(LocalExecutor);
         // Pings find peers that vanished without closing; the idle timer in
         // `drive` ends those that stay but send nothing.
         http2
             .timer(TokioTimer::new())
-            .keep_alive_interval(limits.header_timeout)
-            .keep_alive_timeout(limits.header_timeout)
+            .keep_alive_interval(limits.idle_timeout)
+            .keep_alive_timeout(limits.idle_timeout)
             .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
-            .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX));
+            .max_header_list_size(u32::try_from(head_limit).unwrap_or(u32::MAX));
         Protocols {
             http1,
             http2,
-            header_timeout: limits.header_timeout,
+            first_request_timeout: limits.first_request_timeout,
+            idle_timeout: limits.idle_timeout,
+            evicts: limits.evict_idle,
+            oversized,
         }
+    }
+
+    /// The server's 431, when it answers oversized heads and `req`'s is.
+    fn too_large<B>(&self, req: &Request<B>) -> Option<Response<Full<Bytes>>> {
+        let oversized = self.oversized.as_ref()?;
+        if head_size(req) <= oversized.max_header_bytes {
+            return None;
+        }
+        tracing::debug!("request head over the limit; answering 431");
+        let body = Bytes::from_static(b"request header fields too large\n");
+        let mut response = Response::new(Full::new(body));
+        *response.status_mut() = StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        headers.extend(oversized.headers.clone());
+        // As hyper does after its own 431: a client that sent one such
+        // head is likely to send another.
+        if req.version() < Version::HTTP_2 {
+            headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        Some(response)
     }
 }
 
 /// Reads far enough to tell HTTP/2's preface from an HTTP/1.1 request,
-/// within the header timeout, then serves the connection until it ends.
+/// within the first-request timeout, then serves the connection until it
+/// ends.
 pub(super) async fn serve_connection<H: Handler>(
     mut stream: TcpStream,
     peer: SocketAddr,
     handler: Rc<H>,
-    protocols: &Protocols,
+    protocols: &Rc<Protocols>,
     header_bytes: Arc<Semaphore>,
-    started: &Rc<Cell<bool>>,
+    activity: &Arc<Activity>,
     mut stopping: watch::Receiver<bool>,
 ) {
-    // hyper-util's auto-detection waits for these bytes with no timeout, so
-    // a client that sends nothing, or `P` and nothing, would hold its slot
-    // for ever; hence reading them here under a deadline.
-    let deadline = Instant::now() + protocols.header_timeout;
-    let mut start = Vec::with_capacity(H2_PREFACE.len());
-    let is_http2 = loop {
-        let mut buf = [0u8; H2_PREFACE.len()];
-        let wanted = H2_PREFACE.len() - start.len();
-        let read = tokio::select! {
-            // Bytes already here are served even as the drain begins.
-            biased;
-            read = tokio::time::timeout_at(deadline, stream.read(&mut buf[..wanted])) => read,
-            _ = stopping.wait_for(|stop| *stop) => return,
-        };
-        match read {
-            Ok(Ok(0)) | Ok(Err(_)) => return,
-            Err(_) => {
-                tracing::debug!("client did not start a request in time; closing");
-                return;
-            }
-            Ok(Ok(n)) => start.extend_from_slice(&buf[..n]),
-        }
-        if !H2_PREFACE.starts_with(&start) {
-            break false;
-        }
-        if start.len() == H2_PREFACE.len() {
-            break true;
-        }
+    let first_request = Instant::now() + protocols.first_request_timeout;
+    let Some((start, is_http2)) = detect(&mut stream, first_request, &mut stopping).await else {
+        return;
     };
     let io = TokioIo::new(Rewind {
         start: Bytes::from(start),
         stream,
     });
-    // Only HTTP/2 needs its requests counted: hyper's header timer already
-    // ends an idle HTTP/1.1 connection.
-    let activity = is_http2.then(|| Arc::new(Activity::new()));
     let tracked = activity.clone();
-    let started = started.clone();
+    let rules = protocols.clone();
+    let counts_requests = is_http2 || protocols.evicts;
     let service = service_fn(move |req| {
-        started.set(true);
+        // Busy from here until the answer's body has been sent; a listener
+        // that needs no count (the proxy's HTTP/1.1) spends nothing on it.
+        let busy = tracked.enter(counts_requests);
         let handler = handler.clone();
-        let guard = tracked.as_ref().map(Activity::enter);
+        let too_large = rules.too_large(&req);
         // An HTTP/2 stream holds its headers' size in the group's budget
         // for its life; past the budget it is reset at once, its headers
         // freed. (An HTTP/1.1 request's headers live in its connection's
         // read buffer, which the connection limit already bounds.)
-        let permit = match &tracked {
-            Some(_) => header_bytes
+        let permit = match (is_http2, &too_large) {
+            (true, None) => header_bytes
                 .clone()
                 .try_acquire_many_owned(header_list_size(&req))
                 .map(Some),
-            None => Ok(None),
+            _ => Ok(None),
         };
         async move {
+            if let Some(answer) = too_large {
+                return Ok(keep_busy(answer.map(Either::Right), busy));
+            }
             let Ok(_permit) = permit else {
                 tracing::debug!(
                     "HTTP/2 request headers in flight at their limit; resetting a stream"
                 );
                 return Err(Abort);
             };
-            let response = handler.handle(req, peer).await;
-            drop(guard);
-            response
+            let response = handler.handle(req, peer).await?;
+            Ok(keep_busy(response.map(Either::Left), busy))
         }
     });
+    let deadlines = Deadlines {
+        activity,
+        first_request,
+        // hyper's header timer already ends an idle HTTP/1.1 connection.
+        idle: is_http2.then_some(protocols.idle_timeout),
+    };
     if is_http2 {
         let connection = protocols.http2.serve_connection(io, service);
-        let idle = activity.as_deref().map(|a| (a, protocols.header_timeout));
-        drive(connection, stopping, idle).await;
+        drive(connection, stopping, deadlines).await;
     } else {
         let connection = protocols.http1.serve_connection(io, service);
-        drive(connection, stopping, None).await;
+        drive(connection, stopping, deadlines).await;
     }
+}
+
+/// The connection's first bytes, and whether they are HTTP/2's preface;
+/// `None` when the client closed, sent nothing by `deadline`, or the
+/// listener is stopping.
+///
+/// hyper-util's auto-detection waits for these bytes with no timeout, so
+/// a client that sends nothing, or `P` and nothing, would hold its slot
+/// for ever; hence reading them here under a deadline.
+async fn detect(
+    stream: &mut TcpStream,
+    deadline: Instant,
+    stopping: &mut watch::Receiver<bool>,
+) -> Option<(Vec<u8>, bool)> {
+    let mut start = Vec::with_capacity(H2_PREFACE.len());
+    loop {
+        let mut buf = [0u8; H2_PREFACE.len()];
+        let wanted = H2_PREFACE.len() - start.len();
+        let read = tokio::select! {
+            // Bytes already here are served even as the drain begins.
+            biased;
+            read = tokio::time::timeout_at(deadline, stream.read(&mut buf[..wanted])) => read,
+            _ = stopping.wait_for(|stop| *stop) => return None,
+        };
+        match read {
+            Ok(Ok(0)) | Ok(Err(_)) => return None,
+            Err(_) => {
+                tracing::debug!("client did not start a request in time; closing");
+                return None;
+            }
+            Ok(Ok(n)) => start.extend_from_slice(&buf[..n]),
+        }
+        if !H2_PREFACE.starts_with(&start) {
+            return Some((start, false));
+        }
+        if start.len() == H2_PREFACE.len() {
+            return Some((start, true));
+        }
+    }
+}
+
+/// `response`, keeping its connection busy (not idle, not evictable)
+/// until its body has been sent or dropped. (`inspect_frame` passes the
+/// body's size on, so hyper still sends a `content-length` where it knows
+/// one.)
+fn keep_busy<B>(
+    response: Response<B>,
+    busy: Option<ActivityGuard>,
+) -> Response<InspectFrame<B, impl FnMut(&Frame<Bytes>)>>
+where
+    B: hyper::body::Body<Data = Bytes>,
+{
+    response.map(|body| {
+        body.inspect_frame(move |_| {
+            let _busy = &busy;
+        })
+    })
+}
+
+/// A request head's size as its protocol counts it: HTTP/2's header list
+/// size, or the bytes of an HTTP/1.1 head (request line, each field as
+/// `name: value` and its line end, the blank line; optional whitespace
+/// around values, which hyper drops, aside).
+fn head_size<B>(req: &Request<B>) -> usize {
+    if req.version() == Version::HTTP_2 {
+        return header_list_size(req) as usize;
+    }
+    let fields: usize = req
+        .headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 4)
+        .sum();
+    let line = req.method().as_str().len() + target_len(req.uri()) + " HTTP/1.1\r\n".len() + 1;
+    line + fields + 2
+}
+
+/// The request target as the client wrote it: origin, absolute or
+/// authority form.
+fn target_len(uri: &Uri) -> usize {
+    uri.scheme_str().map_or(0, |scheme| scheme.len() + 3)
+        + uri.authority().map_or(0, |a| a.as_str().len())
+        + uri.path_and_query().map_or(0, |pq| pq.as_str().len())
 }
 
 /// A request's header list size as HTTP/2 counts it (RFC 9113 §6.5.2:
@@ -181,17 +302,29 @@ fn header_list_size<B>(req: &http::Request<B>) -> u32 {
     u32::try_from(fields + target + 32).unwrap_or(u32::MAX)
 }
 
-/// Runs a connection to its end; on shutdown, or after `idle` with no
-/// request in flight, asks it to finish gracefully (HTTP/1.1: after the
-/// response in progress; HTTP/2: GOAWAY, open streams complete).
-async fn drive<C>(
-    connection: C,
-    mut stopping: watch::Receiver<bool>,
-    idle: Option<(&Activity, Duration)>,
-) where
+/// When a connection is closed for want of requests.
+struct Deadlines<'a> {
+    activity: &'a Activity,
+    /// Its first whole request head is due by then, or it is closed.
+    first_request: Instant,
+    /// Closed gracefully after this long with no request in flight.
+    idle: Option<Duration>,
+}
+
+/// Runs a connection to its end. One that has sent no whole request by
+/// its first-request deadline is dropped; on shutdown, or after `idle`
+/// with no request in flight, it is asked to finish gracefully (HTTP/1.1:
+/// after the response in progress; HTTP/2: GOAWAY, open streams complete).
+async fn drive<C>(connection: C, mut stopping: watch::Receiver<bool>, deadlines: Deadlines<'_>)
+where
     C: GracefulConnection,
     C::Error: std::fmt::Display,
 {
+    let Deadlines {
+        activity,
+        first_request,
+        idle,
+    } = deadlines;
     let mut connection = pin!(connection);
     let mut closing = false;
     loop {
@@ -202,11 +335,18 @@ async fn drive<C>(
                 }
                 return;
             }
+            () = tokio::time::sleep_until(first_request), if !activity.started() => {
+                // The request may have arrived as the timer fired.
+                if !activity.started() {
+                    tracing::debug!("client did not send a whole request in time; closing");
+                    return;
+                }
+            }
             _ = stopping.wait_for(|stop| *stop), if !closing => {
                 connection.as_mut().graceful_shutdown();
                 closing = true;
             }
-            () = idle_for(idle), if !closing => {
+            () = idle_for(activity, idle), if !closing => {
                 tracing::debug!("connection idle; closing");
                 connection.as_mut().graceful_shutdown();
                 closing = true;
@@ -215,47 +355,68 @@ async fn drive<C>(
     }
 }
 
-async fn idle_for(idle: Option<(&Activity, Duration)>) {
+async fn idle_for(activity: &Activity, idle: Option<Duration>) {
     match idle {
-        Some((activity, limit)) => activity.idle_for(limit).await,
+        Some(limit) => activity.idle_for(limit).await,
         None => std::future::pending().await,
     }
 }
 
-/// Requests in flight on one connection, and since when there are none.
-struct Activity {
+/// Whether a connection has sent a whole request yet, its requests in
+/// flight (until each answer's body is sent), and since when there are
+/// none: what the idle rule and eviction go by.
+pub(super) struct Activity {
     epoch: Instant,
+    started: AtomicBool,
     in_flight: AtomicUsize,
     idle_since_ms: AtomicU64,
     changed: Notify,
 }
 
 impl Activity {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Activity {
             epoch: Instant::now(),
+            started: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             idle_since_ms: AtomicU64::new(0),
             changed: Notify::new(),
         }
     }
 
-    fn enter(self: &Arc<Self>) -> ActivityGuard {
+    /// A request has arrived; counted in flight, if `count`, until the
+    /// guard is dropped.
+    pub(super) fn enter(self: &Arc<Self>, count: bool) -> Option<ActivityGuard> {
+        self.started.store(true, Ordering::Release);
+        if !count {
+            return None;
+        }
         if self.in_flight.fetch_add(1, Ordering::AcqRel) == 0 {
             self.changed.notify_one();
         }
-        ActivityGuard(self.clone())
+        Some(ActivityGuard(self.clone()))
+    }
+
+    /// Whether a whole request has arrived on the connection.
+    pub(super) fn started(&self) -> bool {
+        self.started.load(Ordering::Acquire)
+    }
+
+    /// Since when no request has been in flight; `None` while one is.
+    pub(super) fn idle_since(&self) -> Option<Instant> {
+        if self.in_flight.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        Some(self.epoch + Duration::from_millis(self.idle_since_ms.load(Ordering::Acquire)))
     }
 
     /// Completes once no request has been in flight for `limit`.
     async fn idle_for(&self, limit: Duration) {
         loop {
-            if self.in_flight.load(Ordering::Acquire) > 0 {
+            let Some(since) = self.idle_since() else {
                 self.changed.notified().await;
                 continue;
-            }
-            let since =
-                self.epoch + Duration::from_millis(self.idle_since_ms.load(Ordering::Acquire));
+            };
             let until = since + limit;
             if Instant::now() >= until {
                 return;
@@ -269,7 +430,7 @@ impl Activity {
 }
 
 /// Marks one request in flight until dropped.
-struct ActivityGuard(Arc<Activity>);
+pub(super) struct ActivityGuard(Arc<Activity>);
 
 impl Drop for ActivityGuard {
     fn drop(&mut self) {
@@ -331,5 +492,27 @@ impl AsyncWrite for Rewind {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_http1_head_is_measured_as_it_was_sent() {
+        let sent = "GET /page?q=1 HTTP/1.1\r\nhost: verifier\r\nx-big: abc\r\n\r\n";
+        let req = Request::get("/page?q=1")
+            .header("host", "verifier")
+            .header("x-big", "abc")
+            .body(())
+            .unwrap();
+        assert_eq!(head_size(&req), sent.len());
+        let absolute = "GET http://verifier/x HTTP/1.1\r\nhost: verifier\r\n\r\n";
+        let req = Request::get("http://verifier/x")
+            .header("host", "verifier")
+            .body(())
+            .unwrap();
+        assert_eq!(head_size(&req), absolute.len());
     }
 }

@@ -1,0 +1,222 @@
+//! Each listener's policy for the accept loop (`server::Limits`): the
+//! proxy's from the settings, the admin listener's and the verifier's
+//! fixed here for the clients each has, and the file descriptors they all
+//! need (README "Limits").
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::HeaderMap;
+
+use crate::config::{Config, MIN_MAX_HEADER_BYTES};
+use crate::error::ProxyError;
+use crate::server;
+
+/// Probes and scrapes need a handful; the admin listener is often reachable
+/// from the whole network, so a flood must not take file descriptors the
+/// proxy needs. At the limit a new connection takes the place of one with
+/// no request in flight (`server::Limits::evict_idle`), so a flood of
+/// half-open connections cannot keep the probes out.
+pub(super) const ADMIN_MAX_CONNECTIONS: usize = 64;
+/// Probes and scrapes send their request as they connect; a client that
+/// has not within this is not one of them.
+const ADMIN_HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Browsers send a connection's first request as they open it (one they
+/// opened ahead of need and left unused, they reopen at no cost to the
+/// user); a connection with no whole request head within this holds a
+/// slot for nothing, as a slowloris does.
+pub const VERIFIER_FIRST_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// An idle keep-alive connection from a browser: nginx's default
+/// `keepalive_timeout`, long enough for the page's polls (1 s to 5 s
+/// apart) and a person reading a result to reuse their connection.
+pub const VERIFIER_IDLE_TIMEOUT: Duration = Duration::from_secs(75);
+/// An idle keep-alive connection from a trusted proxy
+/// (`LANYARD_VERIFIER_FORWARDED_HOPS` > 0). A balancer pools connections
+/// and must be the one to close an idle one: if lanyard closes it as the
+/// balancer sends a request on it, that request fails (a 502). Google
+/// Cloud's load balancers (GKE Ingress among them) keep a backend
+/// connection for 600 s and ask backends to keep it longer; AWS ALB's
+/// default is 60 s, ingress-nginx's 60 s, OCI's 300 s.
+pub const VERIFIER_PROXIED_IDLE_TIMEOUT: Duration = Duration::from_secs(620);
+/// Connections one client (an IPv4 address or an IPv6 /64) may hold on
+/// the verifier's listener when browsers reach it directly. A browser
+/// opens at most 6 to one origin over HTTP/1.1, so 32 lets five behind one
+/// NAT (an office, a carrier's) load the page at once, while filling the
+/// default 1024 connections takes 32 addresses, not one.
+pub const VERIFIER_CONNECTIONS_PER_CLIENT: usize = 32;
+
+/// The proxy's: its clients are local apps, bounded by the settings.
+pub(super) fn proxy_limits(config: &Config, max_connections: usize) -> server::Limits {
+    server::Limits {
+        first_request_timeout: config.header_timeout,
+        idle_timeout: config.header_timeout,
+        max_connections,
+        per_client: None,
+        max_header_bytes: config.max_header_bytes,
+        refusal: ProxyError::TooManyConnections.http1_bytes().into(),
+        evict_idle: false,
+        extra_headers: HeaderMap::new(),
+    }
+}
+
+/// The admin listener's: a few probes and scrapes.
+pub(super) fn admin_limits() -> server::Limits {
+    server::Limits {
+        first_request_timeout: ADMIN_HEADER_TIMEOUT,
+        idle_timeout: ADMIN_HEADER_TIMEOUT,
+        max_connections: ADMIN_MAX_CONNECTIONS,
+        per_client: None,
+        max_header_bytes: MIN_MAX_HEADER_BYTES,
+        refusal: admin_refusal(),
+        evict_idle: true,
+        extra_headers: HeaderMap::new(),
+    }
+}
+
+/// The verifier's: any browser on the internet, or the trusted proxies in
+/// front of them (`forwarded_hops` > 0), which carry every client's
+/// connections and so are not capped as one client. Every answer the
+/// listener makes itself carries the page's security headers.
+pub(super) fn verifier_limits(
+    config: &Config,
+    max_connections: usize,
+    forwarded_hops: usize,
+) -> server::Limits {
+    let proxied = forwarded_hops > 0;
+    server::Limits {
+        first_request_timeout: VERIFIER_FIRST_REQUEST_TIMEOUT,
+        idle_timeout: match proxied {
+            true => VERIFIER_PROXIED_IDLE_TIMEOUT,
+            false => VERIFIER_IDLE_TIMEOUT,
+        },
+        max_connections,
+        per_client: (!proxied).then(|| server::ClientCap {
+            max_connections: VERIFIER_CONNECTIONS_PER_CLIENT,
+            refusal: client_cap_refusal(),
+        }),
+        max_header_bytes: config.max_header_bytes,
+        refusal: ProxyError::TooManyConnections.http1_bytes().into(),
+        evict_idle: true,
+        extra_headers: crate::verifier::security_headers(),
+    }
+}
+
+/// What a connection beyond the admin listener's limit is told (only when
+/// every one of its connections is busy with a request), naming its own
+/// limit; its length is counted here, not by hand.
+fn admin_refusal() -> Bytes {
+    let body = format!(
+        "the admin listener is answering its {ADMIN_MAX_CONNECTIONS} connections' requests already; retry soon\n"
+    );
+    Bytes::from(format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    ))
+}
+
+/// What a connection over the verifier's per-client cap is told: the
+/// listener's `too_many_connections`, its message naming the cap rather
+/// than `LANYARD_MAX_CONNECTIONS`, which is not what was reached.
+fn client_cap_refusal() -> Bytes {
+    let error = ProxyError::TooManyConnections;
+    let body = serde_json::json!({
+        "error": error.code(),
+        "message": format!(
+            "this address holds {VERIFIER_CONNECTIONS_PER_CLIENT} connections, as many as one client may; reuse them or retry"
+        ),
+    })
+    .to_string();
+    Bytes::from(format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nlanyard-error: {}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        error.code(),
+        body.len()
+    ))
+}
+
+/// Descriptors beyond client, upstream and admin connections: the token
+/// endpoint's connection, listeners, the credentials file, logs, refusals
+/// being answered.
+const SPARE_FILE_DESCRIPTORS: usize = 128;
+
+/// The client listeners' connection limit once the open-file limit is
+/// budgeted.
+///
+/// Client connections, upstream connections and the admin listener's
+/// connections together must never exhaust the descriptors the process
+/// has: when they run out, `accept` fails for every listener, the admin
+/// probes included. The soft limit is raised toward the hard one as far as
+/// the settings need (many runtimes start processes at 1024); if it cannot
+/// go that far, the connection limit is lowered to what fits, with a
+/// warning naming both settings.
+pub(super) fn budget_file_descriptors(
+    max_connections: usize,
+    client_listeners: usize,
+    outbound: usize,
+) -> usize {
+    let others = outbound + ADMIN_MAX_CONNECTIONS + SPARE_FILE_DESCRIPTORS;
+    let wanted = max_connections
+        .saturating_mul(client_listeners)
+        .saturating_add(others);
+    let limit = match rlimit::increase_nofile_limit(wanted as u64) {
+        Ok(limit) => usize::try_from(limit).unwrap_or(usize::MAX),
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot read or raise the open-file limit");
+            return max_connections;
+        }
+    };
+    if limit >= wanted {
+        return max_connections;
+    }
+    let fits = (limit.saturating_sub(others) / client_listeners).max(1);
+    tracing::warn!(
+        open_file_limit = limit,
+        wanted,
+        max_connections = fits,
+        "the open-file limit cannot hold LANYARD_MAX_CONNECTIONS and LANYARD_MAX_UPSTREAM_CONNECTIONS together; serving at most max_connections client connections. Raise the hard limit (ulimit -Hn, LimitNOFILE=) or lower the settings"
+    );
+    fits
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The head and body of a raw answer, checked for a length that is
+    /// its body's.
+    fn parts(raw: &[u8]) -> (String, String) {
+        let text = std::str::from_utf8(raw).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 503 "), "{head}");
+        assert!(
+            head.contains(&format!("content-length: {}", body.len())),
+            "{head}"
+        );
+        (head.to_string(), body.to_string())
+    }
+
+    #[test]
+    fn the_admin_refusal_declares_its_own_length_and_names_its_limit() {
+        let (_, body) = parts(&admin_refusal());
+        assert!(
+            body.contains(&format!("its {ADMIN_MAX_CONNECTIONS} connections")),
+            "{body}"
+        );
+    }
+
+    #[test]
+    fn the_client_cap_refusal_has_the_error_shape_and_names_the_cap() {
+        let (head, body) = parts(&client_cap_refusal());
+        assert!(
+            head.contains("lanyard-error: too_many_connections"),
+            "{head}"
+        );
+        let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(body["error"], "too_many_connections");
+        let message = body["message"].as_str().unwrap();
+        assert!(
+            message.contains(&VERIFIER_CONNECTIONS_PER_CLIENT.to_string()),
+            "{message}"
+        );
+    }
+}
