@@ -130,6 +130,13 @@ impl ProxyError {
     }
 }
 
+/// What a 403 from the service most likely means, for every log line and
+/// report that meets one: the proxy's hint, the verifier's warning, `lanyard
+/// check`. The service names no cause (docs/service.md §7).
+pub const FORBIDDEN_HINT: &str = "the service account likely lacks the role for this API \
+     (verifications.api or credentials.api) or membership of the project's group \
+     (docs/service.md §5.4, §7; README \"Troubleshooting\")";
+
 /// One of lanyard's own errors, the proxy's or the verifier's: `status`,
 /// `content-type: application/json`, `lanyard-error: <code>`, body
 /// `{"error":"<code>","message":"<message>"}`.

@@ -51,6 +51,7 @@ pub mod secret;
 pub mod server;
 pub mod sidecar;
 pub mod target;
+pub mod throttle;
 pub mod token;
 pub mod verifier;
 

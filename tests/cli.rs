@@ -466,7 +466,7 @@ async fn check_probes_the_rule_path_and_explains_a_403() {
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(
-        stdout.contains("  FAIL  rule         HTTP 403: the account lacks the verifications.api role or membership of the project's group"),
+        stdout.contains("  FAIL  rule         HTTP 403: the service account likely lacks the role for this API (verifications.api or credentials.api) or membership of the project's group"),
         "{stdout}"
     );
 }

@@ -226,7 +226,7 @@ fn explain_rule_status(status: StatusCode) -> (bool, String) {
         401 => (false, "HTTP 401: the API rejected the token".into()),
         403 => (
             false,
-            "HTTP 403: the account lacks the verifications.api role or membership of the project's group (docs/service.md §5.4)".into(),
+            format!("HTTP 403: {}", crate::error::FORBIDDEN_HINT),
         ),
         404 => (
             false,

@@ -20,7 +20,6 @@ pub use headers::strip_hop_by_hop;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -35,20 +34,18 @@ use tokio::time::Instant;
 use body::{BodyPlan, ReplayBudget, Reservation, plan_body};
 
 use crate::client_body::{ClientBody, ClientBodyError};
-use crate::error::ProxyError;
+use crate::error::{FORBIDDEN_HINT, ProxyError};
 use crate::metrics::{METHODS, Metrics, RequestSeries, method_index};
 use crate::outbound::{Connector, FailureKind};
 use crate::pool::{Pool, PooledBody, SendError, UpstreamLimit};
 use crate::server::{Abort, Handler};
 use crate::target::{TargetUrl, has_dot_segment, host_ip, is_loopback_host};
+use crate::throttle::{self, Throttle};
 use crate::token::{Token, TokenHandle};
 
 /// After a 401 to a body of unknown length, how long its end may take to
 /// arrive for the request to be replayed.
 const COPY_WAIT: Duration = Duration::from_secs(1);
-/// The 403 hint is logged at most this often: a misconfigured account
-/// would otherwise log on every request.
-const FORBIDDEN_LOG_INTERVAL: Duration = Duration::from_secs(60);
 
 /// What the proxy answers with: the upstream's streamed body, or lanyard's
 /// own small JSON error.
@@ -115,8 +112,8 @@ pub struct ProxySetup {
     body_timeout: Duration,
     upstream_limit: UpstreamLimit,
     replay_budget: ReplayBudget,
-    started: Instant,
-    forbidden_logged_at: Arc<AtomicU64>,
+    /// The 403 hint, shared by the proxy's threads.
+    forbidden_hint: Arc<Throttle>,
 }
 
 impl ProxySetup {
@@ -140,8 +137,7 @@ impl ProxySetup {
             body_timeout: limits.body_timeout,
             upstream_limit: UpstreamLimit::new(limits.max_upstream_connections),
             replay_budget: ReplayBudget::new(),
-            started: Instant::now(),
-            forbidden_logged_at: Arc::new(AtomicU64::new(0)),
+            forbidden_hint: Arc::new(Throttle::new(throttle::EVERY_MINUTE)),
         }
     }
 }
@@ -158,9 +154,7 @@ pub struct Proxy {
     timeout: Duration,
     body_timeout: Duration,
     replay_budget: ReplayBudget,
-    started: Instant,
-    /// Seconds since `started` (plus one) of the last 403 hint; 0: never.
-    forbidden_logged_at: Arc<AtomicU64>,
+    forbidden_hint: Arc<Throttle>,
 }
 
 impl Proxy {
@@ -182,8 +176,7 @@ impl Proxy {
             timeout: setup.timeout,
             body_timeout: setup.body_timeout,
             replay_budget: setup.replay_budget.clone(),
-            started: setup.started,
-            forbidden_logged_at: setup.forbidden_logged_at.clone(),
+            forbidden_hint: setup.forbidden_hint.clone(),
         }
     }
 
@@ -435,12 +428,10 @@ impl Proxy {
 
     fn forbidden(&self) {
         self.metrics.upstream_forbidden.inc();
-        let now = self.started.elapsed().as_secs() + 1;
-        if hint_due(&self.forbidden_logged_at, now) {
+        if let Some(held_back) = self.forbidden_hint.due(tokio::time::Instant::now()) {
             tracing::warn!(
-                "the service answered 403: the service account likely lacks the role for this API \
-                 (verifications.api or credentials.api) or membership of the project's group \
-                 (docs/service.md §5.4, §7); logged at most once a minute, counted in lanyard_upstream_forbidden_total"
+                held_back,
+                "the service answered 403: {FORBIDDEN_HINT}; logged at most once a minute, counted in lanyard_upstream_forbidden_total"
             );
         }
     }
@@ -452,16 +443,6 @@ fn accepts_target(upstream: &TargetUrl, target: &Authority, listen: SocketAddr) 
     let names_lanyard = target.port_u16() == Some(listen.port())
         && (is_loopback_host(target.host()) || host_ip(target.host()) == Some(listen.ip()));
     upstream.is_named_by(target) || names_lanyard
-}
-
-/// Whether a hint last logged at `last` (seconds, 0 for never) is due
-/// again at `now`; claims it if so, so concurrent requests log it once.
-fn hint_due(last: &AtomicU64, now: u64) -> bool {
-    let then = last.load(Ordering::Relaxed);
-    let due = then == 0 || now.saturating_sub(then) >= FORBIDDEN_LOG_INTERVAL.as_secs();
-    due && last
-        .compare_exchange(then, now, Ordering::Relaxed, Ordering::Relaxed)
-        .is_ok()
 }
 
 impl Handler for Proxy {
@@ -551,18 +532,6 @@ impl Drop for InFlight<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_403_hint_is_due_at_most_once_a_minute() {
-        let last = AtomicU64::new(0);
-        assert!(hint_due(&last, 1));
-        assert!(!hint_due(&last, 1), "claimed once");
-        assert!(!hint_due(&last, 31));
-        assert!(!hint_due(&last, 60));
-        assert!(hint_due(&last, 61));
-        assert!(!hint_due(&last, 62));
-        assert!(hint_due(&last, 200));
-    }
 
     #[test]
     fn absolute_form_targets_are_checked_against_the_upstream() {

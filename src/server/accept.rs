@@ -19,6 +19,8 @@ use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::throttle::{self, Throttle};
+
 use super::balance::{Held, Taken, take};
 use super::connection::{Activity, Protocols, serve_connection};
 use super::{ConnectionMetrics, Drained, Handler, Limits, Member};
@@ -33,9 +35,6 @@ const REFUSAL_LINGER: Duration = Duration::from_millis(500);
 /// Refusals being answered at once; beyond this, a flood is closed
 /// without an answer rather than spending tasks on it.
 const MAX_REFUSALS_IN_FLIGHT: usize = 64;
-/// "Connection limit reached" (and "a client reached its cap") is logged
-/// at most this often.
-const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(60);
 /// Turns of the thread's tasks an eviction waits, at most, for the evicted
 /// connection to end. A turn runs up to 61 tasks (tokio's `LocalSet`), and
 /// those queued before the evicted one are at most the connections and
@@ -290,8 +289,8 @@ struct Refusals {
     over_cap: Bytes,
     max_connections: usize,
     max_per_client: usize,
-    limit_logged: Option<Instant>,
-    cap_logged: Option<Instant>,
+    limit_logged: Throttle,
+    cap_logged: Throttle,
 }
 
 impl Refusals {
@@ -304,8 +303,8 @@ impl Refusals {
             over_cap: cap.map_or_else(Bytes::new, |cap| with_headers(&cap.refusal, extra)),
             max_connections: limits.max_connections,
             max_per_client: cap.map_or(0, |cap| cap.max_connections),
-            limit_logged: None,
-            cap_logged: None,
+            limit_logged: Throttle::new(throttle::EVERY_MINUTE),
+            cap_logged: Throttle::new(throttle::EVERY_MINUTE),
         }
     }
 
@@ -313,20 +312,21 @@ impl Refusals {
     /// its answer with a place among those being answered, if there is one.
     fn answer(&mut self, why: Refused, peer: SocketAddr) -> Option<(Bytes, OwnedSemaphorePermit)> {
         let logged = match why {
-            Refused::Limit => &mut self.limit_logged,
-            Refused::ClientCap => &mut self.cap_logged,
+            Refused::Limit => &self.limit_logged,
+            Refused::ClientCap => &self.cap_logged,
         };
-        if logged.is_none_or(|at| at.elapsed() >= REFUSAL_LOG_INTERVAL) {
-            *logged = Some(Instant::now());
+        if let Some(held_back) = logged.due(Instant::now()) {
             match why {
                 Refused::Limit => tracing::warn!(
                     max_connections = self.max_connections,
                     %peer,
+                    held_back,
                     "connection limit reached: refusing new connections (logged at most once a minute)"
                 ),
                 Refused::ClientCap => tracing::warn!(
                     max_connections_per_client = self.max_per_client,
                     %peer,
+                    held_back,
                     "a client holds as many connections as one may: refusing its new ones (logged at most once a minute)"
                 ),
             }

@@ -21,6 +21,8 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
 
+use crate::throttle::Throttle;
+
 use super::cell::{Token, TokenCell};
 use super::exchange::{ExchangeError, Exchanger, Issued};
 use super::handle::{RefresherLink, Report};
@@ -81,7 +83,7 @@ pub fn spawn<S: TokenSource>(
         recheck: None,
         rejected_through: 0,
         new_credentials: false,
-        last_decline_log: None,
+        declines: Throttle::new(Duration::ZERO),
     };
     let task =
         tokio::spawn(run(source, refresher).instrument(tracing::info_span!("token_refresher")));
@@ -127,7 +129,8 @@ struct Refresher {
     /// The credentials changed; applied before the next wait, so a change
     /// reported during a token request is not lost.
     new_credentials: bool,
-    last_decline_log: Option<Instant>,
+    /// Declined forced renewals, logged once a forced-renewal spacing.
+    declines: Throttle,
 }
 
 /// The clock the schedule is computed on: tokio's, so that tests can pause
@@ -299,12 +302,10 @@ impl Refresher {
     fn decline(&mut self, declined: Declined, now: Instant) {
         self.published.send_modify(|s| s.forced_declined += 1);
         let interval = self.forced.interval(&self.policy);
-        if self
-            .last_decline_log
-            .is_none_or(|at| now.saturating_duration_since(at) >= interval)
-        {
-            self.last_decline_log = Some(now);
+        let now = tokio::time::Instant::from_std(now);
+        if let Some(held_back) = self.declines.due_every(interval, now) {
             tracing::warn!(
+                held_back,
                 failures = self.failures,
                 reason = declined.reason(),
                 "the upstream rejected the token again; not forcing another renewal yet"

@@ -20,13 +20,10 @@ use super::page;
 use super::polls::{self, Asking, Ending, Lookup};
 use super::service::CallError;
 use super::{COOKIE, Inner, SECURE_COOKIE};
+use crate::error::FORBIDDEN_HINT;
 
 /// `/api/start` takes no input; a body beyond this is not the page's.
 const MAX_START_BODY: usize = 1024;
-/// A failing call to the service is logged at most this often, with how
-/// many failed meanwhile: an outage must not become a line per session
-/// per second.
-const FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(60);
 
 /// What a call ends with when it is not a success.
 pub(super) enum Answer {
@@ -255,7 +252,7 @@ impl Inner {
             ),
             CallError::Refused(StatusCode::FORBIDDEN) => tracing::warn!(
                 call, %rule,
-                "the service answered 403: the service account likely lacks the role verifications.api or membership of the project's group (docs/service.md §5.4, §7)"
+                "the service answered 403: {FORBIDDEN_HINT}"
             ),
             CallError::Refused(StatusCode::NOT_FOUND) => tracing::warn!(
                 call, %rule,
@@ -270,23 +267,11 @@ impl Inner {
     }
 
     /// A warning that may repeat for every session (an outage, a payload
-    /// unlike the assumptions), at most once a [`FAILURE_LOG_INTERVAL`].
+    /// unlike the assumptions), at most once a minute.
     fn log_failure_throttled(&self, call: &'static str, what: &str) {
-        let mut last = self
-            .failure_logged
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let now = Instant::now();
-        last.1 += 1;
-        if last
-            .0
-            .is_none_or(|at| now.duration_since(at) >= FAILURE_LOG_INTERVAL)
-        {
-            let failures = last.1;
-            *last = (Some(now), 0);
-            drop(last);
+        if let Some(held_back) = self.repeating.due(Instant::now()) {
             let rule = self.service.rule();
-            tracing::warn!(call, %rule, failures, "{what}; logged at most once a minute");
+            tracing::warn!(call, %rule, held_back, "{what}; logged at most once a minute");
         }
     }
 }

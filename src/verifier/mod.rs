@@ -40,8 +40,6 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use bytes::Bytes;
 use http::{Method, Request, Response};
 use http_body_util::Full;
@@ -54,6 +52,7 @@ use crate::config::{Config, ConfigError, SessionKeys as GivenKeys, VerifierRates
 use crate::metrics::Metrics;
 use crate::server::{Abort, Handler};
 use crate::target::TargetUrl;
+use crate::throttle::{self, Throttle};
 use crate::token::TokenHandle;
 
 use api::Answer;
@@ -150,8 +149,8 @@ struct Inner {
     calls: Semaphore,
     metrics: Metrics,
     body_timeout: Duration,
-    /// When a repeating failure was last logged, and how many since.
-    failure_logged: Mutex<(Option<Instant>, u64)>,
+    /// Failures that repeat for every session, logged once a minute.
+    repeating: Throttle,
 }
 
 impl Verifier {
@@ -189,7 +188,7 @@ impl Verifier {
                 calls: Semaphore::new(MAX_SERVICE_CALLS),
                 metrics,
                 body_timeout,
-                failure_logged: Mutex::new((None, 0)),
+                repeating: Throttle::new(throttle::EVERY_MINUTE),
             }),
         })
     }
