@@ -41,7 +41,7 @@ use crate::pool::{Pool, PooledBody, SendError, UpstreamLimit};
 use crate::server::{Abort, Handler};
 use crate::target::{TargetUrl, has_dot_segment, host_ip, is_loopback_host};
 use crate::throttle::{self, Throttle};
-use crate::token::{Token, TokenHandle};
+use crate::token::{AfterRejection, RejectionRule, Token, TokenHandle, WhenNoNewToken};
 
 /// After a 401 to a body of unknown length, how long its end may take to
 /// arrive for the request to be replayed.
@@ -149,6 +149,9 @@ pub struct Proxy {
     listen: SocketAddr,
     upstream: TargetUrl,
     tokens: TokenHandle,
+    /// The 401 rule: the service's 401 is passed on when no new token
+    /// comes.
+    rejections: RejectionRule,
     metrics: Metrics,
     request_series: RequestSeries,
     timeout: Duration,
@@ -171,6 +174,12 @@ impl Proxy {
             listen: setup.listen,
             upstream: upstream.clone(),
             tokens: setup.tokens.clone(),
+            rejections: RejectionRule::new(
+                setup.tokens.clone(),
+                setup.timeout,
+                setup.metrics.upstream_unauthorized_retries.clone(),
+                WhenNoNewToken::PassThe401On,
+            ),
             request_series: RequestSeries::new(setup.metrics.clone()),
             metrics: setup.metrics.clone(),
             timeout: setup.timeout,
@@ -319,10 +328,7 @@ impl Proxy {
         token: Arc<Token>,
     ) -> Response<UpstreamResponse> {
         if response.status() == StatusCode::UNAUTHORIZED {
-            let tokens = self.tokens.clone();
-            tokio::spawn(async move {
-                let _ = tokens.renew_after_rejection(&token).await;
-            });
+            self.rejections.renew_in_background(token);
         }
         response
     }
@@ -335,13 +341,11 @@ impl Proxy {
         rejected: &Arc<Token>,
         mut replay: Replay,
     ) -> Result<Response<UpstreamResponse>, Refusal> {
-        let renewed =
-            tokio::time::timeout(self.timeout, self.tokens.renew_after_rejection(rejected)).await;
-        let Ok(Ok(token)) = renewed else {
+        // No new token: `WhenNoNewToken::PassThe401On`, the proxy's answer.
+        let AfterRejection::Retry(token) = self.rejections.after_401(rejected).await else {
             return Ok(unauthorized);
         };
         drop(unauthorized);
-        self.metrics.upstream_unauthorized_retries.inc();
         replay
             .headers
             .insert(header::AUTHORIZATION, token.authorization().clone());

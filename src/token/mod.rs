@@ -15,9 +15,11 @@ pub mod cell;
 pub mod exchange;
 mod handle;
 pub mod refresher;
+pub mod rejection;
 pub mod schedule;
 
 pub use assertion::{AssertionSigner, Clock, SystemClock};
 pub use cell::{Token, TokenCell};
 pub use exchange::{ExchangeError, ExchangeOptions, Exchanger, Issued};
+pub use rejection::{AfterRejection, RejectionRule, WhenNoNewToken};
 pub use refresher::{RefreshPolicy, RefreshState, TokenHandle, TokenSource, Unavailable};

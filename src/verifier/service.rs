@@ -14,7 +14,7 @@ use super::assumptions::{self, MAX_CLAIMS_BYTES, Malformed, Progress, Started, U
 use crate::metrics::Metrics;
 use crate::outbound::{self, Connector, FailureKind};
 use crate::target::TargetUrl;
-use crate::token::{Token, TokenHandle};
+use crate::token::{AfterRejection, RejectionRule, Token, TokenHandle, WhenNoNewToken};
 
 /// How long a call waits for the process's first token: the default
 /// token request timeout, so one slow first exchange is ridden out.
@@ -52,6 +52,8 @@ pub struct ServiceApi {
     /// The rule path under `SERVICE_API_URL`, whole.
     rule: Uri,
     tokens: TokenHandle,
+    /// The 401 rule: the page is told to retry when no new token comes.
+    rejections: RejectionRule,
     timeout: Duration,
     metrics: Metrics,
 }
@@ -68,10 +70,17 @@ impl ServiceApi {
         metrics: Metrics,
     ) -> Result<ServiceApi, String> {
         let rule = join(base, rule_path)?;
+        let rejections = RejectionRule::new(
+            tokens.clone(),
+            timeout,
+            metrics.upstream_unauthorized_retries.clone(),
+            WhenNoNewToken::TellThePageToRetry,
+        );
         Ok(ServiceApi {
             client: outbound::client(connector),
             rule,
             tokens,
+            rejections,
             timeout,
             metrics,
         })
@@ -127,18 +136,13 @@ impl ServiceApi {
         };
         let (status, body) = self.send(&method, uri, &token).await?;
         let (status, body) = if status == StatusCode::UNAUTHORIZED {
-            let renewed =
-                tokio::time::timeout(self.timeout, self.tokens.renew_after_rejection(&token)).await;
-            match renewed {
-                Ok(Ok(fresh)) => {
-                    self.metrics.upstream_unauthorized_retries.inc();
-                    self.send(&method, uri, &fresh).await?
-                }
-                // No new token to be had (the endpoint down, renewals
-                // throttled): not the account's refusal, and perhaps
-                // passing.
-                _ => return Err(CallError::TokenUnavailable),
-            }
+            // No new token: `WhenNoNewToken::TellThePageToRetry`, the
+            // verifier's answer; not the account's refusal, and perhaps
+            // passing.
+            let AfterRejection::Retry(fresh) = self.rejections.after_401(&token).await else {
+                return Err(CallError::TokenUnavailable);
+            };
+            self.send(&method, uri, &fresh).await?
         } else {
             (status, body)
         };
