@@ -21,5 +21,5 @@ pub mod schedule;
 pub use assertion::{AssertionSigner, Clock, SystemClock};
 pub use cell::{Token, TokenCell};
 pub use exchange::{ExchangeError, ExchangeOptions, Exchanger, Issued};
-pub use rejection::{AfterRejection, RejectionRule, WhenNoNewToken};
 pub use refresher::{RefreshPolicy, RefreshState, TokenHandle, TokenSource, Unavailable};
+pub use rejection::{AfterRejection, RejectionRule, WhenNoNewToken};
