@@ -8,7 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
+use hyper::body::Body;
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -39,15 +39,20 @@ impl From<VerifierError> for Answer {
 }
 
 type Result<T> = std::result::Result<T, Answer>;
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 impl Inner {
     /// `POST /api/start`: a session with the service, and the page's
     /// sealed handle for it, bound to this browser.
-    pub(super) async fn start(
+    pub(super) async fn start<B>(
         &self,
-        req: Request<Incoming>,
+        req: Request<B>,
         client: SocketAddr,
-    ) -> Result<Response<Full<Bytes>>> {
+    ) -> Result<Response<Full<Bytes>>>
+    where
+        B: Body<Data = Bytes>,
+        B::Error: Into<BoxError>,
+    {
         let (parts, body) = req.into_parts();
         // A JSON content type makes another site's page send a CORS
         // preflight first, which lanyard never grants: the answer to
@@ -144,7 +149,7 @@ impl Inner {
     /// stands, for the browser that started it, asking the service when
     /// it is due. Any replica answers: the handle and the cookie carry
     /// everything but the session's state, which the service holds.
-    pub(super) async fn status(&self, req: &Request<Incoming>) -> Result<Response<Full<Bytes>>> {
+    pub(super) async fn status<B>(&self, req: &Request<B>) -> Result<Response<Full<Bytes>>> {
         let handle = handle_of(req.uri().query())?;
         let keys = self.keys.ring();
         // Sealed under a key no replica holds any more (rotated out), or
@@ -286,7 +291,11 @@ fn is_json(headers: &HeaderMap) -> bool {
 }
 
 /// Reads and drops a body of at most [`MAX_START_BODY`] bytes.
-async fn read_small_body(body: Incoming, headers: &HeaderMap, timeout: Duration) -> Result<()> {
+async fn read_small_body<B>(body: B, headers: &HeaderMap, timeout: Duration) -> Result<()>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())

@@ -235,6 +235,22 @@ impl Handler for Verifier {
         req: Request<Incoming>,
         client: SocketAddr,
     ) -> Result<Response<Full<Bytes>>, Abort> {
+        self.serve(req, client).await
+    }
+}
+
+impl Verifier {
+    /// One request, whatever its body: the server's handler, and what the
+    /// unit tests call without a socket (`tests.rs`).
+    pub async fn serve<B>(
+        &self,
+        req: Request<B>,
+        client: SocketAddr,
+    ) -> Result<Response<Full<Bytes>>, Abort>
+    where
+        B: hyper::body::Body<Data = Bytes>,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
         let inner = &self.inner;
         let path = req.uri().path();
         let head = req.method() == Method::HEAD;
@@ -276,3 +292,6 @@ fn cross_site(headers: &http::HeaderMap) -> bool {
         .get("sec-fetch-site")
         .is_some_and(|site| site != "same-origin" && site != "none")
 }
+
+#[cfg(test)]
+mod tests;
