@@ -38,7 +38,7 @@ use crate::error::{FORBIDDEN_HINT, ProxyError};
 use crate::metrics::{METHODS, Metrics, RequestSeries, method_index};
 use crate::outbound::{Connector, FailureKind};
 use crate::pool::{Pool, PooledBody, SendError, UpstreamLimit};
-use crate::server::{Abort, Handler};
+use crate::server::{self, Abort, Handler};
 use crate::target::{TargetUrl, has_dot_segment, host_ip, is_loopback_host};
 use crate::throttle::{self, Throttle};
 use crate::token::{AfterRejection, RejectionRule, Token, TokenHandle, WhenNoNewToken};
@@ -65,14 +65,10 @@ pub struct ProxyLimits {
     pub max_upstream_connections: usize,
 }
 
-/// Why the proxy passes no upstream answer on.
-enum Refusal {
-    /// lanyard answers itself (README "Errors made by lanyard itself").
-    Answer(ProxyError),
-    /// The client stalled or left mid-request: the exchange ends with no
-    /// answer (README "Failure behaviour", clients of the proxy).
-    Abort,
-}
+/// Why the proxy passes no upstream answer on: lanyard answers itself,
+/// or the client stalled or left mid-request and the exchange ends with no
+/// answer (README "Failure behaviour", clients of the proxy).
+type Refusal = server::Refusal<ProxyError>;
 
 impl From<ProxyError> for Refusal {
     fn from(error: ProxyError) -> Self {
@@ -469,7 +465,7 @@ impl Handler for Proxy {
         async move {
             let started = Instant::now();
             let method = method_index(req.method());
-            let _in_flight = InFlight::enter(&self.metrics);
+            let _in_flight = InFlightGauge::enter(&self.metrics);
             let path =
                 tracing::enabled!(tracing::Level::DEBUG).then(|| req.uri().path().to_owned());
 
@@ -518,16 +514,16 @@ impl Replay {
 
 /// Keeps `lanyard_proxy_in_flight_requests` right even when a handler is
 /// dropped mid-request (client gone).
-struct InFlight<'a>(&'a Metrics);
+struct InFlightGauge<'a>(&'a Metrics);
 
-impl<'a> InFlight<'a> {
+impl<'a> InFlightGauge<'a> {
     fn enter(metrics: &'a Metrics) -> Self {
         metrics.proxy_in_flight.inc();
-        InFlight(metrics)
+        InFlightGauge(metrics)
     }
 }
 
-impl Drop for InFlight<'_> {
+impl Drop for InFlightGauge<'_> {
     fn drop(&mut self) {
         self.0.proxy_in_flight.dec();
     }

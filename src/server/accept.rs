@@ -32,7 +32,7 @@ const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
 /// closed; reading the client's request meanwhile keeps the close from
 /// turning into a reset that would discard the answer.
 const REFUSAL_LINGER: Duration = Duration::from_millis(500);
-/// Refusals being answered at once; beyond this, a flood is closed
+/// RefusalAnswers being answered at once; beyond this, a flood is closed
 /// without an answer rather than spending tasks on it.
 const MAX_REFUSALS_IN_FLIGHT: usize = 64;
 /// Turns of the thread's tasks an eviction waits, at most, for the evicted
@@ -60,7 +60,7 @@ pub(super) async fn accept_loop<H: Handler>(
         stopping,
         connections: JoinSet::new(),
         evictable: limits.evict_idle.then(VecDeque::new),
-        refusals: Refusals::new(&limits),
+        refusals: RefusalAnswers::new(&limits),
         metrics,
     };
     loop {
@@ -111,7 +111,7 @@ struct Acceptor<H> {
     /// Every connection served here, oldest first, when the listener
     /// evicts idle ones at its limit.
     evictable: Option<VecDeque<Tracked>>,
-    refusals: Refusals,
+    refusals: RefusalAnswers,
     metrics: Option<ConnectionMetrics>,
 }
 
@@ -283,7 +283,7 @@ enum Refused {
 
 /// The refusals' answers, how many are being answered, and when each kind
 /// was last logged.
-struct Refusals {
+struct RefusalAnswers {
     in_flight: Arc<Semaphore>,
     at_limit: Bytes,
     over_cap: Bytes,
@@ -293,11 +293,11 @@ struct Refusals {
     cap_logged: Throttle,
 }
 
-impl Refusals {
-    fn new(limits: &Limits) -> Refusals {
+impl RefusalAnswers {
+    fn new(limits: &Limits) -> RefusalAnswers {
         let extra = &limits.extra_headers;
         let cap = limits.per_client.as_ref();
-        Refusals {
+        RefusalAnswers {
             in_flight: Arc::new(Semaphore::new(MAX_REFUSALS_IN_FLIGHT)),
             at_limit: with_headers(&limits.refusal, extra),
             over_cap: cap.map_or_else(Bytes::new, |cap| with_headers(&cap.refusal, extra)),

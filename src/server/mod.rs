@@ -142,6 +142,15 @@ impl std::fmt::Display for Abort {
 
 impl std::error::Error for Abort {}
 
+/// Why a handler passes on no answer it was given: it answers itself
+/// with an error of its own (`E`, README "Errors made by lanyard itself"),
+/// or the exchange ends with none ([`Abort`]).
+#[derive(Debug)]
+pub enum Refusal<E> {
+    Answer(E),
+    Abort,
+}
+
 /// How the drain ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Drained {

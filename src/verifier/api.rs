@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use super::assumptions::{self, Progress, Started, Unusable};
 use super::binding::{BrowserId, KeyRing, Sealed, is_handle};
 use super::errors::VerifierError;
-use super::limits::{Client, Refused, client_address};
+use super::limits::{Client, TooManyStarts, client_address};
 use super::page;
 use super::polls::{self, Asking, Ending, Lookup};
 use super::service::CallError;
@@ -25,20 +25,17 @@ use crate::error::FORBIDDEN_HINT;
 /// `/api/start` takes no input; a body beyond this is not the page's.
 const MAX_START_BODY: usize = 1024;
 
-/// What a call ends with when it is not a success.
-pub(super) enum Answer {
-    Error(VerifierError),
-    /// The client is gone or stalled; close without an answer.
-    Abort,
-}
+/// What a call ends with when it is not a success: the verifier's own
+/// error answer, or none (the client is gone or stalled).
+pub(super) type Refusal = crate::server::Refusal<VerifierError>;
 
-impl From<VerifierError> for Answer {
+impl From<VerifierError> for Refusal {
     fn from(error: VerifierError) -> Self {
-        Answer::Error(error)
+        Refusal::Answer(error)
     }
 }
 
-type Result<T> = std::result::Result<T, Answer>;
+type Result<T> = std::result::Result<T, Refusal>;
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 impl Inner {
@@ -65,8 +62,8 @@ impl Inner {
         let address = client_address(&parts.headers, client.ip(), self.forwarded_hops);
         self.limits.take(Client::of(address)).map_err(|refused| {
             let (retry_after, who) = match refused {
-                Refused::Client { retry_after } => (retry_after, "this client"),
-                Refused::Everyone { retry_after } => (retry_after, "all clients together"),
+                TooManyStarts::Client { retry_after } => (retry_after, "this client"),
+                TooManyStarts::Everyone { retry_after } => (retry_after, "all clients together"),
             };
             tracing::debug!(client = %address, who, "verification start refused: rate limit");
             VerifierError::RateLimited { retry_after }
@@ -190,7 +187,7 @@ impl Inner {
                 // The account is refused: polling again cannot help. Any
                 // other failure may pass: the session stays pending, and
                 // the page polls again.
-                if let CallError::Refused(StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) = err {
+                if let CallError::Answered(StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) = err {
                     let (_, newly) = asking.record(Progress::Failed, Instant::now());
                     self.count_ending(newly.as_ref());
                 }
@@ -218,7 +215,7 @@ impl Inner {
     /// replica since asking again gives the same.
     async fn ask(&self, id: &str) -> std::result::Result<Progress, CallError> {
         match self.service.progress(id).await {
-            Err(CallError::Refused(StatusCode::NOT_FOUND)) => {
+            Err(CallError::Answered(StatusCode::NOT_FOUND)) => {
                 self.log_failure_throttled(
                     "poll",
                     "the service answered 404 to a poll: the session ended there (expired). If every session ends so on its first poll, the poll request differs from README \"The verifier\", Assumptions 2",
@@ -241,7 +238,7 @@ impl Inner {
 
     /// A failure of lanyard itself (no randomness): logged, and the page
     /// told to try again.
-    fn internal(&self, why: String) -> Answer {
+    fn internal(&self, why: String) -> Refusal {
         tracing::error!(problem = %why, "cannot answer a verification start");
         VerifierError::ServiceFailed.into()
     }
@@ -251,15 +248,15 @@ impl Inner {
     fn log_call_failure(&self, call: &'static str, err: &CallError) {
         let rule = self.service.rule();
         match err {
-            CallError::Refused(StatusCode::UNAUTHORIZED) => tracing::warn!(
+            CallError::Answered(StatusCode::UNAUTHORIZED) => tracing::warn!(
                 call, %rule,
                 "the service answered 401 even to a renewed token: check that the credentials belong to the environment SERVICE_API_URL names"
             ),
-            CallError::Refused(StatusCode::FORBIDDEN) => tracing::warn!(
+            CallError::Answered(StatusCode::FORBIDDEN) => tracing::warn!(
                 call, %rule,
                 "the service answered 403: {FORBIDDEN_HINT}"
             ),
-            CallError::Refused(StatusCode::NOT_FOUND) => tracing::warn!(
+            CallError::Answered(StatusCode::NOT_FOUND) => tracing::warn!(
                 call, %rule,
                 "the service answered 404 on the rule path: RULE_ID must be the UUID of a published rule of PROJECT_ID (docs/service.md §2.5, §3.1)"
             ),
@@ -309,7 +306,7 @@ where
             Err(VerifierError::BodyTooLarge.into())
         }
         // Gone, or stalled: no one to answer.
-        Ok(Err(_)) | Err(_) => Err(Answer::Abort),
+        Ok(Err(_)) | Err(_) => Err(Refusal::Abort),
     }
 }
 

@@ -152,15 +152,15 @@ impl VerifierError {
     pub fn from_call(err: &CallError) -> VerifierError {
         match err {
             CallError::TokenUnavailable => VerifierError::TokenUnavailable,
-            CallError::Refused(status)
+            CallError::Answered(status)
                 if *status == StatusCode::UNAUTHORIZED || *status == StatusCode::FORBIDDEN =>
             {
                 VerifierError::ServiceRefusedAccount
             }
-            CallError::Refused(status) if *status == StatusCode::NOT_FOUND => {
+            CallError::Answered(status) if *status == StatusCode::NOT_FOUND => {
                 VerifierError::RuleNotFound
             }
-            CallError::Refused(_)
+            CallError::Answered(_)
             | CallError::Malformed(_)
             | CallError::Unusable(_)
             | CallError::TooLarge

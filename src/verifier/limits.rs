@@ -54,7 +54,7 @@ fn parse_forwarded(entry: &str) -> Option<IpAddr> {
 
 /// Why a start was not let through, and when one may be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refused {
+pub enum TooManyStarts {
     /// This client started too many.
     Client { retry_after: Duration },
     /// Everyone together did.
@@ -100,16 +100,18 @@ impl StartLimits {
     /// Takes one start for `client`, or says why not. The client's own
     /// limit is checked first, so a client over it spends nothing of the
     /// limit everyone shares.
-    pub fn take(&self, client: Client) -> Result<(), Refused> {
+    pub fn take(&self, client: Client) -> Result<(), TooManyStarts> {
         let now = self.clock.now();
         self.per_client
             .check_key(&client)
-            .map_err(|wait| Refused::Client {
+            .map_err(|wait| TooManyStarts::Client {
                 retry_after: wait.wait_time_from(now),
             })?;
-        self.everyone.check().map_err(|wait| Refused::Everyone {
-            retry_after: wait.wait_time_from(now),
-        })
+        self.everyone
+            .check()
+            .map_err(|wait| TooManyStarts::Everyone {
+                retry_after: wait.wait_time_from(now),
+            })
     }
 
     /// Forgets clients whose limit has refilled, so the table holds only
@@ -156,7 +158,7 @@ mod tests {
         for _ in 0..rates.client_starts.burst.get() {
             limits.take(me).unwrap();
         }
-        let Err(Refused::Client { retry_after }) = limits.take(me) else {
+        let Err(TooManyStarts::Client { retry_after }) = limits.take(me) else {
             panic!("an 11th start in a burst went through");
         };
         assert!(retry_after > Duration::ZERO && retry_after <= rates.client_starts.period());
@@ -183,7 +185,7 @@ mod tests {
         for _ in 0..rates.client_starts.burst.get() {
             limits.take(me).unwrap();
         }
-        let Err(Refused::Client { retry_after }) = limits.take(me) else {
+        let Err(TooManyStarts::Client { retry_after }) = limits.take(me) else {
             panic!("a start past the burst went through");
         };
         assert_eq!(retry_after, rates.client_starts.period());

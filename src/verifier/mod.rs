@@ -55,7 +55,7 @@ use crate::target::TargetUrl;
 use crate::throttle::{self, Throttle};
 use crate::token::TokenHandle;
 
-use api::Answer;
+use api::Refusal;
 use binding::SessionKeys;
 use errors::VerifierError;
 use limits::{ServiceBudget, StartLimits};
@@ -276,8 +276,8 @@ impl Verifier {
         };
         let mut response = match answer {
             Ok(response) => response,
-            Err(Answer::Error(error)) => error.response(),
-            Err(Answer::Abort) => return Err(Abort),
+            Err(Refusal::Answer(error)) => error.response(),
+            Err(Refusal::Abort) => return Err(Abort),
         };
         page::secure(response.headers_mut(), https);
         Ok(response)

@@ -30,7 +30,7 @@ pub enum CallError {
     #[error("no valid token is held")]
     TokenUnavailable,
     #[error("the service answered HTTP {0}")]
-    Refused(StatusCode),
+    Answered(StatusCode),
     #[error("the service's answer {0}")]
     Malformed(Malformed),
     /// A poll's 2xx answer that asking again cannot mend.
@@ -151,7 +151,7 @@ impl ServiceApi {
         }
         match status.is_success() {
             true => Ok(body),
-            false => Err(CallError::Refused(status)),
+            false => Err(CallError::Answered(status)),
         }
     }
 
