@@ -19,7 +19,8 @@ PROXY and ADMIN as HOST:PORT; a sidecar's number is its line's, from 0.
         duration histogram so far.
 
     fleet.py report OPTIONS (see --help)
-        Reads what bench/fleet.sh gathered, prints the table, and exits 1
+        Reads what bench/fleet.sh gathered (the sidecars' JSON logs,
+        `lanyard-I.log` in --logs, among it), prints the table, and exits 1
         when a check fails.
 
 Everything it connects to is on 127.0.0.1.
@@ -29,6 +30,8 @@ import argparse
 import asyncio
 import bisect
 import collections
+import datetime
+import json
 import os
 import random
 import re
@@ -50,6 +53,15 @@ MEAN_RENEW_FRACTION = 0.775
 # retried at least every 15 s, jittered; an equal-jitter backoff capped at
 # 15 s waits 7.5-15 s.
 RETRY_CAP_S = 15.0
+# While a token is held, retries are spread over the time it has left
+# (README "Renewal and retries"): the outage's busiest second of token
+# requests from sidecars still holding one must stay under N / this, about
+# the no-token phase's own busiest seconds (7.5-15 s apart, N/11.25 a
+# second on average). Judged with tokens of HELD_JUDGED_FROM_S or more:
+# shorter ones renew so often (N / (0.775 x lifetime) a second) that their
+# renewals alone, failing, come near it.
+HELD_PEAK_DIVISOR = 5
+HELD_JUDGED_FROM_S = 60
 
 
 def sidecars(path):
@@ -225,6 +237,45 @@ def read_mock(path):
     return requests, on, off, lost
 
 
+def unix_ms(timestamp):
+    """Milliseconds since the epoch of an RFC 3339 timestamp."""
+    moment = datetime.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    return int(moment.timestamp() * 1000)
+
+
+def failed_token_requests(logs, n):
+    """{sidecar: [ms]}: when each sidecar's failed token requests ended,
+    from its JSON log. On loopback the mock answers a 503 within a
+    millisecond or two, so this is when the request was sent, near
+    enough for one-second windows."""
+    failed = {}
+    for i in range(n):
+        times = []
+        with open(os.path.join(logs, f"lanyard-{i}.log"), errors="replace") as f:
+            for line in f:
+                if '"token request failed"' not in line:
+                    continue
+                try:
+                    times.append(unix_ms(json.loads(line)["timestamp"]))
+                except (ValueError, KeyError, TypeError):
+                    continue
+        failed[i] = sorted(times)
+    return failed
+
+
+def held_requests(failed, retired, on, off):
+    """The token requests sent in the outage by sidecars that still held a
+    token, as sorted times (ms), and the first of each sidecar's among
+    them (its scheduled renewal, failing)."""
+    held, first = [], []
+    for i, times in failed.items():
+        until = min(retired.get(i, on), off)
+        mine = [t for t in times if on <= t < until]
+        held.extend(mine)
+        first.extend(mine[:1])
+    return sorted(held), sorted(first)
+
+
 def count(times, start, end):
     return bisect.bisect_left(times, end) - bisect.bisect_left(times, start)
 
@@ -393,11 +444,19 @@ def report(args):
     # From when the last held token expired, no sidecar holds one.
     none_held_from = max(expiry.values(), default=on)
     none_held_rate = count(tokens, none_held_from, off) / max(off - none_held_from, 1) * 1000
+    failed = failed_token_requests(args.logs, n)
+    held, first = held_requests(failed, retired, on, off)
+    held_peak, held_at = peak_second(held, on, off)
+    first_peak, _ = peak_second(first, on, off)
+    logged = sum(count(times, on, off) for times in failed.values())
+    judged = lifetime >= HELD_JUDGED_FROM_S
+    held_limit = n / HELD_PEAK_DIVISOR
     rule = "-" * 102
 
     print()
+    start = f"started over {args.start_over} s" if args.start_over else "started at once"
     print(
-        f"lanyard fleet: {n} sidecars, tokens of {lifetime} s; steady state {(on - steady_from) / 1000:.0f} s"
+        f"lanyard fleet: {n} sidecars ({start}), tokens of {lifetime} s; steady state {(on - steady_from) / 1000:.0f} s"
         f" (after {lifetime} s of warm-up), outage {(off - on) / 1000:.0f} s, recovery {(end - off) / 1000:.0f} s"
     )
     print(rule)
@@ -407,8 +466,35 @@ def report(args):
     outage_peak, outage_peak_text = peak(on, off, on)
     row("token requests/s, whole outage", rate(on, off))
     row("  busiest second", outage_peak_text)
+    held_for = (none_held_from - on) / 1000
+    row(
+        "outage, sidecars still holding a token",
+        f"{len(held)} token requests in the {held_for:.0f} s to the last retirement"
+        f" ({len(held) / max(held_for, 1):.2f}/s)",
+    )
+    row(
+        "  per sidecar",
+        f"{len(held) / max(len(first), 1):.2f} token requests: its failed renewal, then"
+        f" {(len(held) - len(first)) / max(len(first), 1):.2f} retries",
+    )
+    held_text = f"{held_peak} at +{(held_at - on) / 1000:.1f} s"
+    if judged:
+        row(
+            "  busiest second",
+            f"{held_text} (limit < N/{HELD_PEAK_DIVISOR} = {held_limit:g})",
+            check(held_peak < held_limit),
+        )
+    else:
+        row("  busiest second", f"{held_text} (not judged: tokens under {HELD_JUDGED_FROM_S} s)")
+    in_peak = count(first, held_at, held_at + 1000)
+    row(
+        "  of it: failed renewals, retries",
+        f"{in_peak}, {held_peak - in_peak} (failed renewals alone: {first_peak} in their busiest second)",
+    )
     if off - none_held_from >= 5000:
+        nothing_peak, nothing_peak_text = peak(none_held_from, off, on)
         row("token requests/s, outage, no token held", rate(none_held_from, off))
+        row("  busiest second", nothing_peak_text)
     else:
         row("token requests/s, outage, no token held", "n/a: the outage ended as the last token expired")
     row(
@@ -468,6 +554,16 @@ def report(args):
         print(f"note: {len(unknown)} sidecars reported no token expiry at the outage's start")
     if off - none_held_from >= 5000 and none_held_rate < n / RETRY_CAP_S:
         print("note: with no token held, sidecars retried less often than every 15 s (CONTRACT §3)")
+    if abs(logged - count(tokens, on, off)) > max(2, count(tokens, on, off) // 50):
+        print(
+            f"note: the sidecars' logs show {logged} failed token requests in the outage, the mock"
+            f" {count(tokens, on, off)}: the split by held token above is off by the difference"
+        )
+    if held_peak >= held_limit and not args.start_over:
+        print(
+            "note: the sidecars started at once, so their renewals come, and fail, in clumps (the steady"
+            " state's busiest second above), which no retry rule spreads; --start-over spreads them"
+        )
     if outage_peak >= n / 2:
         print(
             "note: the outage's busiest second had N/2 or more token requests: sidecars that renew"
@@ -494,6 +590,8 @@ def main(argv):
         parser.add_argument("--scrape-steady", required=True, help="`scrape` as the steady state began")
         parser.add_argument("--scrape-outage", required=True, help="`scrape` a second into the outage")
         parser.add_argument("--series", required=True, help="token requests per second go here")
+        parser.add_argument("--logs", required=True, help="the directory of the sidecars' lanyard-I.log")
+        parser.add_argument("--start-over", type=int, default=0, help="seconds the start was spread over")
         parser.add_argument("--sidecars", type=int, required=True)
         parser.add_argument("--expires-in", type=int, required=True)
         parser.add_argument("--steady-from-ms", type=int, required=True)

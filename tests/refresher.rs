@@ -36,7 +36,7 @@ async fn renewal_happens_at_a_jittered_fraction_of_the_lifetime() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn refresh_failure_keeps_previous_token_and_backs_off() {
+async fn refresh_failure_keeps_previous_token_and_retries_within_its_time_left() {
     let source = Scripted::new(vec![
         token(100),
         Err(server_error()),
@@ -55,10 +55,16 @@ async fn refresh_failure_keeps_previous_token_and_backs_off() {
     wait_attempts(&handle, 5).await;
     assert_eq!(handle.current().unwrap().generation(), 2);
     let gaps = source.gaps();
-    // Equal jitter: each delay is between half and all of 1 s, 2 s, 4 s.
-    assert!(between(gaps[1], 500, 1000), "{gaps:?}");
-    assert!(between(gaps[2], 1000, 2000), "{gaps:?}");
-    assert!(between(gaps[3], 2000, 4000), "{gaps:?}");
+    // Equal jitter on a ceiling: the held token's time left (retired at
+    // 90 s of its 100), or the doubling backoff (1 s, 2 s, 4 s) once that
+    // is longer; so the retries come before the retirement, closer as it
+    // nears (README "Renewal and retries").
+    let mut left = 90_000 - gaps[0].as_millis() as u64;
+    for (n, gap) in gaps[1..4].iter().enumerate() {
+        let ceiling = left.max(1000 << n);
+        assert!(between(*gap, ceiling / 2, ceiling), "retry {n}: {gaps:?}");
+        left = left.saturating_sub(gap.as_millis() as u64);
+    }
 }
 
 #[tokio::test(start_paused = true)]

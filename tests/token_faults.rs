@@ -757,7 +757,7 @@ async fn scheduled_renewal_failure_keeps_the_held_token_until_a_retry_replaces_i
     );
     assert_eq!(body["last_error"], "the token endpoint failed: HTTP 503");
 
-    // The retry, 0.5-1 s later, succeeds.
+    // The retry, half to all of the 0.9-1.8 s left later, succeeds.
     rig.wait_state(|s| s.generation >= 2).await;
     assert_ne!(authorization(&rig.proxied().await), token);
     assert_eq!(rig.running.mock.counters().token_requests, 3);

@@ -84,6 +84,7 @@ pub fn spawn<S: TokenSource>(
         rejected_through: 0,
         new_credentials: false,
         declines: Throttle::new(Duration::ZERO),
+        untried_credentials: false,
     };
     let task =
         tokio::spawn(run(source, refresher).instrument(tracing::info_span!("token_refresher")));
@@ -131,6 +132,9 @@ struct Refresher {
     new_credentials: bool,
     /// Declined forced renewals, logged once a forced-renewal spacing.
     declines: Throttle,
+    /// New credentials have not yet given a token: their failures are
+    /// retried promptly (see `failed`).
+    untried_credentials: bool,
 }
 
 /// The clock the schedule is computed on: tokio's, so that tests can pause
@@ -319,6 +323,7 @@ impl Refresher {
         // to settle), so this cannot become a storm. A Retry-After is the
         // endpoint's word, whatever the credentials, and still holds.
         self.failures = 0;
+        self.untried_credentials = true;
         let now = now();
         self.next_attempt = schedule::new_credentials_at(self.endpoint_asked_until, now);
         if self.next_attempt > now {
@@ -407,6 +412,7 @@ impl Refresher {
         self.generation += 1;
         self.failures = 0;
         self.failures_since_due = 0;
+        self.untried_credentials = false;
         self.metrics
             .token_requests
             .with_label_values(&["success"])
@@ -457,12 +463,21 @@ impl Refresher {
             .with_label_values(&[err.kind()])
             .inc();
         let held = self.link.cell.valid();
-        let held_for = held.as_ref().map_or(Duration::ZERO, |t| t.remaining());
+        // Retries spread over the held token's time left, so a fleet that
+        // fails together does not retry together (README "Renewal and
+        // retries"); but new credentials not yet proven are retried
+        // promptly, as if none were held: a rotation reaches a fleet's pods
+        // over a minute or more anyway, and until they work, a failure may
+        // be theirs, which the operator who rotated them wants to know now.
+        let spread_over = match self.untried_credentials {
+            true => Duration::ZERO,
+            false => held.as_ref().map_or(Duration::ZERO, |t| t.remaining()),
+        };
         let retry = self.policy.retry_after_failure(
             now(),
             self.failures,
             Failure::from(err),
-            held_for,
+            spread_over,
             &mut jitter,
         );
         self.next_attempt = retry.at;

@@ -22,7 +22,8 @@ pub struct RefreshPolicy {
     pub min_renew_delay: Duration,
     /// First retry delay after a failure; doubles per failure.
     pub backoff_initial: Duration,
-    /// Longest retry delay for transient failures.
+    /// Longest retry delay for transient failures, and the most of a held
+    /// token's time left that a retry waits for.
     pub backoff_max: Duration,
     /// Shortest retry delay once the token endpoint refused the
     /// credentials: they will not start working in a second.
@@ -130,7 +131,21 @@ impl RefreshPolicy {
     }
 
     /// Delay before retrying after the `failures`-th failure in a row,
-    /// while the held token stays usable for `held_for` (zero: none held).
+    /// while the held token stays usable for `held_for` (zero: none held;
+    /// the refresher passes the time to the held token's retirement, as it
+    /// stands when the failed request has ended).
+    ///
+    /// "Equal jitter" on a ceiling: half to all of it. The ceiling is the
+    /// doubling backoff or, while a token is held, the time it has left if
+    /// that is longer (up to `backoff_max`). So a fleet whose renewals fell
+    /// due together, and failed together, spreads its retries over the
+    /// time its tokens have left, rather than piling its first short steps
+    /// (0.5-1 s, 1-2 s, ...) into the same seconds against an endpoint
+    /// that is already failing. A wait drawn from the time left ends
+    /// before the retirement, and each leaves less time for the next, so
+    /// the retries keep coming while the token serves, more than one when
+    /// there is time, until the doubling backoff outgrows what is left and
+    /// the next attempt falls after the retirement, under the no-token cap.
     pub fn retry_delay(
         &self,
         failures: u32,
@@ -138,12 +153,10 @@ impl RefreshPolicy {
         held_for: Duration,
         jitter: &mut impl FnMut() -> f64,
     ) -> Duration {
-        let exponent = failures.saturating_sub(1).min(20);
         let ceiling = self
-            .backoff_initial
-            .saturating_mul(1 << exponent)
-            .min(self.backoff_max);
-        // "Equal jitter": at least half the ceiling, so retries still back off.
+            .backoff_ceiling(failures)
+            .max(held_for.min(self.backoff_max));
+        // At least half the ceiling, so retries still back off.
         let mut delay = ceiling / 2 + (ceiling / 2).mul_f64(jitter());
         // Jittered upwards only: a fleet refused or rate limited at the
         // same moment must not come back in lockstep, and none may come
@@ -162,6 +175,15 @@ impl RefreshPolicy {
             delay = delay.max(after + after.mul_f64(0.1 * jitter()));
         }
         delay
+    }
+
+    /// The doubling backoff's ceiling after the `failures`-th failure in a
+    /// row: `backoff_initial`, doubled per failure, up to `backoff_max`.
+    fn backoff_ceiling(&self, failures: u32) -> Duration {
+        let exponent = failures.saturating_sub(1).min(20);
+        self.backoff_initial
+            .saturating_mul(1 << exponent)
+            .min(self.backoff_max)
     }
 
     /// The next attempt after the `failures`-th failure in a row at `now`.

@@ -171,52 +171,170 @@ fn renewal_counts_from_the_request_but_leaves_a_gap_after_a_slow_exchange() {
 }
 
 #[test]
-fn failures_back_off_exponentially_with_equal_jitter_up_to_a_minute_while_a_token_is_held() {
-    let held = secs(86_400);
+fn while_a_token_is_held_a_retry_waits_half_to_all_of_its_time_left_up_to_a_minute() {
     let cases = [
-        // (failures, low end, high end)
-        (1, ms(500), secs(1)),
-        (2, secs(1), secs(2)),
-        (3, secs(2), secs(4)),
-        (4, secs(4), secs(8)),
-        (6, secs(16), secs(32)),
-        (7, secs(30), secs(60)),
-        (8, secs(30), secs(60)),
-        (40, secs(30), secs(60)),
-        (u32::MAX, secs(30), secs(60)),
+        // (failures, held for, jitter, delay)
+        (1, secs(12), LOW, secs(6)),
+        (1, secs(12), 0.5, secs(9)),
+        (1, secs(12), HIGH, secs(12)),
+        (1, secs(3), LOW, ms(1500)),
+        (1, secs(3), HIGH, secs(3)),
+        (2, secs(40), LOW, secs(20)),
+        (2, secs(40), HIGH, secs(40)),
+        // Up to a minute, however long the token has left.
+        (1, secs(60), LOW, secs(30)),
+        (1, secs(60), HIGH, secs(60)),
+        (1, secs(1000), LOW, secs(30)),
+        (1, secs(86_400), HIGH, secs(60)),
+        (40, secs(86_400), LOW, secs(30)),
+        (u32::MAX, secs(86_400), HIGH, secs(60)),
+        // The doubling backoff (0.5-1 s, 1-2 s, 2-4 s, ... up to 30-60 s)
+        // when it is the longer.
+        (1, ms(300), LOW, ms(500)),
+        (1, ms(300), HIGH, secs(1)),
+        (3, secs(1), LOW, secs(2)),
+        (3, secs(1), HIGH, secs(4)),
+        (4, secs(5), HIGH, secs(8)),
+        (6, secs(20), LOW, secs(16)),
+        (6, secs(20), HIGH, secs(32)),
+        (7, secs(40), LOW, secs(30)),
     ];
-    for (failures, low, high) in cases {
-        let p = policy();
-        assert_eq!(
-            p.retry_delay(failures, transient(), held, &mut fixed(LOW)),
-            low
-        );
-        assert_eq!(
-            p.retry_delay(failures, transient(), held, &mut fixed(HIGH)),
-            high
+    for (failures, held_for, jitter, delay) in cases {
+        assert_close(
+            policy().retry_delay(failures, transient(), held_for, &mut fixed(jitter)),
+            delay,
+            &format!("{failures} failures, held for {held_for:?}, at {jitter}"),
         );
     }
 }
 
+/// The first retries of 1000 sidecars whose renewals failed together,
+/// each with `held_for` left, their jitter drawn evenly over [0, 1): the
+/// earliest, the latest, and the most in any one second.
+fn first_retries_of_a_fleet(held_for: Duration) -> (Duration, Duration, usize) {
+    const N: u32 = 1000;
+    let mut delays: Vec<Duration> = (0..N)
+        .map(|i| {
+            let draw = (f64::from(i) + 0.5) / f64::from(N);
+            policy().retry_delay(1, transient(), held_for, &mut fixed(draw))
+        })
+        .collect();
+    delays.sort();
+    let busiest = (0..delays.len())
+        .map(|i| delays[i..].partition_point(|d| *d < delays[i] + S))
+        .max()
+        .unwrap_or(0);
+    (delays[0], delays[delays.len() - 1], busiest)
+}
+
 #[test]
-fn refused_credentials_wait_30_to_45_s_while_a_token_is_held() {
-    let held = secs(1000);
-    for failures in [1, 2, 5] {
-        let p = policy();
+fn a_fleet_that_fails_with_tokens_held_spreads_its_retries_over_their_time_left() {
+    let cases = [
+        // (held for, earliest, latest, most of 1000 in one second)
+        // None held: the doubling backoff's first step, all in one second.
+        (Duration::ZERO, ms(500), secs(1), 1000),
+        // Held: evenly over the second half of the time left, so any one
+        // second holds 2 / (seconds left) of the fleet.
+        (secs(3), ms(1500), secs(3), 667),
+        (secs(4), secs(2), secs(4), 500),
+        (secs(12), secs(6), secs(12), 167),
+        (secs(35), ms(17_500), secs(35), 58),
+        // Up to a minute: 30-60 s, a thirtieth of the fleet a second.
+        (secs(80), secs(30), secs(60), 34),
+        (secs(3600), secs(30), secs(60), 34),
+    ];
+    for (held_for, earliest, latest, most) in cases {
+        let (first, last, busiest) = first_retries_of_a_fleet(held_for);
+        let case = format!("held for {held_for:?}: {first:?}-{last:?}, {busiest} in a second");
+        assert!(first >= earliest && first - earliest < ms(100), "{case}");
+        assert!(last <= latest && latest - last < ms(100), "{case}");
+        assert!(busiest.abs_diff(most) <= 1, "{case}");
+    }
+}
+
+/// The attempts after a renewal that failed with `held_for` left, every
+/// one failing and each wait drawn at `jitter`: when they come, from the
+/// failed renewal, up to the first at or after the retirement.
+fn attempts_until_retired(held_for: Duration, jitter: f64) -> Vec<Duration> {
+    let mut at = Duration::ZERO;
+    let mut attempts = Vec::new();
+    let mut failures = 0;
+    while at < held_for {
+        failures += 1;
+        let left = held_for - at;
+        at += policy().retry_delay(failures, transient(), left, &mut fixed(jitter));
+        attempts.push(at);
+    }
+    attempts
+}
+
+#[test]
+fn retries_come_before_the_retirement_more_than_once_when_there_is_time() {
+    let cases: [(Duration, f64, &[Duration]); 8] = [
+        // (held for at the failed renewal, jitter, attempts after it)
+        // A 20 s token's renewal fails 1-4 s before its retirement: once
+        // before it.
+        (secs(3), 0.5, &[ms(2250), ms(3750)]),
+        // A 60 s token's, 3-12 s before: twice or three times, in the
+        // last 10 s, when a failed renewal has made the pod unready and
+        // a success would make it ready again.
+        (secs(12), 0.5, &[secs(9), ms(11_250), ms(14_250)]),
+        (secs(12), LOW, &[secs(6), secs(9), secs(11), secs(15)]),
+        // A 300 s token's, 35-80 s before: the first within a minute,
+        // then closer together as the retirement nears.
+        (
+            secs(80),
+            0.5,
+            &[secs(45), ms(71_250), ms(77_812), ms(83_812)],
+        ),
+        (
+            secs(80),
+            LOW,
+            &[secs(30), secs(55), ms(67_500), ms(73_750), ms(81_750)],
+        ),
+        (
+            secs(35),
+            LOW,
+            &[ms(17_500), ms(26_250), ms(30_625), ms(34_625), ms(42_500)],
+        ),
+        // No time for a retry: the first comes after the retirement.
+        (ms(400), 0.5, &[ms(750)]),
+        (ms(400), LOW, &[ms(500)]),
+    ];
+    for (held_for, jitter, expected) in cases {
+        let attempts = attempts_until_retired(held_for, jitter);
+        let case = format!("held for {held_for:?} at {jitter}: {attempts:?}");
+        assert_eq!(attempts.len(), expected.len(), "{case}");
+        for (at, want) in attempts.iter().zip(expected) {
+            assert!(at.abs_diff(*want) < ms(1), "{case}");
+        }
+    }
+    // A day-long token's: every 30-60 s (45 s at 0.5) to its retirement.
+    let attempts = attempts_until_retired(secs(3600), 0.5);
+    assert_eq!(attempts.len(), 80, "{attempts:?}");
+    assert_eq!(attempts[0], secs(45));
+    assert_eq!(attempts[78], secs(79 * 45));
+}
+
+#[test]
+fn refused_credentials_wait_at_least_30_to_45_s_while_a_token_is_held() {
+    let cases = [
+        // (failures, held for, jitter, delay)
+        (1, secs(40), LOW, secs(30)),
+        (1, secs(40), HIGH, secs(45)),
+        (5, secs(40), HIGH, secs(45)),
+        // A minute of the time left is longer than the refusal's wait.
+        (1, secs(1000), LOW, secs(30)),
+        (1, secs(1000), HIGH, secs(60)),
+        (8, secs(1000), HIGH, secs(60)),
+    ];
+    for (failures, held_for, jitter, delay) in cases {
         assert_eq!(
-            p.retry_delay(failures, refused(), held, &mut fixed(LOW)),
-            secs(30)
-        );
-        assert_eq!(
-            p.retry_delay(failures, refused(), held, &mut fixed(HIGH)),
-            secs(45)
+            policy().retry_delay(failures, refused(), held_for, &mut fixed(jitter)),
+            delay,
+            "{failures} failures, held for {held_for:?}, at {jitter}"
         );
     }
-    // A longer backoff is not shortened by the refusal.
-    assert_eq!(
-        policy().retry_delay(8, refused(), held, &mut fixed(HIGH)),
-        secs(60)
-    );
 }
 
 #[test]
@@ -266,8 +384,12 @@ fn a_held_token_about_to_retire_bounds_the_wait_to_its_time_left_plus_the_cap() 
 fn retry_after_always_wins_capped_at_an_hour_plus_up_to_10_percent() {
     let cases = [
         // (failures, held for, Retry-After, jitter, delay)
+        (1, secs(20), secs(45), LOW, secs(45)),
+        (1, secs(20), secs(45), HIGH, ms(49_500)),
+        // Never sooner than asked; a longer wait for the time left stays.
         (1, secs(1000), secs(45), LOW, secs(45)),
-        (1, secs(1000), secs(45), HIGH, ms(49_500)),
+        (1, secs(1000), secs(45), HIGH, secs(60)),
+        (1, secs(1000), secs(100), HIGH, secs(110)),
         // Beyond the no-token cap, and beyond the backoff ceiling.
         (1, Duration::ZERO, secs(45), LOW, secs(45)),
         (12, Duration::ZERO, secs(600), HIGH, secs(660)),
@@ -316,8 +438,8 @@ fn a_retry_after_is_remembered_until_the_retry() {
     assert_eq!(
         plain,
         Retry {
-            at: now + S,
-            delay: S,
+            at: now + secs(60),
+            delay: secs(60),
             endpoint_asked_until: None,
         }
     );
