@@ -1,17 +1,29 @@
 //! Settings: command-line flags, environment, TOML file and defaults, merged
 //! into one validated [`Config`] (README "Settings").
 //!
+//! - this file: [`Config`], what the command needs ([`Requirement`]), and
+//!   [`Config::load`], the steps from the sources to a checked `Config`.
+//! - `outbound`: the credentials and TLS roots, read and checked once.
+//! - [`credentials`]: the credentials file, the `SA_*` overrides and the
+//!   RSA key, merged into checked credentials.
+//! - `verifier`: what `lanyard verifier` reads beyond `run`'s settings.
+//! - `sources`: flags, environment and file, layered, each value with
+//!   where it came from.
 //! - [`settings`]: the table. Each setting is declared once there, with
 //!   its key, variable, flag, help, default and reader; the command line,
 //!   `--help`, the config file's keys and the README's table follow it.
 //! - [`declaration`]: what a declaration holds, [`Setting`] and
 //!   [`AnySetting`].
-//! - `values`: readers for durations, counts, sizes and addresses; URLs
-//!   are read by [`crate::target::TargetUrl`].
-//! - `sources`: flags, environment and file, layered, each value with
-//!   where it came from.
-//! - `outbound`: the credentials and TLS roots, read and checked once.
+//! - `defaults`: the defaults and bounds the table declares, each with why.
+//! - `values`: the value types and their readers: durations, counts,
+//!   sizes, addresses, rates, keys; URLs are read by
+//!   [`crate::target::TargetUrl`].
 //! - `problems`: the one-line-per-problem error.
+//!
+//! Each of these imports only modules listed after it, so types flow down:
+//! `values`, `defaults` and `problems` import nothing of `config`. Other
+//! modules name a setting as `config::settings::NAME`, or by the few names
+//! re-exported here.
 //!
 //! Precedence is flag > environment > file > default. Every problem is
 //! collected before failing, and each message names the setting and where
@@ -19,11 +31,13 @@
 
 pub mod credentials;
 pub mod declaration;
+mod defaults;
 mod outbound;
 mod problems;
 pub mod settings;
 mod sources;
 mod values;
+mod verifier;
 
 #[cfg(test)]
 mod tests;
@@ -34,31 +48,34 @@ use std::time::Duration;
 
 use crate::target::TargetUrl;
 
+pub use credentials::CredentialSettings;
 pub use declaration::{AnySetting, DefaultValue, Setting, ShownDefault};
+// The defaults and settings other modules name; the rest of the table is
+// `config::settings::NAME`.
+pub use defaults::{
+    DEFAULT_EXPIRY_MARGIN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEADER_BYTES, MIN_MAX_HEADER_BYTES,
+};
 pub use outbound::Account;
 pub use problems::ConfigError;
-pub use settings::*;
+pub use settings::{
+    ALLOW_REMOTE, CONFIG_ENV, CREDENTIALS_FILE, LISTEN, PRIVATE_KEY, SERVICE_API_URL, SETTINGS,
+};
 pub use sources::{Env, Flags, NotUnicode, ProcessEnv, Source, Sourced, io_reason};
 pub use values::{
     ByteSize, LogFormat, MIN_SESSION_KEY_BYTES, Rate, SessionKeys, Shown, WalletBaseUrl,
     parse_duration,
 };
+pub use verifier::{VerifierRates, is_path_segment};
 
+use defaults::{DEFAULT_VERIFIER_LISTEN, DEMO_VERIFIER_LISTEN, MAX_ASSERTION_TTL};
+use settings::{
+    ADMIN_LISTEN, ASSERTION_TTL, BODY_TIMEOUT, CA_FILE, CLIENT_ID, CLOCK_SKEW, DEMO, EXPIRY_MARGIN,
+    HEADER_TIMEOUT, IAM_AUDIENCE, LOG_FORMAT, MAX_CONNECTIONS, MAX_HEADER_BYTES,
+    MAX_UPSTREAM_CONNECTIONS, ORG_ID, ORGANIZATION_ID, RFC7523_FIELDS, SHUTDOWN_GRACE,
+    TOKEN_TIMEOUT, TOKEN_URI, UPSTREAM_TIMEOUT, WORKER_THREADS,
+};
 use sources::{Layers, Reported};
-
-/// The credentials-related settings, unresolved: the credentials file is
-/// read and merged with these by [`crate::config::credentials`].
-#[derive(Debug, Clone, Default)]
-pub struct CredentialSettings {
-    pub file: Option<Sourced<PathBuf>>,
-    pub client_id: Option<Sourced<String>>,
-    pub private_key: Option<Sourced<crate::Secret>>,
-    pub iam_audience: Option<Sourced<String>>,
-    pub token_uri: Option<Sourced<String>>,
-    pub organization_id: Option<Sourced<String>>,
-    /// `ORG_ID`, the fallback for the organization id.
-    pub org_id: Option<Sourced<String>>,
-}
+use verifier::VerifierSettings;
 
 /// Every setting, validated.
 #[derive(Debug, Clone)]
@@ -144,146 +161,9 @@ impl Requirement {
     }
 }
 
-/// A path segment of the rule path (docs/service.md §4.3), as lanyard
-/// sends it: no character that would need escaping, so the segment is the
-/// value.
-pub fn is_path_segment(value: &str) -> bool {
-    !value.is_empty()
-        && value
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
-}
-
-/// What the verifier needs beyond `run`'s settings: the rule path's
-/// segments and the wallet, each reported by name when missing or unusable.
-fn check_verifier_settings(
-    l: &mut Layers,
-    org_id: Option<&Sourced<String>>,
-    project_id: Option<&Sourced<String>>,
-    rule_id: Option<&Sourced<String>>,
-    wallet: Option<&WalletBaseUrl>,
-) {
-    let required = [
-        (
-            PROJECT_ID.env,
-            project_id.is_some(),
-            "the verification project's id",
-        ),
-        (
-            RULE_ID.env,
-            rule_id.is_some(),
-            "the UUID of the published rule",
-        ),
-        (
-            WALLET_BASE_URL.env,
-            wallet.is_some(),
-            "the wallet's base URL, for the wallet button",
-        ),
-    ];
-    for (env, given, what) in required {
-        if !given {
-            l.errors.push(format!(
-                "{env}: is required for `lanyard verifier` ({what})"
-            ));
-        }
-    }
-    for (setting, value) in [(&ORG_ID, org_id), (&PROJECT_ID, project_id)] {
-        if let Some(value) = value
-            && !is_path_segment(&value.value)
-        {
-            let why = "has characters that cannot appear in a URL path segment";
-            l.problem(setting.env, &value.source, why);
-        }
-    }
-    if let Some(rule) = rule_id {
-        let why = if rule.value.starts_with("ver_") {
-            Some(
-                "is the rule's `ver_` identifier; use its Rule ID, the UUID the Generate ID action made (docs/service.md §2.5)",
-            )
-        } else if rule.value.len() != 36 || uuid::Uuid::try_parse(&rule.value).is_err() {
-            Some(
-                "is not a UUID (like 0b7c6d2e-4a1f-4c3b-9a57-2f1e8d9c6b10): the Rule ID of a published rule (docs/service.md §2.5)",
-            )
-        } else {
-            None
-        };
-        if let Some(why) = why {
-            l.problem(RULE_ID.env, &rule.source, why);
-        }
-    }
-}
-
-/// How fast the verifier starts sessions and calls the service, per
-/// replica (README "The verifier", Limits).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct VerifierRates {
-    pub client_starts: Rate,
-    pub starts: Rate,
-    pub service_calls: Rate,
-}
-
-impl Default for VerifierRates {
-    fn default() -> Self {
-        VerifierRates {
-            client_starts: VERIFIER_CLIENT_STARTS.default_value(),
-            starts: VERIFIER_STARTS.default_value(),
-            service_calls: VERIFIER_SERVICE_CALLS.default_value(),
-        }
-    }
-}
-
-/// Longer than any key file: two keys of a few hundred bytes at most.
-const MAX_SESSION_KEY_FILE_BYTES: u64 = 4096;
-
-/// The verifier's session key, given or read from its file (one or the
-/// other); never quoted in a problem.
-fn verifier_session_key(l: &mut Layers<'_>) -> Option<SessionKeys> {
-    let given = l.optional(&VERIFIER_SESSION_KEY);
-    let Some(file) = l.optional(&VERIFIER_SESSION_KEY_FILE) else {
-        return given.map(|keys| keys.value);
-    };
-    if given.is_some() {
-        let why = format!("{} is set too; set one of them", VERIFIER_SESSION_KEY.env);
-        l.problem(VERIFIER_SESSION_KEY_FILE.env, &file.source, &why);
-        return None;
-    }
-    // Opening a FIFO would block start-up until a writer came.
-    let regular = std::fs::metadata(&file.value).and_then(|meta| match meta.is_file() {
-        true => Ok(()),
-        false if meta.is_dir() => Err(std::io::ErrorKind::IsADirectory.into()),
-        false => Err(std::io::Error::other("not a regular file")),
-    });
-    let read = regular
-        .and_then(|()| std::fs::File::open(&file.value))
-        .and_then(|f| {
-            use std::io::Read as _;
-            let mut text = String::new();
-            f.take(MAX_SESSION_KEY_FILE_BYTES + 1)
-                .read_to_string(&mut text)?;
-            Ok(text)
-        });
-    let why = match read {
-        Err(err) => format!(
-            "{} cannot be read: {}",
-            file.value.display(),
-            io_reason(&err)
-        ),
-        Ok(text) if text.len() as u64 > MAX_SESSION_KEY_FILE_BYTES => format!(
-            "{} is larger than {MAX_SESSION_KEY_FILE_BYTES} bytes; not a key file",
-            file.value.display()
-        ),
-        Ok(text) => match SessionKeys::parse(text.trim()) {
-            Ok(keys) => return Some(keys),
-            Err(why) => format!("{}: {why}", file.value.display()),
-        },
-    };
-    l.problem(VERIFIER_SESSION_KEY_FILE.env, &file.source, &why);
-    None
-}
-
 impl Config {
     /// Where `lanyard verifier` listens: as given, else on `PORT`, else
-    /// [`DEFAULT_VERIFIER_LISTEN`].
+    /// `0.0.0.0:8080` (`DEFAULT_VERIFIER_LISTEN`).
     pub fn verifier_listen(&self) -> SocketAddr {
         let on_port = |port| SocketAddr::new(DEFAULT_VERIFIER_LISTEN.ip(), port);
         self.verifier_listen_given
@@ -303,134 +183,51 @@ impl Config {
     /// needs, reporting all problems at once.
     pub fn load(flags: &Flags, env: &dyn Env, need: Requirement) -> Result<Config, ConfigError> {
         let mut layers = Layers::open(flags, env);
-        let l = &mut layers;
-
-        let demo = l.value(&DEMO);
-        let service_api_url = match l.given(&SERVICE_API_URL) {
-            Ok(Some(url)) => Some(url.value),
-            Ok(None) if matches!(need, Requirement::Upstream | Requirement::Verifier) && !demo => {
-                l.errors.push(format!(
-                    "{}: is required (the service's API base URL, e.g. https://api.example.com)",
-                    SERVICE_API_URL.env
-                ));
-                None
-            }
-            Ok(None) | Err(Reported) => None,
-        };
-
-        let credentials = CredentialSettings {
-            file: l.optional(&CREDENTIALS_FILE),
-            client_id: l.optional(&CLIENT_ID),
-            private_key: l.optional(&PRIVATE_KEY).map(|key| Sourced {
-                value: crate::Secret::new(key.value),
-                source: key.source,
-            }),
-            iam_audience: l.optional(&IAM_AUDIENCE),
-            token_uri: l.optional(&TOKEN_URI),
-            organization_id: l.optional(&ORGANIZATION_ID),
-            org_id: l.optional(&ORG_ID),
-        };
-        let org_id = credentials.org_id.as_ref().map(|s| s.value.clone());
-        let project_id = l.optional(&PROJECT_ID);
-        let rule_id = l.optional(&RULE_ID);
-        let wallet_base_url = l.optional(&WALLET_BASE_URL).map(|s| s.value);
-        if need == Requirement::Verifier && !demo {
-            check_verifier_settings(
-                l,
-                credentials.org_id.as_ref(),
-                project_id.as_ref(),
-                rule_id.as_ref(),
-                wallet_base_url.as_ref(),
-            );
-        }
-        let project_id = project_id.map(|s| s.value);
-        let rule_id = rule_id.map(|s| s.value);
-        let port = l.optional(&PORT).map(|s| s.value);
-        let verifier_listen_given = l.optional(&VERIFIER_LISTEN).map(|s| s.value);
-        let verifier_session_ttl = l.value(&VERIFIER_SESSION_TTL);
-        let verifier_forwarded_hops = l.value(&VERIFIER_FORWARDED_HOPS);
-        let verifier_session_key = verifier_session_key(l);
-        let verifier_rates = VerifierRates {
-            client_starts: l.value(&VERIFIER_CLIENT_STARTS),
-            starts: l.value(&VERIFIER_STARTS),
-            service_calls: l.value(&VERIFIER_SERVICE_CALLS),
-        };
-
-        let allow_remote = l.value(&ALLOW_REMOTE);
-        let listen = match l.optional(&LISTEN) {
-            Some(addr) if !addr.value.ip().is_loopback() && !allow_remote => {
-                let why = format!(
-                    "{} is not a loopback address; anyone who can reach the proxy acts as the service account. Set {}=true to allow it",
-                    addr.value, ALLOW_REMOTE.env
-                );
-                l.problem(LISTEN.env, &addr.source, &why);
-                LISTEN.default_value()
-            }
-            Some(addr) => addr.value,
-            None => LISTEN.default_value(),
-        };
-        let admin_listen = l.value(&ADMIN_LISTEN);
-
-        let assertion_ttl = match l.optional(&ASSERTION_TTL) {
-            Some(ttl) => {
-                if ttl.value > MAX_ASSERTION_TTL {
-                    l.warnings.push(format!(
-                        "{} ({}): {} s is capped at {} s, the longest the service accepts (docs/service.md §5.2)",
-                        ASSERTION_TTL.env,
-                        ttl.source,
-                        ttl.value.as_secs(),
-                        MAX_ASSERTION_TTL.as_secs()
-                    ));
-                }
-                values::capped_lifetime(ttl.value)
-            }
-            None => ASSERTION_TTL.default_value(),
-        };
-        let clock_skew = match l.optional(&CLOCK_SKEW) {
-            Some(skew) if skew.value >= assertion_ttl => {
-                let why = format!(
-                    "{} s is not less than the assertion lifetime ({} s): the assertion would be expired when sent",
-                    skew.value.as_secs(),
-                    assertion_ttl.as_secs()
-                );
-                l.problem(CLOCK_SKEW.env, &skew.source, &why);
-                CLOCK_SKEW.default_value()
-            }
-            Some(skew) => skew.value,
-            None => CLOCK_SKEW.default_value(),
-        };
-        let ca_file = l.optional(&CA_FILE);
-        let upstream_timeout = l.value(&UPSTREAM_TIMEOUT);
-        let token_timeout = l.value(&TOKEN_TIMEOUT);
-        let expiry_margin = l.value(&EXPIRY_MARGIN);
-        let shutdown_grace = l.value(&SHUTDOWN_GRACE);
-        let header_timeout = l.value(&HEADER_TIMEOUT);
-        let body_timeout = l.value(&BODY_TIMEOUT);
-        let ByteSize(max_header_bytes) = l.value(&MAX_HEADER_BYTES);
-        let max_upstream_connections = l.value(&MAX_UPSTREAM_CONNECTIONS);
-        let max_connections = l.value(&MAX_CONNECTIONS);
-        let worker_threads = l.value(&WORKER_THREADS);
-        let rfc7523_fields = l.value(&RFC7523_FIELDS);
-        let log_format = l.optional(&LOG_FORMAT).map(|given| given.value);
-
+        let (mut config, ca_file) = Config::read(&mut layers, need);
         // What the settings point at comes last, so its problems follow
         // the settings' own; all of them show in one run.
-        let tls = match need {
-            Requirement::AdminOnly => None,
-            _ => outbound::tls(ca_file.as_ref(), l),
-        };
-        let account = match need.credentials() && !demo {
-            true => outbound::account(&credentials, l),
-            false => None,
-        };
-
+        if need != Requirement::AdminOnly {
+            config.tls = outbound::tls(ca_file.as_ref(), &mut layers);
+        }
+        if need.credentials() && !config.demo {
+            config.account = outbound::account(&config.credentials, &mut layers);
+        }
         if !layers.errors.is_empty() {
             return Err(ConfigError::new(layers.errors));
         }
-        Ok(Config {
+        config.warnings = layers.warnings;
+        Ok(config)
+    }
+
+    /// Every setting, read in the order their problems are reported, and
+    /// the CA bundle's setting with its source; `warnings`, `account` and
+    /// `tls` are left for [`Config::load`].
+    fn read(l: &mut Layers<'_>, need: Requirement) -> (Config, Option<Sourced<PathBuf>>) {
+        let demo = l.value(&DEMO);
+        let service_api_url = service_api_url(l, need, demo);
+        let credentials = credential_settings(l);
+        let verifier_required = need == Requirement::Verifier && !demo;
+        let VerifierSettings {
+            project_id,
+            rule_id,
+            wallet_base_url,
+            port,
+            verifier_listen_given,
+            verifier_session_ttl,
+            verifier_forwarded_hops,
+            verifier_session_key,
+            verifier_rates,
+        } = VerifierSettings::read(l, credentials.org_id.as_ref(), verifier_required);
+        let listen = proxy_listen(l);
+        let admin_listen = l.value(&ADMIN_LISTEN);
+        let (assertion_ttl, clock_skew) = assertion_timing(l);
+        let ca_file = l.optional(&CA_FILE);
+        // Struct fields are evaluated as written: this order is the
+        // problems' order too.
+        let config = Config {
             service_api_url,
+            org_id: credentials.org_id.as_ref().map(|s| s.value.clone()),
             credentials,
-            org_id,
             project_id,
             rule_id,
             listen,
@@ -444,23 +241,108 @@ impl Config {
             verifier_rates,
             assertion_ttl,
             clock_skew,
-            ca_file: ca_file.map(|ca| ca.value),
-            upstream_timeout,
-            token_timeout,
-            expiry_margin,
-            shutdown_grace,
-            header_timeout,
-            body_timeout,
-            max_header_bytes,
-            max_connections,
-            max_upstream_connections,
-            worker_threads,
-            rfc7523_fields,
-            log_format,
+            ca_file: ca_file.as_ref().map(|ca| ca.value.clone()),
+            upstream_timeout: l.value(&UPSTREAM_TIMEOUT),
+            token_timeout: l.value(&TOKEN_TIMEOUT),
+            expiry_margin: l.value(&EXPIRY_MARGIN),
+            shutdown_grace: l.value(&SHUTDOWN_GRACE),
+            header_timeout: l.value(&HEADER_TIMEOUT),
+            body_timeout: l.value(&BODY_TIMEOUT),
+            max_header_bytes: l.value(&MAX_HEADER_BYTES).0,
+            max_upstream_connections: l.value(&MAX_UPSTREAM_CONNECTIONS),
+            max_connections: l.value(&MAX_CONNECTIONS),
+            worker_threads: l.value(&WORKER_THREADS),
+            rfc7523_fields: l.value(&RFC7523_FIELDS),
+            log_format: l.optional(&LOG_FORMAT).map(|given| given.value),
             demo,
-            warnings: layers.warnings,
-            account,
-            tls,
-        })
+            warnings: Vec::new(),
+            account: None,
+            tls: None,
+        };
+        (config, ca_file)
     }
+}
+
+/// `SERVICE_API_URL`, required where the command forwards to the service.
+fn service_api_url(l: &mut Layers<'_>, need: Requirement, demo: bool) -> Option<TargetUrl> {
+    match l.given(&SERVICE_API_URL) {
+        Ok(Some(url)) => Some(url.value),
+        Ok(None) if matches!(need, Requirement::Upstream | Requirement::Verifier) && !demo => {
+            l.errors.push(format!(
+                "{}: is required (the service's API base URL, e.g. https://api.example.com)",
+                SERVICE_API_URL.env
+            ));
+            None
+        }
+        Ok(None) | Err(Reported) => None,
+    }
+}
+
+/// The `SA_*` settings and `ORG_ID`, for [`credentials`] to merge.
+fn credential_settings(l: &mut Layers<'_>) -> CredentialSettings {
+    CredentialSettings {
+        file: l.optional(&CREDENTIALS_FILE),
+        client_id: l.optional(&CLIENT_ID),
+        private_key: l.optional(&PRIVATE_KEY).map(|key| Sourced {
+            value: crate::Secret::new(key.value),
+            source: key.source,
+        }),
+        iam_audience: l.optional(&IAM_AUDIENCE),
+        token_uri: l.optional(&TOKEN_URI),
+        organization_id: l.optional(&ORGANIZATION_ID),
+        org_id: l.optional(&ORG_ID),
+    }
+}
+
+/// The proxy's address: loopback unless `LANYARD_ALLOW_REMOTE` says
+/// otherwise, since anyone who reaches it acts as the service account.
+fn proxy_listen(l: &mut Layers<'_>) -> SocketAddr {
+    let allow_remote = l.value(&ALLOW_REMOTE);
+    match l.optional(&LISTEN) {
+        Some(addr) if !addr.value.ip().is_loopback() && !allow_remote => {
+            let why = format!(
+                "{} is not a loopback address; anyone who can reach the proxy acts as the service account. Set {}=true to allow it",
+                addr.value, ALLOW_REMOTE.env
+            );
+            l.problem(LISTEN.env, &addr.source, &why);
+            LISTEN.default_value()
+        }
+        Some(addr) => addr.value,
+        None => LISTEN.default_value(),
+    }
+}
+
+/// The assertion's lifetime, capped at `MAX_ASSERTION_TTL` with a
+/// warning and whole seconds at least (`iat` and `exp` are integers), and
+/// the clock skew, which must be less than it.
+fn assertion_timing(l: &mut Layers<'_>) -> (Duration, Duration) {
+    let assertion_ttl = match l.optional(&ASSERTION_TTL) {
+        Some(ttl) => {
+            if ttl.value > MAX_ASSERTION_TTL {
+                l.warnings.push(format!(
+                    "{} ({}): {} s is capped at {} s, the longest the service accepts (docs/service.md §5.2)",
+                    ASSERTION_TTL.env,
+                    ttl.source,
+                    ttl.value.as_secs(),
+                    MAX_ASSERTION_TTL.as_secs()
+                ));
+            }
+            ttl.value.min(MAX_ASSERTION_TTL).max(Duration::from_secs(1))
+        }
+        None => ASSERTION_TTL.default_value(),
+    };
+    let clock_skew = match l.optional(&CLOCK_SKEW) {
+        Some(skew) if skew.value >= assertion_ttl => {
+            let why = format!(
+                "{} s is not less than the assertion lifetime ({} s): the assertion would be expired when sent",
+                skew.value.as_secs(),
+                assertion_ttl.as_secs()
+            );
+            l.problem(CLOCK_SKEW.env, &skew.source, &why);
+            CLOCK_SKEW.default_value()
+        }
+        Some(skew) => skew.value,
+        None => CLOCK_SKEW.default_value(),
+    };
+    (assertion_ttl, clock_skew)
 }

@@ -1,16 +1,16 @@
 //! What the settings point at, read and checked once by the loader: the
-//! service account's credentials and the TLS roots. `access::ServiceAccess::from_config` uses
-//! them as they are; only credential rotation reads the credentials file
-//! again, later (README "Credential rotation").
+//! service account's credentials and the TLS roots.
+//! `access::ServiceAccess::from_config` uses them as they are; only
+//! credential rotation reads the credentials file again, later (README
+//! "Credential rotation").
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use super::CredentialSettings;
+use super::credentials::{self, CredentialSettings, Credentials, Fingerprint};
 use super::settings::CA_FILE;
 use super::sources::{Layers, Sourced, io_reason};
-use crate::config::credentials::{self, Credentials, Fingerprint};
 
 /// The service account's credentials, validated, with what the file held.
 #[derive(Debug, Clone)]

@@ -1,106 +1,33 @@
 //! The table of settings: each one declared once, with its TOML key,
-//! environment variable, flag, help line, default and reader. The command
-//! line (`cli.rs`), the config file's keys, `--help`, the loader and the
-//! README's settings table (checked by `tests/docs.rs`) all come from here.
+//! environment variable, flag, help line, default and reader, its bounds
+//! handed to the reader here. The command line (`cli.rs`), the config
+//! file's keys, `--help`, the loader and the README's settings table
+//! (checked by `tests/docs.rs`) all come from here. Used as
+//! `settings::NAME` inside `config`; `config` re-exports the few that other
+//! modules name.
 
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use super::declaration::{AnySetting, DefaultValue, Setting};
-use super::values::{
-    ByteSize, LogFormat, Rate, SessionKeys, TargetUrl, WalletBaseUrl, read_addr, read_bool,
-    read_clock_skew, read_connections, read_duration, read_forwarded_hops, read_header_bytes,
-    read_lifetime, read_log_format, read_path, read_port, read_positive_duration, read_text,
-    read_upstream_connections, read_worker_threads,
+use super::defaults::{
+    DEFAULT_ADMIN_LISTEN, DEFAULT_ASSERTION_TTL, DEFAULT_BODY_TIMEOUT, DEFAULT_EXPIRY_MARGIN,
+    DEFAULT_HEADER_TIMEOUT, DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEADER_BYTES,
+    DEFAULT_MAX_UPSTREAM_CONNECTIONS, DEFAULT_MAX_WORKER_THREADS, DEFAULT_SHUTDOWN_GRACE,
+    DEFAULT_TOKEN_TIMEOUT, DEFAULT_UPSTREAM_TIMEOUT, DEFAULT_VERIFIER_SESSION_TTL, MAX_CLOCK_SKEW,
+    MAX_FORWARDED_HOPS, MAX_MAX_CONNECTIONS, MAX_MAX_HEADER_BYTES, MAX_MAX_UPSTREAM_CONNECTIONS,
+    MAX_WORKER_THREADS, MIN_MAX_HEADER_BYTES, default_worker_threads,
 };
+use super::values::{
+    ByteSize, LogFormat, Rate, SessionKeys, WalletBaseUrl, parse_duration, read_addr, read_bool,
+    read_byte_size, read_count, read_duration, read_lifetime, read_log_format, read_path,
+    read_port, read_positive_duration, read_text,
+};
+use crate::target::TargetUrl;
 
 /// The config file itself is located by flag or environment only.
 pub const CONFIG_ENV: &str = "LANYARD_CONFIG";
-
-/// Loopback only: anyone who can reach the proxy acts as the service account.
-pub const DEFAULT_LISTEN: SocketAddr =
-    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 1), 8080));
-/// All interfaces, so kubelet probes and Prometheus can reach it; it serves
-/// health and metrics only, never a token.
-pub const DEFAULT_ADMIN_LISTEN: SocketAddr =
-    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9090));
-/// The seed's reference application listens on 8080 in its container
-/// (docs/service.md §8), on every interface: browsers reach it.
-pub const DEFAULT_VERIFIER_LISTEN: SocketAddr =
-    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 8080));
-/// `lanyard demo` serves the verifier beside the proxy's 8080, on loopback:
-/// its wallet is the mock's, which only this machine reaches.
-pub const DEMO_VERIFIER_LISTEN: SocketAddr =
-    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 1), 8081));
-/// Long enough to find a phone, open the wallet and consent; short enough
-/// that an abandoned session stops being polled and held soon.
-pub const DEFAULT_VERIFIER_SESSION_TTL: Duration = Duration::from_secs(300);
-/// The seed suggests one hour, and its token endpoint refuses longer.
-pub const DEFAULT_ASSERTION_TTL: Duration = Duration::from_secs(3600);
-/// Upper bound of the assertion lifetime: the service refuses longer (see
-/// README "Token exchange").
-pub const MAX_ASSERTION_TTL: Duration = Duration::from_secs(3600);
-/// Backdating `iat` beyond this would hide a broken clock rather than
-/// tolerate a drifting one.
-pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(300);
-/// Time to response headers; generous because some API calls do real work.
-pub const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(30);
-/// A token endpoint that has not answered in 10 s is better retried than
-/// waited on; the held token keeps serving meanwhile.
-pub const DEFAULT_TOKEN_TIMEOUT: Duration = Duration::from_secs(10);
-/// A token is retired this long before the expiry its `expires_in` gives:
-/// a JWT's `exp` is whole seconds (up to 1 s sooner), the request takes
-/// its latency to arrive, and the API's clock may run ahead of ours. Ten
-/// seconds covers all three with room; see README "Token lifetime".
-pub const DEFAULT_EXPIRY_MARGIN: Duration = Duration::from_secs(10);
-/// Below Kubernetes' default 30 s termination grace period, so lanyard
-/// finishes draining before the kubelet kills it.
-pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
-/// A client that has not sent a request's headers by now, on a new or an
-/// idle keep-alive connection, is disconnected, so slow or idle
-/// connections cannot pile up.
-pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
-/// A request body silent this long is given up: the HTTP/1.1 connection is
-/// closed, the HTTP/2 stream reset. Of the order of the header timeout, so
-/// a client stalling its body holds a connection no longer than one
-/// stalling its headers.
-pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
-/// Request header bytes per connection (HTTP/1.1: the whole request head;
-/// HTTP/2: each header list). Envoy allows 60 KiB and nginx 32 KiB; API
-/// clients send a few KiB. With the connection limit it bounds memory
-/// (README "Limits").
-pub const DEFAULT_MAX_HEADER_BYTES: usize = 64 * 1024;
-/// hyper's smallest read buffer: a request head must fit in one.
-pub const MIN_MAX_HEADER_BYTES: usize = 8 * 1024;
-/// Beyond this a header limit is no limit.
-pub const MAX_MAX_HEADER_BYTES: usize = 1024 * 1024;
-/// One app's connection pool needs tens of connections; a thousand leaves
-/// room for bursts while keeping memory and file descriptors bounded.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
-/// Far beyond what one app needs, and what one process can hold open.
-pub const MAX_MAX_CONNECTIONS: usize = 1 << 20;
-/// Upstream connections across all proxy threads: an app's concurrency is
-/// tens of requests, and each HTTP/2 stream from a client no longer costs a
-/// connection of its own; beyond it, requests wait for a pooled one.
-pub const DEFAULT_MAX_UPSTREAM_CONNECTIONS: usize = 256;
-/// More than one process should hold to one upstream.
-pub const MAX_MAX_UPSTREAM_CONNECTIONS: usize = 65_536;
-/// A sidecar shares its pod's CPUs with the app: by default one runtime
-/// thread per CPU the process may use (cgroup quotas included), at most
-/// this many, as Istio caps Envoy at two.
-pub const DEFAULT_MAX_WORKER_THREADS: usize = 4;
-/// More proxies in a row than any deployment puts in front of an app.
-pub const MAX_FORWARDED_HOPS: usize = 8;
-/// More threads than this is a typo, not a tuning.
-pub const MAX_WORKER_THREADS: usize = 256;
-
-/// One per CPU this process may use, up to [`DEFAULT_MAX_WORKER_THREADS`].
-fn default_worker_threads() -> usize {
-    std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .min(DEFAULT_MAX_WORKER_THREADS)
-}
 
 /// Every setting, in the order the README lists them.
 pub const SETTINGS: &[&dyn AnySetting] = &[
@@ -362,7 +289,7 @@ pub const VERIFIER_FORWARDED_HOPS: Setting<usize> = Setting {
     value_name: Some("N"),
     help: "Proxies in front of the verifier whose X-Forwarded-For entries are trusted",
     default: DefaultValue::Value(0),
-    read: read_forwarded_hops,
+    read: |raw| read_count(raw, 0..=MAX_FORWARDED_HOPS, "proxies"),
     secret: false,
 };
 
@@ -443,7 +370,7 @@ pub const VERIFIER_SERVICE_CALLS: Setting<Rate> = Setting {
 };
 
 /// `LANYARD_ASSERTION_TTL`: read without the one-day bound, then capped at
-/// [`MAX_ASSERTION_TTL`] with a warning.
+/// `MAX_ASSERTION_TTL` with a warning.
 pub const ASSERTION_TTL: Setting<Duration> = Setting {
     key: "assertion_ttl",
     env: "LANYARD_ASSERTION_TTL",
@@ -466,6 +393,19 @@ pub const CLOCK_SKEW: Setting<Duration> = Setting {
     read: read_clock_skew,
     secret: false,
 };
+
+/// At most [`MAX_CLOCK_SKEW`]: a clock further off wants fixing, not
+/// tolerating.
+fn read_clock_skew(raw: &str) -> Result<Duration, String> {
+    match parse_duration(raw)? {
+        d if d > MAX_CLOCK_SKEW => Err(format!(
+            "{} s is more than the {} s allowed; fix the clock instead (NTP)",
+            d.as_secs(),
+            MAX_CLOCK_SKEW.as_secs()
+        )),
+        d => Ok(d),
+    }
+}
 
 /// `LANYARD_CA_FILE`: read and parsed once, at load.
 pub const CA_FILE: Setting<PathBuf> = Setting {
@@ -559,7 +499,7 @@ pub const MAX_HEADER_BYTES: Setting<ByteSize> = Setting {
     value_name: Some("BYTES"),
     help: "Largest request head a client may send: bytes, KiB or MiB",
     default: DefaultValue::Value(ByteSize(DEFAULT_MAX_HEADER_BYTES)),
-    read: read_header_bytes,
+    read: |raw| read_byte_size(raw, MIN_MAX_HEADER_BYTES..=MAX_MAX_HEADER_BYTES),
     secret: false,
 };
 
@@ -571,7 +511,7 @@ pub const MAX_CONNECTIONS: Setting<usize> = Setting {
     value_name: Some("N"),
     help: "Most client connections the proxy holds open at once",
     default: DefaultValue::Value(DEFAULT_MAX_CONNECTIONS),
-    read: read_connections,
+    read: |raw| read_count(raw, 1..=MAX_MAX_CONNECTIONS, "connections"),
     secret: false,
 };
 
@@ -583,7 +523,7 @@ pub const MAX_UPSTREAM_CONNECTIONS: Setting<usize> = Setting {
     value_name: Some("N"),
     help: "Most connections to the upstream, across all proxy threads",
     default: DefaultValue::Value(DEFAULT_MAX_UPSTREAM_CONNECTIONS),
-    read: read_upstream_connections,
+    read: |raw| read_count(raw, 1..=MAX_MAX_UPSTREAM_CONNECTIONS, "connections"),
     secret: false,
 };
 
@@ -598,7 +538,7 @@ pub const WORKER_THREADS: Setting<usize> = Setting {
         value: default_worker_threads,
         shown: || format!("CPUs available, at most {DEFAULT_MAX_WORKER_THREADS}"),
     },
-    read: read_worker_threads,
+    read: |raw| read_count(raw, 1..=MAX_WORKER_THREADS, "threads"),
     secret: false,
 };
 

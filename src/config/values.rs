@@ -1,20 +1,19 @@
-//! How settings' text becomes values, and values text again: durations,
-//! counts, sizes, addresses and booleans; the URLs lanyard sends the token
-//! to are read by [`TargetUrl::parse`]. A reader's error is a reason that
-//! may quote the value; the loader prefixes the setting and where the value
-//! came from.
+//! The value types of settings and their readers: how text becomes
+//! durations, counts, sizes, addresses, rates and keys, and [`Shown`], how
+//! values become text again. The URLs lanyard sends the token to are read
+//! by [`TargetUrl::parse`]. A reader's error is a reason that may quote the
+//! value; the loader prefixes the setting and where the value came from.
+//!
+//! The lowest module of `config`: it imports nothing from the modules that
+//! declare and load settings. A reader with a bound is handed the bound by
+//! the declaration that uses it (`settings.rs`).
 
 use std::net::SocketAddr;
+use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::time::Duration;
 
-// The settings read URLs with the target URL's own parser.
-pub(super) use crate::target::TargetUrl;
-
-use super::settings::{
-    MAX_ASSERTION_TTL, MAX_CLOCK_SKEW, MAX_FORWARDED_HOPS, MAX_MAX_CONNECTIONS,
-    MAX_MAX_HEADER_BYTES, MAX_MAX_UPSTREAM_CONNECTIONS, MAX_WORKER_THREADS, MIN_MAX_HEADER_BYTES,
-};
+use crate::target::TargetUrl;
 
 /// A value as a user would type it, for `--help` and the README.
 pub trait Shown {
@@ -127,14 +126,6 @@ pub(super) fn read_addr(raw: &str) -> Result<SocketAddr, String> {
     raw.parse().map_err(|_| {
         format!("`{raw}` is not an address with a port (like 127.0.0.1:8080 or [::1]:8080)")
     })
-}
-
-pub(super) fn read_forwarded_hops(raw: &str) -> Result<usize, String> {
-    match raw.parse::<usize>() {
-        Ok(n) if n <= MAX_FORWARDED_HOPS => Ok(n),
-        Ok(n) => Err(format!("{n} is more than the {MAX_FORWARDED_HOPS} allowed")),
-        Err(_) => Err(format!("`{raw}` is not a whole number of proxies")),
-    }
 }
 
 pub(super) fn read_port(raw: &str) -> Result<u16, String> {
@@ -324,31 +315,27 @@ pub(super) fn read_log_format(raw: &str) -> Result<LogFormat, String> {
     }
 }
 
-/// A whole number of `what`, from 1 to `max`.
-fn read_count(raw: &str, max: usize, what: &str) -> Result<usize, String> {
+/// A whole number of `what` within `allowed`.
+pub(super) fn read_count(
+    raw: &str,
+    allowed: RangeInclusive<usize>,
+    what: &str,
+) -> Result<usize, String> {
+    let (min, max) = (*allowed.start(), *allowed.end());
     match raw.trim().parse::<usize>() {
-        Ok(0) => Err("must be at least 1".to_string()),
+        Ok(n) if n < min => Err(format!("must be at least {min}")),
         Ok(n) if n > max => Err(format!("{n} is more than the {max} allowed")),
         Ok(n) => Ok(n),
         Err(_) => Err(format!("`{raw}` is not a whole number of {what}")),
     }
 }
 
-pub(super) fn read_connections(raw: &str) -> Result<usize, String> {
-    read_count(raw, MAX_MAX_CONNECTIONS, "connections")
-}
-
-pub(super) fn read_upstream_connections(raw: &str) -> Result<usize, String> {
-    read_count(raw, MAX_MAX_UPSTREAM_CONNECTIONS, "connections")
-}
-
-pub(super) fn read_worker_threads(raw: &str) -> Result<usize, String> {
-    read_count(raw, MAX_WORKER_THREADS, "threads")
-}
-
-/// A byte count: plain bytes, or with a `KiB` or `MiB` suffix, from
-/// [`MIN_MAX_HEADER_BYTES`] to [`MAX_MAX_HEADER_BYTES`].
-pub(super) fn read_header_bytes(raw: &str) -> Result<ByteSize, String> {
+/// A byte count: plain bytes, or with a `KiB` or `MiB` suffix, within
+/// `allowed` (whole KiB at each end, as the message shows them).
+pub(super) fn read_byte_size(
+    raw: &str,
+    allowed: RangeInclusive<usize>,
+) -> Result<ByteSize, String> {
     let raw = raw.trim();
     let split = raw.find(|c: char| !c.is_ascii_digit()).unwrap_or(raw.len());
     let (digits, unit) = raw.split_at(split);
@@ -364,11 +351,11 @@ pub(super) fn read_header_bytes(raw: &str) -> Result<ByteSize, String> {
         .ok()
         .and_then(|n| n.checked_mul(scale))
         .ok_or_else(not_a_size)?;
-    if !(MIN_MAX_HEADER_BYTES..=MAX_MAX_HEADER_BYTES).contains(&bytes) {
+    if !allowed.contains(&bytes) {
         return Err(format!(
             "{bytes} bytes is outside {} KiB to {} KiB",
-            MIN_MAX_HEADER_BYTES / 1024,
-            MAX_MAX_HEADER_BYTES / 1024
+            allowed.start() / 1024,
+            allowed.end() / 1024
         ));
     }
     Ok(ByteSize(bytes))
@@ -425,27 +412,10 @@ pub(super) fn read_positive_duration(raw: &str) -> Result<Duration, String> {
 }
 
 /// The assertion lifetime: positive, unbounded here because the loader
-/// caps it at [`MAX_ASSERTION_TTL`] with a warning rather than refusing.
+/// caps it (`MAX_ASSERTION_TTL`) with a warning rather than refusing.
 pub(super) fn read_lifetime(raw: &str) -> Result<Duration, String> {
     match parse_any_duration(raw)? {
         d if d.is_zero() => Err("must be greater than zero".to_string()),
         d => Ok(d),
     }
-}
-
-pub(super) fn read_clock_skew(raw: &str) -> Result<Duration, String> {
-    match parse_duration(raw)? {
-        d if d > MAX_CLOCK_SKEW => Err(format!(
-            "{} s is more than the {} s allowed; fix the clock instead (NTP)",
-            d.as_secs(),
-            MAX_CLOCK_SKEW.as_secs()
-        )),
-        d => Ok(d),
-    }
-}
-
-/// Caps an assertion lifetime: at most [`MAX_ASSERTION_TTL`], and whole
-/// seconds at least, since `iat` and `exp` are integers.
-pub(super) fn capped_lifetime(ttl: Duration) -> Duration {
-    ttl.min(MAX_ASSERTION_TTL).max(Duration::from_secs(1))
 }

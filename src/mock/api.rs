@@ -1,26 +1,32 @@
-//! The mock's API under [`API_PREFIX`]: bearer-token authentication, the
-//! authorization model of docs/service.md §5.4, routing, and the JSON conventions
-//! shared by the verification and issuance handlers.
+//! The mock's API under `/api`: bearer-token authentication, the
+//! authorization model of docs/service.md §5.4, routing, and dispatch to
+//! the verification and issuance handlers, whose tables it holds. The
+//! JSON conventions they share are `surface`'s.
 //!
 //! Order of checks, so each answer names the first thing wrong: the token
 //! (401), the path (404), the method (405), the organization, role and
 //! project group (403), the body (400, 413), then the resource itself.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
-use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Version, header};
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use http::{HeaderMap, Method, Request, StatusCode, Version, header};
+use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
-use serde_json::value::RawValue;
-use serde_json::{Map, Value, json};
+use serde_json::json;
 
-use super::{
-    API_PREFIX, CREDENTIALS_ROLE, MockAccount, State, VERIFICATIONS_ROLE, issuance, verification,
+use super::accounts::{Accounts, MockAccount};
+use super::issuance::{self, Credentials};
+use super::surface::{
+    API_PREFIX, Answer, MAX_BODY, Refusal, Reply, Scope, error, json, method_not_allowed,
+    not_found, read_json_object,
 };
+use super::table::Table;
+use super::verification::{self, Verifications};
 
-/// Largest request body the API reads; anything bigger is a 413.
-pub(super) const MAX_BODY: usize = 1024 * 1024;
+/// The role that grants the verification API (docs/service.md §5.4).
+pub const VERIFICATIONS_ROLE: &str = "verifications.api";
+/// The role that grants the issuance API (docs/service.md §5.4).
+pub const CREDENTIALS_ROLE: &str = "credentials.api";
 
 /// What the mock saw of the most recent API request, for tests to inspect
 /// what a proxy forwarded.
@@ -55,155 +61,6 @@ impl std::fmt::Debug for ApiRequestLog {
     }
 }
 
-pub(super) type Reply = Response<Full<Bytes>>;
-
-/// A handler's answer: the reply, or the error answer that replaces it.
-pub(super) type Answer = Result<Reply, Refusal>;
-
-/// An error answer: a status and a JSON body with at least `error` and
-/// `message`. Small, so handlers can return it through `?`.
-#[derive(Debug)]
-pub(super) struct Refusal {
-    status: StatusCode,
-    body: Value,
-    /// The `Allow` header of a 405.
-    allow: Option<String>,
-}
-
-impl Refusal {
-    /// A refusal with a body of the caller's shape.
-    pub(super) fn with_body(status: StatusCode, body: Value) -> Refusal {
-        Refusal {
-            status,
-            body,
-            allow: None,
-        }
-    }
-}
-
-impl From<Refusal> for Reply {
-    fn from(refusal: Refusal) -> Reply {
-        let mut reply = super::json(refusal.status, &refusal.body);
-        let headers = reply.headers_mut();
-        // RFC 6750 §3: every 401 names the scheme the client should use.
-        if refusal.status == StatusCode::UNAUTHORIZED {
-            headers.insert(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Bearer realm=\"mock\""),
-            );
-        }
-        if let Some(value) = refusal.allow.and_then(|a| HeaderValue::from_str(&a).ok()) {
-            headers.insert(header::ALLOW, value);
-        }
-        reply
-    }
-}
-
-/// An error answer with an `error` code and a human `message`.
-pub(super) fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Refusal {
-    Refusal::with_body(status, json!({"error": code, "message": message.into()}))
-}
-
-pub(super) fn not_found(message: impl Into<String>) -> Refusal {
-    error(StatusCode::NOT_FOUND, "not_found", message)
-}
-
-pub(super) fn conflict(message: impl Into<String>) -> Refusal {
-    error(StatusCode::CONFLICT, "conflict", message)
-}
-
-/// 405 with the `Allow` header RFC 9110 asks for.
-pub(super) fn method_not_allowed(allowed: &[Method]) -> Refusal {
-    let names: Vec<&str> = allowed.iter().map(Method::as_str).collect();
-    let list = names.join(", ");
-    Refusal {
-        status: StatusCode::METHOD_NOT_ALLOWED,
-        body: json!({
-            "error": "method_not_allowed",
-            "allowed": names,
-            "message": format!("this path takes {list}"),
-        }),
-        allow: Some(list),
-    }
-}
-
-/// Seconds since the Unix epoch, the mock's (illustrative) timestamp form.
-pub(super) fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs()
-}
-
-/// Reads a JSON body of at most [`MAX_BODY`] bytes. An empty body is
-/// `None`; anything but a JSON object is a 400. The content type is not
-/// checked, so `curl -d` without a header works in a demo.
-pub(super) async fn read_json_object(
-    headers: &HeaderMap,
-    body: Incoming,
-) -> Result<Option<Map<String, Value>>, Refusal> {
-    let Some(raw) = read_json(headers, body).await? else {
-        return Ok(None);
-    };
-    match serde_json::from_str::<Value>(raw.get()) {
-        Ok(Value::Object(object)) => Ok(Some(object)),
-        _ => Err(error(
-            StatusCode::BAD_REQUEST,
-            "bad_request",
-            "the body must be a JSON object",
-        )),
-    }
-}
-
-/// Reads a JSON body of at most [`MAX_BODY`] bytes, any JSON value, as
-/// the text it came as. An empty body is `None`; what is not JSON is a 400.
-pub(super) async fn read_json(
-    headers: &HeaderMap,
-    body: Incoming,
-) -> Result<Option<Box<RawValue>>, Refusal> {
-    let too_large = || {
-        error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
-            format!("the body is larger than {MAX_BODY} bytes"),
-        )
-    };
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > MAX_BODY as u64) {
-        return Err(too_large());
-    }
-    let bytes = match Limited::new(body, MAX_BODY).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(err) if err.downcast_ref::<LengthLimitError>().is_some() => return Err(too_large()),
-        Err(_) => {
-            return Err(error(
-                StatusCode::BAD_REQUEST,
-                "bad_request",
-                "the body could not be read",
-            ));
-        }
-    };
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(None);
-    }
-    serde_json::from_slice::<Box<RawValue>>(&bytes)
-        .map(Some)
-        .map_err(|err| {
-            error(
-                StatusCode::BAD_REQUEST,
-                "bad_request",
-                format!(
-                    "the body is not valid JSON (line {}, column {})",
-                    err.line(),
-                    err.column()
-                ),
-            )
-        })
-}
-
 /// Which API surface a path belongs to, and so which role it needs.
 #[derive(Debug, Clone, Copy)]
 enum Area {
@@ -227,7 +84,7 @@ impl Area {
     }
 }
 
-/// A resource of the API, parsed from the path after [`API_PREFIX`].
+/// A resource of the API, parsed from the path after `API_PREFIX`.
 #[derive(Debug)]
 enum Route<'a> {
     /// `/`: who the token belongs to.
@@ -242,13 +99,6 @@ enum Route<'a> {
     Credential(Scope<'a>, &'a str),
     /// `.../credentials/{id}/{action}`
     CredentialAction(Scope<'a>, &'a str, issuance::Action),
-}
-
-/// The organization and project a path names.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Scope<'a> {
-    pub organization_id: &'a str,
-    pub project_id: &'a str,
 }
 
 impl<'a> Route<'a> {
@@ -309,79 +159,107 @@ impl<'a> Route<'a> {
     }
 }
 
-pub(super) async fn handle(state: &State, req: Request<Incoming>) -> Reply {
-    let log = ApiRequestLog {
-        method: req.method().clone(),
-        path_and_query: req
-            .uri()
-            .path_and_query()
-            .map(|pq| pq.as_str().to_string())
-            .unwrap_or_else(|| req.uri().path().to_string()),
-        version: req.version(),
-        headers: req.headers().clone(),
-    };
-    // The log is in place before the counter moves, so a test that awaits
-    // the counter finds the request it waited for.
-    state.lock().last_api_request = Some(log);
-    state.counters.send_modify(|c| c.api_requests += 1);
-    dispatch(state, req).await.unwrap_or_else(Reply::from)
+/// The API: the most recent request, for tests, and the tables of the
+/// surfaces it serves.
+#[derive(Debug)]
+pub(super) struct Api {
+    last_request: Table<Option<ApiRequestLog>>,
+    verifications: Verifications,
+    credentials: Credentials,
 }
 
-async fn dispatch(state: &State, req: Request<Incoming>) -> Answer {
-    let (parts, body) = req.into_parts();
-    let account = match authenticate(state, &parts.headers) {
-        Ok(account) => account,
-        Err(refusal) => {
-            // Read what the client is still sending, as a server behind a
-            // load balancer would: closing on an unread body resets the
-            // connection, and the 401 can be lost with it.
-            let _ = Limited::new(body, MAX_BODY).collect().await;
-            return Err(refusal);
+impl Api {
+    pub(super) fn new(base_url: String) -> Api {
+        Api {
+            last_request: Table::default(),
+            verifications: Verifications::new(base_url),
+            credentials: Credentials::default(),
         }
-    };
-    let route = Route::parse(parts.uri.path()).ok_or_else(|| {
-        not_found("no such path on the mock service's API; see docs/mock-service.md")
-    })?;
-    if !route.methods().contains(&parts.method) {
-        return Err(method_not_allowed(route.methods()));
-    }
-    if let Some((scope, area)) = route.scope() {
-        authorize(&account, scope, area)?;
     }
 
-    let method = &parts.method;
-    let body = if *method == Method::POST || *method == Method::PATCH {
-        read_json_object(&parts.headers, body).await?
-    } else {
-        None
-    };
+    /// The verification sessions, which the wallet completes too.
+    pub(super) fn verifications(&self) -> &Verifications {
+        &self.verifications
+    }
 
-    match route {
-        Route::Root => Ok(super::json(
-            StatusCode::OK,
-            &json!({
-                "service": "lanyard mock service (illustrative)",
-                "client_id": account.client_id,
-                "organization_id": account.organization_id,
-                "roles": account.roles,
-                "projects": account.projects,
-            }),
-        )),
-        Route::Rule(scope, rule) if *method == Method::GET => {
-            verification::get_rule(state, scope, rule)
+    pub(super) fn last_request(&self) -> Option<ApiRequestLog> {
+        self.last_request.lock().clone()
+    }
+
+    pub(super) async fn handle(&self, accounts: &Accounts, req: Request<Incoming>) -> Reply {
+        let log = ApiRequestLog {
+            method: req.method().clone(),
+            path_and_query: req
+                .uri()
+                .path_and_query()
+                .map(|pq| pq.as_str().to_string())
+                .unwrap_or_else(|| req.uri().path().to_string()),
+            version: req.version(),
+            headers: req.headers().clone(),
+        };
+        // The log is in place before the counter moves, so a test that
+        // awaits the counter finds the request it waited for.
+        *self.last_request.lock() = Some(log);
+        accounts.count(|c| c.api_requests += 1);
+        self.dispatch(accounts, req)
+            .await
+            .unwrap_or_else(Reply::from)
+    }
+
+    async fn dispatch(&self, accounts: &Accounts, req: Request<Incoming>) -> Answer {
+        let (parts, body) = req.into_parts();
+        let account = match authenticate(accounts, &parts.headers) {
+            Ok(account) => account,
+            Err(refusal) => {
+                // Read what the client is still sending, as a server behind
+                // a load balancer would: closing on an unread body resets
+                // the connection, and the 401 can be lost with it.
+                let _ = Limited::new(body, MAX_BODY).collect().await;
+                return Err(refusal);
+            }
+        };
+        let route = Route::parse(parts.uri.path()).ok_or_else(|| {
+            not_found("no such path on the mock service's API; see docs/mock-service.md")
+        })?;
+        if !route.methods().contains(&parts.method) {
+            return Err(method_not_allowed(route.methods()));
         }
-        Route::Rule(scope, rule) => verification::start_session(state, scope, rule, body),
-        Route::Session(scope, rule, transaction) => {
-            verification::poll_session(state, scope, rule, transaction)
+        if let Some((scope, area)) = route.scope() {
+            authorize(&account, scope, area)?;
         }
-        Route::Credentials(scope) if *method == Method::GET => issuance::list(state, scope),
-        Route::Credentials(scope) => issuance::create(state, scope, body),
-        Route::Credential(scope, id) if *method == Method::GET => issuance::read(state, scope, id),
-        Route::Credential(scope, id) if *method == Method::PATCH => {
-            issuance::update(state, scope, id, body)
+        let method = &parts.method;
+        let body = if *method == Method::POST || *method == Method::PATCH {
+            read_json_object(&parts.headers, body).await?
+        } else {
+            None
+        };
+
+        let (v, c) = (&self.verifications, &self.credentials);
+        match route {
+            Route::Root => Ok(json(
+                StatusCode::OK,
+                &json!({
+                    "service": "lanyard mock service (illustrative)",
+                    "client_id": account.client_id,
+                    "organization_id": account.organization_id,
+                    "roles": account.roles,
+                    "projects": account.projects,
+                }),
+            )),
+            Route::Rule(scope, rule) if *method == Method::GET => {
+                verification::get_rule(v, scope, rule)
+            }
+            Route::Rule(scope, rule) => verification::start_session(v, scope, rule, body),
+            Route::Session(scope, rule, tx) => verification::poll_session(v, scope, rule, tx),
+            Route::Credentials(scope) if *method == Method::GET => issuance::list(c, scope),
+            Route::Credentials(scope) => issuance::create(c, scope, body),
+            Route::Credential(scope, id) if *method == Method::GET => issuance::read(c, scope, id),
+            Route::Credential(scope, id) if *method == Method::PATCH => {
+                issuance::update(c, scope, id, body)
+            }
+            Route::Credential(scope, id) => issuance::delete(c, scope, id),
+            Route::CredentialAction(scope, id, action) => issuance::act(c, scope, id, action),
         }
-        Route::Credential(scope, id) => issuance::delete(state, scope, id),
-        Route::CredentialAction(scope, id, action) => issuance::act(state, scope, id, action),
     }
 }
 
@@ -391,7 +269,7 @@ fn unauthorized(message: &str) -> Refusal {
 }
 
 /// The account behind the request's bearer token.
-fn authenticate(state: &State, headers: &HeaderMap) -> Result<MockAccount, Refusal> {
+fn authenticate(accounts: &Accounts, headers: &HeaderMap) -> Result<MockAccount, Refusal> {
     let Some(value) = headers.get(header::AUTHORIZATION) else {
         return Err(unauthorized(
             "the Authorization header is missing; send Authorization: Bearer <token>",
@@ -409,8 +287,8 @@ fn authenticate(state: &State, headers: &HeaderMap) -> Result<MockAccount, Refus
             "the Authorization header is not a bearer token; send Authorization: Bearer <token>",
         ));
     };
-    let inner = state.lock();
-    let Some(issued) = inner.tokens.get(token) else {
+    let registry = accounts.lock();
+    let Some(issued) = registry.tokens.get(token) else {
         return Err(unauthorized(
             "the bearer token is unknown or revoked; fetch a new one from the token endpoint",
         ));
@@ -420,7 +298,7 @@ fn authenticate(state: &State, headers: &HeaderMap) -> Result<MockAccount, Refus
             "the bearer token has expired; fetch a new one from the token endpoint",
         ));
     }
-    inner
+    registry
         .accounts
         .get(&issued.client_id)
         .cloned()

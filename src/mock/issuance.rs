@@ -4,14 +4,20 @@
 //! The seed gives only the scopes (§4.4, §3.2); paths, payloads, states and
 //! moves here are illustrative. States: `pending` (created, awaiting
 //! approval), `issued`, `on_hold`, `revoked` (final).
+//!
+//! It owns its table ([`Credentials`]); the API authenticates, authorizes
+//! and reads the body before a handler here runs.
+
+use std::collections::HashMap;
+use std::sync::MutexGuard;
 
 use bytes::Bytes;
 use http::{Response, StatusCode};
 use http_body_util::Full;
 use serde_json::{Map, Value, json};
 
-use super::State;
-use super::api::{Answer, Refusal, Scope, error, not_found, unix_now};
+use super::surface::{Answer, Refusal, Scope, error, json, not_found, unix_now};
+use super::table::Table;
 
 /// Bounds the credential table of a long demo.
 const MAX_CREDENTIALS: usize = 10_000;
@@ -85,8 +91,26 @@ impl Action {
     }
 }
 
+/// The issuance surface's table: credential items by id, across
+/// projects, each knowing its own.
+#[derive(Debug, Default)]
+pub(super) struct Credentials(Table<Items>);
+
+#[derive(Debug, Default)]
+struct Items {
+    by_id: HashMap<String, Credential>,
+    /// Orders listings by creation.
+    seq: u64,
+}
+
+impl Credentials {
+    fn lock(&self) -> MutexGuard<'_, Items> {
+        self.0.lock()
+    }
+}
+
 #[derive(Debug, Clone)]
-pub(super) struct Credential {
+struct Credential {
     organization_id: String,
     project_id: String,
     status: Status,
@@ -137,12 +161,16 @@ fn body_required(body: Option<Map<String, Value>>) -> Result<Map<String, Value>,
 
 /// `POST .../credentials`: issues a new credential, `pending` until
 /// approved. The body is the credential's attributes.
-pub(super) fn create(state: &State, scope: Scope<'_>, body: Option<Map<String, Value>>) -> Answer {
+pub(super) fn create(
+    credentials: &Credentials,
+    scope: Scope<'_>,
+    body: Option<Map<String, Value>>,
+) -> Answer {
     let attributes = body_required(body)?;
     let credential_id = uuid::Uuid::new_v4().to_string();
     let now = unix_now();
-    let mut inner = state.lock();
-    if inner.credentials.len() >= MAX_CREDENTIALS {
+    let mut inner = credentials.lock();
+    if inner.by_id.len() >= MAX_CREDENTIALS {
         drop(inner);
         return Err(error(
             StatusCode::TOO_MANY_REQUESTS,
@@ -150,7 +178,7 @@ pub(super) fn create(state: &State, scope: Scope<'_>, body: Option<Map<String, V
             format!("the mock holds at most {MAX_CREDENTIALS} credentials; delete some"),
         ));
     }
-    inner.credential_seq += 1;
+    inner.seq += 1;
     let credential = Credential {
         organization_id: scope.organization_id.to_string(),
         project_id: scope.project_id.to_string(),
@@ -159,53 +187,50 @@ pub(super) fn create(state: &State, scope: Scope<'_>, body: Option<Map<String, V
         created_at: now,
         updated_at: now,
         notifications_sent: 0,
-        seq: inner.credential_seq,
+        seq: inner.seq,
     };
     let view = credential.view(&credential_id);
-    inner.credentials.insert(credential_id, credential);
+    inner.by_id.insert(credential_id, credential);
     drop(inner);
-    Ok(super::json(StatusCode::CREATED, &view))
+    Ok(json(StatusCode::CREATED, &view))
 }
 
 /// `GET .../credentials`: the project's credentials, oldest first.
-pub(super) fn list(state: &State, scope: Scope<'_>) -> Answer {
-    let mut found: Vec<(u64, Value)> = state
+pub(super) fn list(credentials: &Credentials, scope: Scope<'_>) -> Answer {
+    let mut found: Vec<(u64, Value)> = credentials
         .lock()
-        .credentials
+        .by_id
         .iter()
         .filter(|(_, c)| c.in_scope(scope))
         .map(|(id, c)| (c.seq, c.view(id)))
         .collect();
     found.sort_by_key(|(seq, _)| *seq);
-    let credentials: Vec<Value> = found.into_iter().map(|(_, view)| view).collect();
-    Ok(super::json(
-        StatusCode::OK,
-        &json!({ "credentials": credentials }),
-    ))
+    let views: Vec<Value> = found.into_iter().map(|(_, view)| view).collect();
+    Ok(json(StatusCode::OK, &json!({ "credentials": views })))
 }
 
 /// `GET .../credentials/{id}`: status and metadata.
-pub(super) fn read(state: &State, scope: Scope<'_>, credential_id: &str) -> Answer {
-    let view = state
+pub(super) fn read(credentials: &Credentials, scope: Scope<'_>, credential_id: &str) -> Answer {
+    let view = credentials
         .lock()
-        .credentials
+        .by_id
         .get(credential_id)
         .filter(|c| c.in_scope(scope))
         .map(|c| c.view(credential_id));
     let view = view.ok_or_else(|| unknown(scope, credential_id))?;
-    Ok(super::json(StatusCode::OK, &view))
+    Ok(json(StatusCode::OK, &view))
 }
 
 /// `PATCH .../credentials/{id}`: merges the body into the attributes as a
 /// JSON merge patch (RFC 7396, one level): `null` removes an attribute.
 pub(super) fn update(
-    state: &State,
+    credentials: &Credentials,
     scope: Scope<'_>,
     credential_id: &str,
     body: Option<Map<String, Value>>,
 ) -> Answer {
     let patch = body_required(body)?;
-    change(state, scope, credential_id, |credential| {
+    change(credentials, scope, credential_id, |credential| {
         if credential.status == Status::Revoked {
             return Err(refused_move(
                 "update",
@@ -225,14 +250,14 @@ pub(super) fn update(
 }
 
 /// `DELETE .../credentials/{id}`: removes the record, in any state.
-pub(super) fn delete(state: &State, scope: Scope<'_>, credential_id: &str) -> Answer {
-    let mut inner = state.lock();
+pub(super) fn delete(credentials: &Credentials, scope: Scope<'_>, credential_id: &str) -> Answer {
+    let mut inner = credentials.lock();
     let known = inner
-        .credentials
+        .by_id
         .get(credential_id)
         .is_some_and(|c| c.in_scope(scope));
     if known {
-        inner.credentials.remove(credential_id);
+        inner.by_id.remove(credential_id);
     }
     drop(inner);
     if !known {
@@ -244,8 +269,13 @@ pub(super) fn delete(state: &State, scope: Scope<'_>, credential_id: &str) -> An
 }
 
 /// `POST .../credentials/{id}/{approve|hold|revoke|resend}`.
-pub(super) fn act(state: &State, scope: Scope<'_>, credential_id: &str, action: Action) -> Answer {
-    change(state, scope, credential_id, |credential| {
+pub(super) fn act(
+    credentials: &Credentials,
+    scope: Scope<'_>,
+    credential_id: &str,
+    action: Action,
+) -> Answer {
+    change(credentials, scope, credential_id, |credential| {
         let from = credential.status;
         let to = action
             .apply(from)
@@ -264,14 +294,14 @@ pub(super) fn act(state: &State, scope: Scope<'_>, credential_id: &str, action: 
 /// found, scoped and stamped the same way. 404 for a credential the
 /// project does not have; `edit`'s refusal leaves it as it was.
 fn change(
-    state: &State,
+    credentials: &Credentials,
     scope: Scope<'_>,
     credential_id: &str,
     edit: impl FnOnce(&mut Credential) -> Result<(), Refusal>,
 ) -> Answer {
-    let mut inner = state.lock();
+    let mut inner = credentials.lock();
     let Some(credential) = inner
-        .credentials
+        .by_id
         .get_mut(credential_id)
         .filter(|c| c.in_scope(scope))
     else {
@@ -282,7 +312,7 @@ fn change(
     credential.updated_at = unix_now();
     let view = credential.view(credential_id);
     drop(inner);
-    Ok(super::json(StatusCode::OK, &view))
+    Ok(json(StatusCode::OK, &view))
 }
 
 /// 409: the move does not apply to the credential's state.

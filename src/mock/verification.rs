@@ -4,33 +4,85 @@
 //! The seed fixes only the rule path, `transaction_id`, a `status` and the
 //! presented claims (§2.6); the methods, the other fields and the status
 //! values here are illustrative: `pending`, then `verified` or `declined`.
+//!
+//! It owns its tables ([`Verifications`]): the API reaches the rule path
+//! after its checks, the wallet under `/mock/wallet` without a token.
+
+use std::collections::HashMap;
+use std::sync::MutexGuard;
 
 use http::{Method, Request, StatusCode};
 use hyper::body::Incoming;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use super::api::{
-    Answer, Refusal, Reply, Scope, conflict, error, method_not_allowed, not_found, read_json,
-    unix_now,
+use super::surface::{
+    Answer, Refusal, Reply, Scope, WALLET_PREFIX, conflict, error, json, method_not_allowed,
+    not_found, read_json, unix_now,
 };
-use super::{State, WALLET_PREFIX, wallet_page};
+use super::table::Table;
+use super::wallet_page;
 
 /// Bounds the session table of a long demo.
 const MAX_SESSIONS: usize = 10_000;
 
+/// The verification surface's tables, and the mock's base URL for the
+/// wallet links it hands out.
+#[derive(Debug)]
+pub(super) struct Verifications {
+    base_url: String,
+    tables: Table<Tables>,
+}
+
+#[derive(Debug, Default)]
+struct Tables {
+    /// Rules by (project id, normalised rule id).
+    rules: HashMap<(String, String), Rule>,
+    /// Sessions by transaction id.
+    sessions: HashMap<String, Session>,
+}
+
+impl Verifications {
+    pub(super) fn new(base_url: String) -> Verifications {
+        Verifications {
+            base_url,
+            tables: Table::default(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Tables> {
+        self.tables.lock()
+    }
+
+    /// Registers a rule in a project, published or a draft; registering
+    /// an id again replaces it.
+    pub(super) fn add_rule(&self, project_id: String, rule_id: String, published: bool) {
+        let key = (project_id, normalise_rule_id(&rule_id));
+        let status = match published {
+            true => RuleStatus::Published,
+            false => RuleStatus::Draft,
+        };
+        self.lock().rules.insert(key, Rule { rule_id, status });
+    }
+
+    /// `{base}/mock/wallet/{transaction_id}{suffix}`.
+    pub(super) fn wallet_url(&self, transaction_id: &str, suffix: &str) -> String {
+        format!("{}{WALLET_PREFIX}/{transaction_id}{suffix}", self.base_url)
+    }
+}
+
 /// Whether a rule can be used at runtime (docs/service.md §3.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum RuleStatus {
+enum RuleStatus {
     Draft,
     Published,
 }
 
 #[derive(Debug, Clone)]
-pub(super) struct Rule {
+struct Rule {
     /// As registered, for answers.
-    pub rule_id: String,
-    pub status: RuleStatus,
+    rule_id: String,
+    status: RuleStatus,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,7 +103,7 @@ impl SessionStatus {
 }
 
 #[derive(Debug, Clone)]
-pub(super) struct Session {
+struct Session {
     organization_id: String,
     project_id: String,
     /// Normalised, as the rule table's key.
@@ -96,25 +148,20 @@ struct SessionView<'a> {
 
 /// Rule ids that are UUIDs compare in their canonical form, so a path in
 /// upper case finds the rule.
-pub(super) fn normalise_rule_id(rule_id: &str) -> String {
+fn normalise_rule_id(rule_id: &str) -> String {
     uuid::Uuid::parse_str(rule_id)
         .map(|u| u.hyphenated().to_string())
         .unwrap_or_else(|_| rule_id.to_string())
 }
 
-/// `{base}/mock/wallet/{transaction_id}{suffix}`.
-pub(super) fn wallet_url(base_url: &str, transaction_id: &str, suffix: &str) -> String {
-    format!("{base_url}{WALLET_PREFIX}/{transaction_id}{suffix}")
-}
-
 /// The published rule a path names, or the 404 that explains why not.
 fn published_rule(
-    state: &State,
+    verifications: &Verifications,
     scope: Scope<'_>,
     rule_id: &str,
 ) -> Result<(String, Rule), Refusal> {
     let key = normalise_rule_id(rule_id);
-    let rule = state
+    let rule = verifications
         .lock()
         .rules
         .get(&(scope.project_id.to_string(), key.clone()))
@@ -137,9 +184,9 @@ fn published_rule(
 }
 
 /// `GET` rule path: the rule, so `lanyard check` can probe it.
-pub(super) fn get_rule(state: &State, scope: Scope<'_>, rule_id: &str) -> Answer {
-    let (_, rule) = published_rule(state, scope, rule_id)?;
-    Ok(super::json(
+pub(super) fn get_rule(verifications: &Verifications, scope: Scope<'_>, rule_id: &str) -> Answer {
+    let (_, rule) = published_rule(verifications, scope, rule_id)?;
+    Ok(json(
         StatusCode::OK,
         &json!({
             "rule_id": rule.rule_id,
@@ -154,12 +201,12 @@ pub(super) fn get_rule(state: &State, scope: Scope<'_>, rule_id: &str) -> Answer
 /// show a QR code or a wallet button (docs/service.md §4.2 step 1). The body, if any,
 /// must be a JSON object; the mock does not use it.
 pub(super) fn start_session(
-    state: &State,
+    verifications: &Verifications,
     scope: Scope<'_>,
     rule_id: &str,
     _body: Option<Map<String, Value>>,
 ) -> Answer {
-    let (rule_key, rule) = published_rule(state, scope, rule_id)?;
+    let (rule_key, rule) = published_rule(verifications, scope, rule_id)?;
     let transaction_id = uuid::Uuid::new_v4().to_string();
     let session = Session {
         organization_id: scope.organization_id.to_string(),
@@ -172,31 +219,31 @@ pub(super) fn start_session(
         completed_at: None,
     };
     {
-        let mut inner = state.lock();
-        if inner.sessions.len() >= MAX_SESSIONS {
+        let mut tables = verifications.lock();
+        if tables.sessions.len() >= MAX_SESSIONS {
             // Finished sessions go first; a table full of pending ones is
             // refused rather than grown.
-            inner
+            tables
                 .sessions
                 .retain(|_, s| s.status == SessionStatus::Pending);
         }
-        if inner.sessions.len() >= MAX_SESSIONS {
-            drop(inner);
+        if tables.sessions.len() >= MAX_SESSIONS {
+            drop(tables);
             return Err(error(
                 StatusCode::TOO_MANY_REQUESTS,
                 "too_many_sessions",
                 format!("the mock holds at most {MAX_SESSIONS} pending sessions"),
             ));
         }
-        inner.sessions.insert(transaction_id.clone(), session);
+        tables.sessions.insert(transaction_id.clone(), session);
     }
 
-    let wallet = wallet_url(&state.base_url, &transaction_id, "");
+    let wallet = verifications.wallet_url(&transaction_id, "");
     let request_uri: String = form_urlencoded::Serializer::new(String::new())
         .append_pair("client_id", "lanyard-mock-verifier")
         .append_pair("request_uri", &wallet)
         .finish();
-    Ok(super::json(
+    Ok(json(
         StatusCode::CREATED,
         &json!({
             "transaction_id": transaction_id,
@@ -212,20 +259,20 @@ pub(super) fn start_session(
 
 /// `GET {rule path}/sessions/{transaction_id}`: the session's state.
 pub(super) fn poll_session(
-    state: &State,
+    verifications: &Verifications,
     scope: Scope<'_>,
     rule_id: &str,
     transaction_id: &str,
 ) -> Answer {
     let rule_key = normalise_rule_id(rule_id);
-    let session = state.lock().sessions.get(transaction_id).cloned();
+    let session = verifications.lock().sessions.get(transaction_id).cloned();
     match session {
         Some(s)
             if s.organization_id == scope.organization_id
                 && s.project_id == scope.project_id
                 && s.rule_key == rule_key =>
         {
-            Ok(super::json(StatusCode::OK, &s.view(transaction_id)))
+            Ok(json(StatusCode::OK, &s.view(transaction_id)))
         }
         _ => Err(not_found(format!(
             "no verification session {transaction_id} for rule {rule_id} in project {}",
@@ -258,13 +305,13 @@ fn default_claims() -> Map<String, Value> {
 ///
 /// A browser (asking for HTML) gets pages instead of JSON: see
 /// `wallet_page`.
-pub(super) async fn wallet(state: &State, req: Request<Incoming>) -> Reply {
-    wallet_dispatch(state, req)
+pub(super) async fn wallet(verifications: &Verifications, req: Request<Incoming>) -> Reply {
+    wallet_dispatch(verifications, req)
         .await
         .unwrap_or_else(Reply::from)
 }
 
-async fn wallet_dispatch(state: &State, req: Request<Incoming>) -> Answer {
+async fn wallet_dispatch(verifications: &Verifications, req: Request<Incoming>) -> Answer {
     let (parts, body) = req.into_parts();
     let html = wallet_page::wants_html(&parts.headers);
     let rest = parts
@@ -276,14 +323,14 @@ async fn wallet_dispatch(state: &State, req: Request<Incoming>) -> Answer {
         // The wallet button's link: the demo's WALLET_BASE_URL with the
         // OpenID4VP request's query.
         let Some(transaction_id) =
-            wallet_page::transaction_of_link(parts.uri.query(), &state.base_url)
+            wallet_page::transaction_of_link(parts.uri.query(), &verifications.base_url)
         else {
             return Ok(wallet_page::problem(
                 StatusCode::BAD_REQUEST,
                 "This wallet link names no request of this mock: it needs request_uri={mock}/mock/wallet/{transaction_id}.",
             ));
         };
-        return wallet_request(state, &transaction_id, true);
+        return wallet_request(verifications, &transaction_id, true);
     }
     let segments: Vec<&str> = rest.split('/').skip(1).collect();
     let (transaction_id, action) = match segments.as_slice() {
@@ -299,7 +346,7 @@ async fn wallet_dispatch(state: &State, req: Request<Incoming>) -> Answer {
         if parts.method != Method::GET {
             return Err(method_not_allowed(&[Method::GET]));
         }
-        return wallet_request(state, transaction_id, html);
+        return wallet_request(verifications, transaction_id, html);
     };
     if parts.method != Method::POST {
         return Err(method_not_allowed(&[Method::POST]));
@@ -312,10 +359,21 @@ async fn wallet_dispatch(state: &State, req: Request<Incoming>) -> Answer {
     } else {
         (SessionStatus::Declined, None)
     };
+    complete(verifications, transaction_id, status, claims, html)
+}
 
-    let mut inner = state.lock();
-    let Some(session) = inner.sessions.get_mut(transaction_id) else {
-        drop(inner);
+/// Completes a pending session as the holder chose: a page for a browser,
+/// the session's new state for a script.
+fn complete(
+    verifications: &Verifications,
+    transaction_id: &str,
+    status: SessionStatus,
+    claims: Option<Box<RawValue>>,
+    html: bool,
+) -> Answer {
+    let mut tables = verifications.lock();
+    let Some(session) = tables.sessions.get_mut(transaction_id) else {
+        drop(tables);
         if html {
             return Ok(wallet_page::problem(
                 StatusCode::NOT_FOUND,
@@ -328,7 +386,7 @@ async fn wallet_dispatch(state: &State, req: Request<Incoming>) -> Answer {
     };
     if session.status != SessionStatus::Pending {
         let current = session.status.as_str();
-        drop(inner);
+        drop(tables);
         if html {
             return Ok(wallet_page::consent(transaction_id, current, &Map::new()));
         }
@@ -340,17 +398,17 @@ async fn wallet_dispatch(state: &State, req: Request<Incoming>) -> Answer {
     session.claims = claims;
     session.completed_at = Some(unix_now());
     if html {
-        drop(inner);
+        drop(tables);
         return Ok(wallet_page::done(status == SessionStatus::Verified));
     }
     // Answered while the table is held: the view borrows the session.
-    Ok(super::json(StatusCode::OK, &session.view(transaction_id)))
+    Ok(json(StatusCode::OK, &session.view(transaction_id)))
 }
 
 /// What a wallet would fetch from the `request_uri` (illustrative), or
 /// for a browser the page where a person presents or declines.
-fn wallet_request(state: &State, transaction_id: &str, html: bool) -> Answer {
-    let session = state.lock().sessions.get(transaction_id).cloned();
+fn wallet_request(verifications: &Verifications, transaction_id: &str, html: bool) -> Answer {
+    let session = verifications.lock().sessions.get(transaction_id).cloned();
     if html {
         return Ok(match session {
             Some(session) => {
@@ -361,14 +419,14 @@ fn wallet_request(state: &State, transaction_id: &str, html: bool) -> Answer {
     }
     let session =
         session.ok_or_else(|| not_found(format!("no verification session {transaction_id}")))?;
-    Ok(super::json(
+    Ok(json(
         StatusCode::OK,
         &json!({
             "transaction_id": transaction_id,
             "status": session.status.as_str(),
             "rule_id": session.rule_id,
-            "present_url": wallet_url(&state.base_url, transaction_id, "/present"),
-            "decline_url": wallet_url(&state.base_url, transaction_id, "/decline"),
+            "present_url": verifications.wallet_url(transaction_id, "/present"),
+            "decline_url": verifications.wallet_url(transaction_id, "/decline"),
         }),
     ))
 }

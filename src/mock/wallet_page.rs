@@ -13,7 +13,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 use http_body_util::Full;
 
-use super::WALLET_PREFIX;
+use super::surface::WALLET_PREFIX;
 
 /// Nothing but this page and its own form posts.
 const CONTENT_SECURITY_POLICY: &str =

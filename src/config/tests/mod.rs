@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::defaults::DEFAULT_LISTEN;
 use super::*;
 
 mod verifier;

@@ -1,0 +1,208 @@
+//! The credentials file downloaded once from the Portal (docs/service.md
+//! §2.2): read only if it is a regular file of at most a mebibyte, parsed
+//! into its fields without ever quoting them, and fingerprinted so a
+//! watcher can tell when it changed.
+
+use std::io::Read;
+use std::path::Path;
+
+use crate::Secret;
+use crate::config::sources::{Source, io_reason};
+
+/// A credentials file is a few kilobytes; anything much larger is not one.
+const MAX_FILE_BYTES: u64 = 1024 * 1024;
+/// The only value of the file's `type` field (docs/service.md §2.2).
+const FILE_TYPE: &str = "service_account";
+
+/// The fields of a credentials file, as strings, before merging.
+#[derive(Default)]
+pub(super) struct FileFields {
+    pub(super) client_id: Option<String>,
+    pub(super) organization_id: Option<String>,
+    pub(super) private_key: Option<Secret>,
+    pub(super) token_uri: Option<String>,
+    pub(super) iam_audience: Option<String>,
+}
+
+pub(super) fn file_prefix(path: &Path, source: &Source) -> String {
+    format!("credentials file {} ({source})", path.display())
+}
+
+/// Reads the credentials file, refusing one too large to be one.
+pub fn read_file(path: &Path, source: &Source) -> Result<Vec<u8>, String> {
+    let read = || -> std::io::Result<Vec<u8>> {
+        // Opening a FIFO blocks until a writer comes, and a device may never
+        // end: only regular files are read (a swap between this check and
+        // the open is not a threat this guards against).
+        let meta = std::fs::metadata(path)?;
+        if meta.is_dir() {
+            return Err(std::io::Error::from(std::io::ErrorKind::IsADirectory));
+        }
+        if !meta.is_file() {
+            return Err(std::io::Error::other("not a regular file"));
+        }
+        // Bounded by reading, not by the size reported: the file may grow.
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)?
+            .take(MAX_FILE_BYTES + 1)
+            .read_to_end(&mut bytes)?;
+        if bytes.len() as u64 > MAX_FILE_BYTES {
+            return Err(std::io::Error::other(
+                "larger than 1 MiB; not a credentials file",
+            ));
+        }
+        Ok(bytes)
+    };
+    read().map_err(|err| {
+        format!(
+            "{}: cannot be read: {}",
+            file_prefix(path, source),
+            io_reason(&err)
+        )
+    })
+}
+
+/// Parses a credentials file. Syntax errors name a position only: serde's
+/// typed errors would quote values, and the file holds the private key.
+pub(super) fn parse_file(bytes: &[u8]) -> Result<FileFields, Vec<String>> {
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|err| {
+        vec![format!(
+            "is not valid JSON (line {}, column {})",
+            err.line(),
+            err.column()
+        )]
+    })?;
+    let serde_json::Value::Object(object) = value else {
+        return Err(vec!["is not a JSON object".into()]);
+    };
+    let mut errors = Vec::new();
+    let take = |name: &str, errors: &mut Vec<String>| match object.get(name) {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(s)) if s.trim().is_empty() => {
+            errors.push(format!("field `{name}` is empty"));
+            None
+        }
+        Some(serde_json::Value::String(s)) => Some(s.trim().to_string()),
+        Some(_) => {
+            errors.push(format!("field `{name}` must be a string"));
+            None
+        }
+    };
+    match take("type", &mut errors).as_deref() {
+        Some(FILE_TYPE) => {}
+        Some(other) => {
+            let shown: String = other.chars().take(40).collect();
+            errors.push(format!("field `type` is `{shown}`, expected `{FILE_TYPE}`"));
+        }
+        None => errors.push(format!("field `type` is missing (expected `{FILE_TYPE}`)")),
+    }
+    let fields = FileFields {
+        client_id: take("client_id", &mut errors),
+        organization_id: take("organization_id", &mut errors),
+        private_key: take("private_key", &mut errors).map(Secret::new),
+        token_uri: take("token_uri", &mut errors),
+        iam_audience: take("iam_audience", &mut errors),
+    };
+    if errors.is_empty() {
+        Ok(fields)
+    } else {
+        Err(errors)
+    }
+}
+
+/// What the credentials file held when it was read, as a SHA-256 digest:
+/// enough to notice a change without keeping a second copy of the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fingerprint([u8; 32]);
+
+impl Fingerprint {
+    pub fn of(bytes: &[u8]) -> Fingerprint {
+        let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, bytes);
+        let mut out = [0; 32];
+        out.copy_from_slice(digest.as_ref());
+        Fingerprint(out)
+    }
+}
+
+pub(super) fn file_source(path: &Path, field: &'static str) -> Source {
+    Source::File {
+        path: path.to_path_buf(),
+        key: field,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_syntax_error_names_position_not_content() {
+        let Err(errors) = parse_file(b"{\"private_key\": \"MIIsecret\n") else {
+            panic!("parsed")
+        };
+        assert_eq!(errors.len(), 1);
+        assert!(
+            errors[0].starts_with("is not valid JSON (line"),
+            "{errors:?}"
+        );
+        assert!(!errors[0].contains("MIIsecret"));
+    }
+
+    #[test]
+    fn only_regular_files_of_at_most_a_mebibyte_are_read() {
+        let source = Source::Env(crate::config::settings::CREDENTIALS_FILE.env);
+        let err = read_file(Path::new("/dev/zero"), &source).unwrap_err();
+        assert!(err.ends_with("cannot be read: not a regular file"), "{err}");
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path();
+        let fifo = dir.join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if made.is_ok_and(|s| s.success()) {
+            let err = read_file(&fifo, &source).unwrap_err();
+            assert!(err.ends_with("cannot be read: not a regular file"), "{err}");
+        }
+        let big = dir.join("big.json");
+        std::fs::write(&big, vec![b' '; MAX_FILE_BYTES as usize + 1]).unwrap();
+        let err = read_file(&big, &source).unwrap_err();
+        assert!(
+            err.ends_with("cannot be read: larger than 1 MiB; not a credentials file"),
+            "{err}"
+        );
+        let err = read_file(dir, &source).unwrap_err();
+        assert!(err.ends_with("cannot be read: is a directory"), "{err}");
+    }
+
+    #[test]
+    fn file_type_must_be_service_account() {
+        let Err(errors) = parse_file(br#"{"type":"authorized_user"}"#) else {
+            panic!("parsed")
+        };
+        assert_eq!(
+            errors,
+            ["field `type` is `authorized_user`, expected `service_account`"]
+        );
+        let Err(errors) = parse_file(br#"{"client_id":"x"}"#) else {
+            panic!("parsed")
+        };
+        assert_eq!(
+            errors,
+            ["field `type` is missing (expected `service_account`)"]
+        );
+    }
+
+    #[test]
+    fn wrongly_typed_field_is_named_without_its_value() {
+        let Err(errors) =
+            parse_file(br#"{"type":"service_account","private_key":["MIIsecret"],"client_id":""}"#)
+        else {
+            panic!("parsed")
+        };
+        assert_eq!(
+            errors,
+            [
+                "field `client_id` is empty",
+                "field `private_key` must be a string"
+            ]
+        );
+    }
+}
