@@ -10,7 +10,8 @@
 //!
 //! - [`cli`]: command-line parsing: subcommands by clap derive, the settings' flags built from their declarations.
 //! - [`config`]: every setting declared once (flag, variable, file key, default, help), validated into one [`config::Config`]; [`config::credentials`]: the credentials file, the `SA_*` overrides and the RSA key.
-//! - [`token`]: assertion, exchange, the token cell, the pure renewal schedule and the refresher task that applies it.
+//! - [`token`]: assertion, exchange, the token cell, the pure renewal schedule and the refresher task that applies it, and the one 401 rule.
+//! - [`throttle`]: a repeating warning logged at most once an interval.
 //! - [`outbound`]: rustls roots, the outbound connector, error chains walked once, failure classification.
 //! - [`metrics`]: the Prometheus metrics, registered into an owned registry, and the request path's cached series.
 //! - [`access`]: settings into the connector, the token exchanger and the credentials watch: how lanyard reaches the service.

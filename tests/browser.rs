@@ -12,7 +12,9 @@ mod support;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use lanyard::config::{Config, Flags, Requirement};
 use lanyard::demo::{Demo, DemoListeners};

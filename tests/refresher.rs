@@ -45,9 +45,11 @@ async fn refresh_failure_keeps_previous_token_and_retries_within_its_time_left()
         token(100),
     ]);
     let (handle, _task) = start(&source);
-    wait_attempts(&handle, 4).await;
+    // Two failures in, the retries have come within the held token's time
+    // left: it still serves. (The third may come after its retirement.)
+    wait_attempts(&handle, 3).await;
     let state = handle.state().borrow().clone();
-    assert_eq!(state.consecutive_failures, 3);
+    assert_eq!(state.consecutive_failures, 2);
     assert_eq!(state.last_error, Some(server_error()));
     let held = handle.current().expect("the first token is still valid");
     assert_eq!(held.generation(), 1);

@@ -26,7 +26,9 @@ use std::collections::BTreeSet;
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use bytes::Bytes;
 use http::{Method, Response, StatusCode};

@@ -2,7 +2,7 @@
 //! human report.
 
 use std::fmt::Write as _;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use bytes::Bytes;
 use http::{Request, StatusCode, header};

@@ -16,9 +16,10 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::throttle::Throttle;
@@ -27,7 +28,7 @@ use super::cell::{Token, TokenCell};
 use super::exchange::{ExchangeError, Exchanger, Issued};
 use super::handle::{RefresherLink, Report};
 use super::schedule::{
-    self, Declined, Failure, ForcedFacts, ForcedSpacing, InFlight, RejectionAnswer,
+    self, Declined, FailedRequest, ForcedFacts, ForcedSpacing, InFlight, RejectionAnswer,
 };
 use crate::metrics::Metrics;
 
@@ -115,7 +116,7 @@ struct Refresher {
     failures: u32,
     /// When the held token's scheduled renewal falls due; tokio's clock,
     /// as readiness reads it.
-    renewal_due: Option<tokio::time::Instant>,
+    renewal_due: Option<Instant>,
     /// Failed token requests that ended once `renewal_due` had passed.
     failures_since_due: u32,
     next_attempt: Instant,
@@ -140,11 +141,11 @@ struct Refresher {
 /// The clock the schedule is computed on: tokio's, so that tests can pause
 /// and advance it.
 fn now() -> Instant {
-    tokio::time::Instant::now().into_std()
+    Instant::now()
 }
 
 async fn sleep_until(at: Instant) {
-    tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
+    tokio::time::sleep_until(at).await;
 }
 
 /// Completes at `at`, or never when there is nothing to wait for.
@@ -163,7 +164,7 @@ fn jitter() -> f64 {
 async fn run<S: TokenSource>(source: S, mut refresher: Refresher) {
     loop {
         let attempt = refresher.until_due().await;
-        let requested = tokio::time::Instant::now();
+        let requested = Instant::now();
         let in_flight = match attempt {
             Attempt::Scheduled => InFlight::Scheduled,
             Attempt::Forced => InFlight::Forced,
@@ -306,7 +307,6 @@ impl Refresher {
     fn decline(&mut self, declined: Declined, now: Instant) {
         self.published.send_modify(|s| s.forced_declined += 1);
         let interval = self.forced.interval(&self.policy);
-        let now = tokio::time::Instant::from_std(now);
         if let Some(held_back) = self.declines.due_every(interval, now) {
             tracing::warn!(
                 held_back,
@@ -338,7 +338,7 @@ impl Refresher {
 
     /// Publishes that a token request was sent at `requested`: readiness
     /// then sees a renewal that fell due as under way, not overdue.
-    fn sending(&self, requested: tokio::time::Instant) {
+    fn sending(&self, requested: Instant) {
         self.published.send_modify(|state| {
             state.in_flight_since = Some(requested);
             state.next_attempt_at = None;
@@ -348,7 +348,7 @@ impl Refresher {
     /// Publishes when the next token request is planned, if that changed
     /// (new credentials move it), without waking watchers otherwise.
     fn publish_waiting(&self) {
-        let at = Some(tokio::time::Instant::from_std(self.next_attempt));
+        let at = Some(self.next_attempt);
         self.published.send_if_modified(|state| {
             let changed = state.next_attempt_at != at || state.in_flight_since.is_some();
             state.next_attempt_at = at;
@@ -363,7 +363,7 @@ impl Refresher {
     fn record(
         &mut self,
         result: Result<Issued, ExchangeError>,
-        requested: tokio::time::Instant,
+        requested: Instant,
         attempt: Attempt,
     ) {
         self.metrics
@@ -397,18 +397,12 @@ impl Refresher {
         state.renewal_due_at = self.renewal_due;
         state.failures_since_due = self.failures_since_due;
         state.in_flight_since = None;
-        state.next_attempt_at = Some(tokio::time::Instant::from_std(self.next_attempt));
+        state.next_attempt_at = Some(self.next_attempt);
         self.published.send_replace(state);
     }
 
     /// Holds a new token and schedules its renewal.
-    fn obtained(
-        &mut self,
-        issued: &Issued,
-        token: Token,
-        requested: tokio::time::Instant,
-        attempt: Attempt,
-    ) {
+    fn obtained(&mut self, issued: &Issued, token: Token, requested: Instant, attempt: Attempt) {
         self.generation += 1;
         self.failures = 0;
         self.failures_since_due = 0;
@@ -425,11 +419,11 @@ impl Refresher {
         self.link.cell.store(Arc::new(token));
         let now = now();
         self.obtained_at = now;
-        let (at, delay) =
-            self.policy
-                .renewal_at(issued.lifetime, requested.into_std(), now, &mut jitter);
+        let (at, delay) = self
+            .policy
+            .renewal_at(issued.lifetime, requested, now, &mut jitter);
         self.next_attempt = at;
-        self.renewal_due = Some(tokio::time::Instant::from_std(at));
+        self.renewal_due = Some(at);
         if issued.lifetime_assumed {
             tracing::warn!(
                 assumed_s = issued.lifetime.as_secs(),
@@ -452,10 +446,7 @@ impl Refresher {
         self.failures = self.failures.saturating_add(1);
         // Counted when the attempt ends: one that fails once the renewal
         // is due says the renewal is not on course, whenever it started.
-        if self
-            .renewal_due
-            .is_some_and(|due| tokio::time::Instant::now() >= due)
-        {
+        if self.renewal_due.is_some_and(|due| Instant::now() >= due) {
             self.failures_since_due = self.failures_since_due.saturating_add(1);
         }
         self.metrics
@@ -476,7 +467,7 @@ impl Refresher {
         let retry = self.policy.retry_after_failure(
             now(),
             self.failures,
-            Failure::from(err),
+            FailedRequest::from(err),
             spread_over,
             &mut jitter,
         );

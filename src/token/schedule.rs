@@ -7,7 +7,9 @@
 //! `#[test]`s, no runtime. The refresher task applies these answers and
 //! owns every fact they are computed from.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::exchange::ExchangeError;
 
@@ -68,7 +70,7 @@ impl Default for RefreshPolicy {
 
 /// What a failed token request says about the next one.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Failure {
+pub struct FailedRequest {
     /// The token endpoint refused the credentials (`invalid_client` and
     /// other 4xx): they will not start working in a second.
     pub refused: bool,
@@ -77,9 +79,9 @@ pub struct Failure {
     pub retry_after: Option<Duration>,
 }
 
-impl From<&ExchangeError> for Failure {
+impl From<&ExchangeError> for FailedRequest {
     fn from(err: &ExchangeError) -> Self {
-        Failure {
+        FailedRequest {
             refused: err.is_rejection(),
             retry_after: err.retry_after(),
         }
@@ -149,7 +151,7 @@ impl RefreshPolicy {
     pub fn retry_delay(
         &self,
         failures: u32,
-        failure: Failure,
+        failure: FailedRequest,
         held_for: Duration,
         jitter: &mut impl FnMut() -> f64,
     ) -> Duration {
@@ -191,7 +193,7 @@ impl RefreshPolicy {
         &self,
         now: Instant,
         failures: u32,
-        failure: Failure,
+        failure: FailedRequest,
         held_for: Duration,
         jitter: &mut impl FnMut() -> f64,
     ) -> Retry {

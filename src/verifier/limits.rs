@@ -74,6 +74,10 @@ pub struct StartLimits {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TokioClock;
 
+#[allow(
+    clippy::disallowed_types,
+    reason = "governor's instants are std's; the time is tokio's"
+)]
 impl Clock for TokioClock {
     type Instant = std::time::Instant;
 

@@ -26,19 +26,19 @@ fn policy() -> RefreshPolicy {
     RefreshPolicy::default()
 }
 
-fn transient() -> Failure {
-    Failure::default()
+fn transient() -> FailedRequest {
+    FailedRequest::default()
 }
 
-fn refused() -> Failure {
-    Failure {
+fn refused() -> FailedRequest {
+    FailedRequest {
         refused: true,
         retry_after: None,
     }
 }
 
-fn retry_after(after: Duration) -> Failure {
-    Failure {
+fn retry_after(after: Duration) -> FailedRequest {
+    FailedRequest {
         refused: false,
         retry_after: Some(after),
     }
@@ -407,7 +407,7 @@ fn retry_after_always_wins_capped_at_an_hour_plus_up_to_10_percent() {
             "{failures} failures, held for {held_for:?}, Retry-After {after:?} at {jitter}"
         );
     }
-    let with_refusal = Failure {
+    let with_refusal = FailedRequest {
         refused: true,
         retry_after: Some(secs(120)),
     };
@@ -639,6 +639,6 @@ fn failures_are_read_from_exchange_errors() {
         (ExchangeError::Timeout(secs(10)), transient()),
     ];
     for (err, failure) in cases {
-        assert_eq!(Failure::from(&err), failure, "{err}");
+        assert_eq!(FailedRequest::from(&err), failure, "{err}");
     }
 }
