@@ -117,17 +117,26 @@ impl ProxyError {
     /// The same answer as raw HTTP/1.1 bytes with `connection: close`, for
     /// a connection refused before any HTTP machinery is spent on it.
     pub fn http1_bytes(self) -> Vec<u8> {
-        let body = self.body();
-        let status = self.status();
-        format!(
-            "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\nlanyard-error: {}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-            status.as_u16(),
-            status.canonical_reason().unwrap_or(""),
-            self.code(),
-            body.len()
-        )
-        .into_bytes()
+        raw_http1(self.status(), Some(self.code()), &self.body())
     }
+}
+
+/// A whole HTTP/1.1 answer as bytes, `connection: close`, its length
+/// counted here: what a listener writes to a connection it refuses before
+/// any HTTP machinery is spent on it. With a `code`, the body is lanyard's
+/// JSON error and carries the `lanyard-error` header; without, plain text.
+pub fn raw_http1(status: StatusCode, code: Option<&str>, body: &str) -> Vec<u8> {
+    let kind = match code {
+        Some(code) => format!("content-type: application/json\r\nlanyard-error: {code}"),
+        None => "content-type: text/plain; charset=utf-8".to_string(),
+    };
+    format!(
+        "HTTP/1.1 {} {}\r\n{kind}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or(""),
+        body.len()
+    )
+    .into_bytes()
 }
 
 /// What a 403 from the service most likely means, for every log line and

@@ -6,10 +6,10 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::HeaderMap;
+use http::{HeaderMap, StatusCode};
 
 use crate::config::{Config, MIN_MAX_HEADER_BYTES};
-use crate::error::ProxyError;
+use crate::error::{ProxyError, raw_http1};
 use crate::server;
 
 /// Probes and scrapes need a handful; the admin listener is often reachable
@@ -109,10 +109,7 @@ fn admin_refusal() -> Bytes {
     let body = format!(
         "the admin listener is answering its {ADMIN_MAX_CONNECTIONS} connections' requests already; retry soon\n"
     );
-    Bytes::from(format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    ))
+    Bytes::from(raw_http1(StatusCode::SERVICE_UNAVAILABLE, None, &body))
 }
 
 /// What a connection over the verifier's per-client cap is told: the
@@ -127,11 +124,7 @@ fn client_cap_refusal() -> Bytes {
         ),
     })
     .to_string();
-    Bytes::from(format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nlanyard-error: {}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        error.code(),
-        body.len()
-    ))
+    Bytes::from(raw_http1(error.status(), Some(error.code()), &body))
 }
 
 /// Descriptors beyond client, upstream and admin connections: the token
