@@ -176,8 +176,10 @@ impl Polls {
         now: Instant,
     ) -> (Lookup, Option<Ending>) {
         let Some(entry) = self.by_id.get_mut(id) else {
-            // Forgotten meanwhile (the table was full): the answer stands.
-            return match ending_of(progress, now, now) {
+            // Forgotten meanwhile (past its lifetime, or the table was
+            // full): the service's answer stands as it is; its lifetime is
+            // not known here, and the next poll's lookup judges it.
+            return match ending_of(progress, None, now) {
                 Some(ending) => (Lookup::Ended(ending.clone()), Some(ending)),
                 None => (Lookup::Pending, None),
             };
@@ -185,7 +187,7 @@ impl Polls {
         entry.asking = false;
         let mut newly = None;
         if entry.ended.is_none() {
-            newly = ending_of(progress, entry.expires, now);
+            newly = ending_of(progress, Some(entry.expires), now);
             entry.ended.clone_from(&newly);
             self.claims_bytes += held(entry);
         }
@@ -264,9 +266,11 @@ impl Polls {
     }
 }
 
-fn ending_of(progress: Progress, expires: Instant, now: Instant) -> Option<Ending> {
+/// The ending `progress` makes, with a pending session past `expires`
+/// ending expired.
+fn ending_of(progress: Progress, expires: Option<Instant>, now: Instant) -> Option<Ending> {
     match progress {
-        Progress::Pending if now >= expires => Some(Ending::Expired),
+        Progress::Pending if expires.is_some_and(|at| now >= at) => Some(Ending::Expired),
         Progress::Pending => None,
         Progress::Verified(claims) => Some(Ending::Verified(claims)),
         Progress::Declined => Some(Ending::Declined),
@@ -436,6 +440,20 @@ mod tests {
         assert_eq!(
             (lookup, newly),
             (Lookup::Ended(Ending::Expired), Some(Ending::Expired))
+        );
+    }
+
+    #[test]
+    fn a_pending_answer_for_a_session_forgotten_meanwhile_stays_pending() {
+        let now = Instant::now();
+        let mut polls = Polls::default();
+        assert_eq!(
+            polls.record("gone", Progress::Pending, now),
+            (Lookup::Pending, None)
+        );
+        assert_eq!(
+            polls.record("gone", Progress::Declined, now),
+            (Lookup::Ended(Ending::Declined), Some(Ending::Declined))
         );
     }
 
