@@ -15,7 +15,6 @@ use http_body_util::BodyExt;
 use support::sidecar::{get, send};
 use support::upstream::TestUpstream;
 use support::*;
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
@@ -145,21 +144,6 @@ impl Process {
         }
         (status.code(), self.log.join("\n"))
     }
-}
-
-fn forward_lines(
-    output: impl AsyncRead + Unpin + Send + 'static,
-) -> mpsc::UnboundedReceiver<String> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        let mut lines = BufReader::new(output).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
 }
 
 /// A `lanyard run` in front of a test upstream, with one request held at

@@ -14,7 +14,6 @@ use bytes::Bytes;
 use http::Method;
 use lanyard::mock::MockService;
 use lanyard::verifier::{COOKIE, SERVICE_POLL_SPACING};
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout, timeout_at};
@@ -199,7 +198,7 @@ impl Replica {
             .kill_on_drop(true)
             .spawn()
             .expect("lanyard starts");
-        self.lines = Some(forward_lines(child.stderr.take().unwrap()));
+        self.lines = Some(super::forward_lines(child.stderr.take().unwrap()));
         self.running = Some(child);
         // The first token may be logged before or after the start line.
         let seen = self
@@ -287,21 +286,6 @@ impl Replica {
     }
 }
 
-fn forward_lines(
-    output: impl AsyncRead + Unpin + Send + 'static,
-) -> mpsc::UnboundedReceiver<String> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        let mut lines = BufReader::new(output).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
 /// haproxy in the foreground, round-robin over the replicas, checking
 /// each one's readiness every 200 ms; killed on drop.
 pub struct Balancer {
@@ -334,7 +318,7 @@ impl Balancer {
             .kill_on_drop(true)
             .spawn()
             .expect("haproxy starts");
-        let stderr = forward_lines(child.stderr.take().unwrap());
+        let stderr = super::forward_lines(child.stderr.take().unwrap());
         let mut balancer = Balancer {
             url: format!("http://{front}"),
             stats: format!("http://{stats}/;csv"),
