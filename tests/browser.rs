@@ -103,29 +103,7 @@ async fn verifier_page_works_in_headless_chromium() {
                 support::node::install_hint(&browser_dir)
             )
         });
-    let report = format!(
-        "{}{}",
-        support::text(&output.stdout),
-        support::text(&output.stderr)
-    );
-    // Captured: shown on failure, or with --nocapture.
-    println!("{report}");
-    assert!(
-        output.status.success(),
-        "the browser tests failed ({}); node's report is above",
-        output.status
-    );
-    let count = |what: &str| {
-        report
-            .lines()
-            .find_map(|line| line.trim().strip_prefix(&format!("ℹ {what} ")))
-            .and_then(|n| n.trim().parse::<u32>().ok())
-            .unwrap_or_else(|| panic!("node reported no `{what}` count:\n{report}"))
-    };
-    assert!(
-        count("tests") > 0 && count("pass") == count("tests"),
-        "not every browser test passed:\n{report}"
-    );
+    let tests = support::node::passed_report(&output, "");
 
     // The server saw what the browser did: sessions presented and declined
     // through the mock wallet's page.
@@ -140,7 +118,7 @@ async fn verifier_page_works_in_headless_chromium() {
     assert!(outcome("declined") >= 1, "no session ended declined");
     eprintln!(
         "{} browser tests passed in {:.1?}; screenshots in {}",
-        count("tests"),
+        tests,
         started.elapsed(),
         screenshot_dir().display()
     );

@@ -273,30 +273,7 @@ async fn the_page_ends_with_the_claims_through_a_rolling_restart_of_every_replic
                 support::node::install_hint(&browser_dir)
             )
         });
-    let report = format!(
-        "{}{}",
-        support::text(&output.stdout),
-        support::text(&output.stderr)
-    );
-    // Captured: shown on failure, or with --nocapture.
-    println!("{report}");
-    assert!(
-        output.status.success(),
-        "the page test failed ({}); node's report is above; the replicas' logs:\n{}",
-        output.status,
-        fleet.logs()
-    );
-    let count = |what: &str| {
-        report
-            .lines()
-            .find_map(|line| line.trim().strip_prefix(&format!("ℹ {what} ")))
-            .and_then(|n| n.trim().parse::<u32>().ok())
-            .unwrap_or_else(|| panic!("node reported no `{what}` count:\n{report}"))
-    };
-    assert!(
-        count("tests") > 0 && count("pass") == count("tests"),
-        "not every page test passed:\n{report}"
-    );
+    support::node::passed_report(&output, &format!("; the replicas' logs:\n{}", fleet.logs()));
     assert_eq!(restarts, 1, "the page test asked for one rolling restart");
     eprintln!(
         "the page test passed in {:.1?}; screenshots in {}",

@@ -130,3 +130,33 @@ fn relative(dir: &Path) -> String {
         .display()
         .to_string()
 }
+
+/// Checks that node's test run succeeded and every test in it passed, and
+/// returns how many ran; its report (stdout and stderr) is printed for the
+/// failure message or `--nocapture`, `context` added to a failure.
+pub fn passed_report(output: &std::process::Output, context: &str) -> u32 {
+    let report = format!(
+        "{}{}",
+        super::text(&output.stdout),
+        super::text(&output.stderr)
+    );
+    // Captured: shown on failure, or with --nocapture.
+    println!("{report}");
+    assert!(
+        output.status.success(),
+        "node's tests failed ({}); its report is above{context}",
+        output.status
+    );
+    let count = |what: &str| {
+        report
+            .lines()
+            .find_map(|line| line.trim().strip_prefix(&format!("ℹ {what} ")))
+            .and_then(|n| n.trim().parse::<u32>().ok())
+            .unwrap_or_else(|| panic!("node reported no `{what}` count:\n{report}"))
+    };
+    assert!(
+        count("tests") > 0 && count("pass") == count("tests"),
+        "not every node test passed:\n{report}"
+    );
+    count("tests")
+}
