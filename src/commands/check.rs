@@ -8,8 +8,11 @@ use bytes::Bytes;
 use http::{Request, StatusCode, header};
 use http_body_util::Empty;
 
+use crate::Secret;
 use crate::config::Config;
+use crate::config::credentials::Credentials;
 use crate::outbound::{self, FailureKind};
+use crate::target::TargetUrl;
 
 use crate::Failure;
 use crate::access::ServiceAccess;
@@ -91,9 +94,45 @@ pub async fn check(config: &Config) -> Result<CheckReport, Failure> {
             creds.key.bits()
         ),
     );
+    let Some(token) = check_token(&access, &creds, &mut report).await else {
+        report.push(CheckStatus::Skip, "upstream", "needs a token");
+        return Ok(report);
+    };
+    let Some(base) = &config.service_api_url else {
+        report.push(CheckStatus::Skip, "upstream", "SERVICE_API_URL is not set");
+        return Ok(report);
+    };
+    let probe = Probe {
+        client: outbound::client(access.connector.clone()),
+        token,
+        timeout: config.upstream_timeout,
+    };
+    // Any HTTP answer proves DNS, TCP and TLS work; the status is shown
+    // because many APIs answer 404 at their root.
+    match probe.get(base.to_string()).await {
+        Ok((status, took)) => report.push(
+            CheckStatus::Ok,
+            "upstream",
+            format!(
+                "{base} answered HTTP {} in {} ms",
+                status.as_u16(),
+                took.as_millis()
+            ),
+        ),
+        Err(why) => report.push(CheckStatus::Fail, "upstream", why),
+    }
+    check_rule(config, &creds.organization_id, base, &probe, &mut report).await;
+    Ok(report)
+}
 
+/// Requests one token and reports it; the token, if one came.
+async fn check_token(
+    access: &ServiceAccess,
+    creds: &Credentials,
+    report: &mut CheckReport,
+) -> Option<Secret> {
     let started = Instant::now();
-    let token = match access.exchanger.fetch().await {
+    match access.exchanger.fetch().await {
         Ok(issued) => {
             report.push(
                 CheckStatus::Ok,
@@ -110,7 +149,7 @@ pub async fn check(config: &Config) -> Result<CheckReport, Failure> {
                     }
                 ),
             );
-            issued.access_token
+            Some(issued.access_token)
         }
         Err(err) => {
             report.push(
@@ -118,105 +157,94 @@ pub async fn check(config: &Config) -> Result<CheckReport, Failure> {
                 "token",
                 format!("{err} ({})", creds.token_uri),
             );
-            report.push(CheckStatus::Skip, "upstream", "needs a token");
-            return Ok(report);
+            None
         }
-    };
-
-    let Some(base) = &config.service_api_url else {
-        report.push(CheckStatus::Skip, "upstream", "SERVICE_API_URL is not set");
-        return Ok(report);
-    };
-    let client = outbound::client::<Empty<Bytes>>(access.connector.clone());
-    let probe = |url: String| {
-        let client = client.clone();
-        let token = token.clone();
-        let timeout = config.upstream_timeout;
-        async move {
-            let request = Request::get(url.as_str())
-                .header(header::AUTHORIZATION, format!("Bearer {}", token.expose()))
-                .header(header::USER_AGENT, crate::USER_AGENT)
-                .body(Empty::new())
-                .map_err(|_| format!("{url} is not a valid URL"))?;
-            let started = Instant::now();
-            match tokio::time::timeout(timeout, client.request(request)).await {
-                Ok(Ok(response)) => Ok((response.status(), started.elapsed())),
-                Ok(Err(err)) => Err(match outbound::classify(&err) {
-                    FailureKind::Tls => format!("TLS with {url} failed"),
-                    FailureKind::Connect => format!("cannot connect to {url}"),
-                    FailureKind::Other => format!("the request to {url} failed"),
-                }),
-                Err(_) => Err(format!(
-                    "{url} did not answer within {} s",
-                    timeout.as_secs()
-                )),
-            }
-        }
-    };
-
-    // Any HTTP answer proves DNS, TCP and TLS work; the status is shown
-    // because many APIs answer 404 at their root.
-    match probe(base.to_string()).await {
-        Ok((status, took)) => report.push(
-            CheckStatus::Ok,
-            "upstream",
-            format!(
-                "{base} answered HTTP {} in {} ms",
-                status.as_u16(),
-                took.as_millis()
-            ),
-        ),
-        Err(why) => report.push(CheckStatus::Fail, "upstream", why),
     }
+}
 
-    let org = config
-        .org_id
-        .clone()
-        .unwrap_or_else(|| creds.organization_id.clone());
-    match (&config.project_id, &config.rule_id) {
-        (Some(project), Some(rule)) => {
-            let unsafe_segment = [("ORG_ID", &org), ("PROJECT_ID", project), ("RULE_ID", rule)]
-                .into_iter()
-                .find(|(_, v)| !crate::config::is_path_segment(v));
-            if let Some((name, _)) = unsafe_segment {
-                report.push(
-                    CheckStatus::Fail,
-                    "rule",
-                    format!("{name} has characters that cannot appear in a URL path segment"),
-                );
-                return Ok(report);
-            }
-            // Joined exactly as the proxy joins a request's path; the
-            // segments were checked above, so this parses.
-            let path = format!("/organizations/{org}/projects/{project}/verifications/{rule}");
-            let url = path
-                .parse::<http::Uri>()
-                .ok()
-                .and_then(|path| base.uri_for(&path).ok())
-                .map_or(path, |uri| uri.to_string());
-            match probe(url).await {
-                Ok((status, _)) => {
-                    let (ok, detail) = explain_rule_status(status);
-                    report.push(
-                        if ok {
-                            CheckStatus::Ok
-                        } else {
-                            CheckStatus::Fail
-                        },
-                        "rule",
-                        detail,
-                    );
-                }
-                Err(why) => report.push(CheckStatus::Fail, "rule", why),
-            }
+/// A `GET` with the token, bounded by the upstream timeout.
+struct Probe {
+    client: hyper_util::client::legacy::Client<outbound::Connector, Empty<Bytes>>,
+    token: Secret,
+    timeout: std::time::Duration,
+}
+
+impl Probe {
+    /// The status and how long it took, or why there is none.
+    async fn get(&self, url: String) -> Result<(StatusCode, std::time::Duration), String> {
+        let request = Request::get(url.as_str())
+            .header(
+                header::AUTHORIZATION,
+                format!("Bearer {}", self.token.expose()),
+            )
+            .header(header::USER_AGENT, crate::USER_AGENT)
+            .body(Empty::new())
+            .map_err(|_| format!("{url} is not a valid URL"))?;
+        let started = Instant::now();
+        match tokio::time::timeout(self.timeout, self.client.request(request)).await {
+            Ok(Ok(response)) => Ok((response.status(), started.elapsed())),
+            Ok(Err(err)) => Err(match outbound::classify(&err) {
+                FailureKind::Tls => format!("TLS with {url} failed"),
+                FailureKind::Connect => format!("cannot connect to {url}"),
+                FailureKind::Other => format!("the request to {url} failed"),
+            }),
+            Err(_) => Err(format!(
+                "{url} did not answer within {} s",
+                self.timeout.as_secs()
+            )),
         }
-        _ => report.push(
+    }
+}
+
+/// Probes the rule path when `PROJECT_ID` and `RULE_ID` are set; the
+/// organization falls back to the credentials' as `ORG_ID` does.
+async fn check_rule(
+    config: &Config,
+    organization_id: &str,
+    base: &TargetUrl,
+    probe: &Probe,
+    report: &mut CheckReport,
+) {
+    let (Some(project), Some(rule)) = (&config.project_id, &config.rule_id) else {
+        report.push(
             CheckStatus::Skip,
             "rule",
             "set PROJECT_ID and RULE_ID to probe the verification rule",
-        ),
+        );
+        return;
+    };
+    let org = config.org_id.as_deref().unwrap_or(organization_id);
+    let unsafe_segment = [("ORG_ID", org), ("PROJECT_ID", project), ("RULE_ID", rule)]
+        .into_iter()
+        .find(|(_, v)| !crate::config::is_path_segment(v));
+    if let Some((name, _)) = unsafe_segment {
+        report.push(
+            CheckStatus::Fail,
+            "rule",
+            format!("{name} has characters that cannot appear in a URL path segment"),
+        );
+        return;
     }
-    Ok(report)
+    // Joined exactly as the proxy joins a request's path; the segments
+    // were checked above, so this parses.
+    let path = format!("/organizations/{org}/projects/{project}/verifications/{rule}");
+    let url = path
+        .parse::<http::Uri>()
+        .ok()
+        .and_then(|path| base.uri_for(&path).ok())
+        .map_or(path, |uri| uri.to_string());
+    match probe.get(url).await {
+        Ok((status, _)) => {
+            let (ok, detail) = explain_rule_status(status);
+            let status = if ok {
+                CheckStatus::Ok
+            } else {
+                CheckStatus::Fail
+            };
+            report.push(status, "rule", detail);
+        }
+        Err(why) => report.push(CheckStatus::Fail, "rule", why),
+    }
 }
 
 fn explain_rule_status(status: StatusCode) -> (bool, String) {
