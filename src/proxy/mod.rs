@@ -227,23 +227,7 @@ impl Proxy {
                 .map_err(|_| ProxyError::UriTooLong)?;
             // The pool picks HTTP/1.1 or HTTP/2 for the upstream by ALPN.
             parts.version = Version::HTTP_11;
-            // `TE: trailers` is hop-by-hop but says the client takes trailers,
-            // which gRPC servers require; HTTP/2 allows just that value.
-            let trailers = parts
-                .headers
-                .get(header::TE)
-                .is_some_and(|te| te.as_bytes().eq_ignore_ascii_case(b"trailers"));
-            strip_hop_by_hop(&mut parts.headers);
-            if trailers {
-                parts
-                    .headers
-                    .insert(header::TE, HeaderValue::from_static("trailers"));
-            }
-            // Host is the upstream's: the pool sets it for HTTP/1.1.
-            parts.headers.remove(header::HOST);
-            parts
-                .headers
-                .insert(header::AUTHORIZATION, token.authorization().clone());
+            upstream_headers(&mut parts.headers, &token);
 
             // The cold paths are boxed: a future holds every branch's state, and
             // hyper moves the handler's future into place for each request, so
@@ -435,6 +419,23 @@ impl Proxy {
             );
         }
     }
+}
+
+/// A client's headers as the upstream gets them (README "Proxy"): hop-by-hop
+/// ones dropped, `Host` left to the pool, the token in `Authorization`.
+fn upstream_headers(headers: &mut http::HeaderMap, token: &Token) {
+    // `TE: trailers` is hop-by-hop but says the client takes trailers,
+    // which gRPC servers require; HTTP/2 allows just that value.
+    let trailers = headers
+        .get(header::TE)
+        .is_some_and(|te| te.as_bytes().eq_ignore_ascii_case(b"trailers"));
+    strip_hop_by_hop(headers);
+    if trailers {
+        headers.insert(header::TE, HeaderValue::from_static("trailers"));
+    }
+    // Host is the upstream's: the pool sets it for HTTP/1.1.
+    headers.remove(header::HOST);
+    headers.insert(header::AUTHORIZATION, token.authorization().clone());
 }
 
 /// Whether an HTTP/1 absolute-form target may be served: it names the
