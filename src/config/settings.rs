@@ -2,7 +2,7 @@
 //! environment variable, flag, help line, default and reader, its bounds
 //! handed to the reader here. The command line (`cli.rs`), the config
 //! file's keys, `--help`, the loader and the README's settings table
-//! (checked by `tests/docs.rs`) all come from here. Used as
+//! (checked by `tests/it/docs.rs`) all come from here. Used as
 //! `settings::NAME` inside `config`; `config` re-exports the few that other
 //! modules name.
 

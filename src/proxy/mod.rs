@@ -347,7 +347,7 @@ impl Proxy {
             // nothing is wrong. The pool resends only requests it had not
             // started writing; an idempotent one with a whole body may be sent
             // once more (RFC 9110 §9.2.2), within the same timeout.
-            // tests/upstream_faults.rs proves the failure this prevents.
+            // tests/it/upstream_faults.rs proves the failure this prevents.
             let replay = replay.filter(|r| r.method.is_idempotent());
             // Each future is built inside its `timeout_at` call and awaited at
             // once: one bound to a local, or wrapped in another async block,

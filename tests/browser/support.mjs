@@ -1,4 +1,4 @@
-// What the browser tests share: where the verifier is (tests/browser.rs
+// What the browser tests share: where the verifier is (tests/it/browser.rs
 // starts the demo and says so in the environment), headless Chromium, the
 // two screens the page is tested on, and the steps every flow takes.
 //

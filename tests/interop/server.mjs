@@ -1,5 +1,5 @@
 // A real OAuth 2.0 authorization server for lanyard's interoperability test
-// (tests/interop_oidc_provider.rs): node's oidc-provider, on loopback, with
+// (tests/it/interop_oidc_provider.rs): node's oidc-provider, on loopback, with
 // one client that authenticates with private_key_jwt (RFC 7523) and may use
 // only the client_credentials grant.
 //

@@ -1,12 +1,12 @@
 // The page behind a load balancer over replicas, through a rolling
-// restart (tests/verifier_replicas.rs starts the replicas and haproxy, and
+// restart (tests/it/verifier_replicas.rs starts the replicas and haproxy, and
 // restarts every replica, one after the other, when asked): a person
 // starts, opens their wallet, and while they are there every replica is
 // restarted; polls then reach the restarted replicas, the wallet presents,
 // and the page ends with the claims. Not one of its polls was answered 404,
 // which the page takes for "no replica knows this session".
 //
-// Not in tests/browser/ itself: tests/browser.rs runs every *.test.mjs
+// Not in tests/browser/ itself: tests/it/browser.rs runs every *.test.mjs
 // there against the demo, which has no replicas to restart.
 
 import assert from 'node:assert/strict';
@@ -28,7 +28,7 @@ function required(name) {
 const CONTROL_URL = required('BROWSER_TEST_CONTROL_URL');
 /** The balancer's names for the replicas, e.g. `replica0,replica1`. */
 const REPLICAS = required('BROWSER_TEST_REPLICAS').split(',');
-/** The header the balancer adds naming the replica that answered (tests/support/replicas.rs). */
+/** The header the balancer adds naming the replica that answered (tests/it/support/replicas.rs). */
 const SERVED_BY = 'x-lanyard-replica';
 
 const isStatus = (response) => new URL(response.url()).pathname === '/api/status';

@@ -1,0 +1,125 @@
+//! The verifier page in a real browser: headless Chromium, driven by
+//! playwright-core from `tests/browser/*.test.mjs`, against the demo's
+//! verifier and mock wallet started in this process. What the browser
+//! tests check is said at the top of each file.
+//!
+//! Needs Node.js 20+ and npm (`npm ci` runs in `tests/browser` on first
+//! use, tests/it/support/node.rs) and Debian's chromium; scripts/test
+//! installs both.
+
+use crate::support;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use lanyard::config::{Config, Flags, Requirement};
+use lanyard::demo::{Demo, DemoListeners};
+use tokio::net::TcpListener;
+
+/// Debian's Chromium; playwright-core brings no browser of its own.
+const CHROMIUM: &str = "/usr/bin/chromium";
+/// The whole browser suite takes 20 to 30 s on two cores; a hang fails
+/// the test rather than the CI run.
+const SUITE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The test files, named as the runner takes them: node 20 finds them in
+/// a folder, but node 21 and later take only files or globs.
+fn test_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|err| panic!("cannot read {}: {err}", dir.display()))
+        .map(|entry| entry.expect("a directory entry").path())
+        .filter(|path| path.to_str().is_some_and(|p| p.ends_with(".test.mjs")))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no *.test.mjs in {}", dir.display());
+    files
+}
+
+/// Where the screenshots go, for people to look at: `target/browser-screenshots`.
+fn screenshot_dir() -> PathBuf {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    tmp.parent().unwrap_or(tmp).join("browser-screenshots")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verifier_page_works_in_headless_chromium() {
+    let browser_dir = support::node::dir("browser");
+    // Blocking, but nothing is served yet.
+    support::node::ensure_packages(&browser_dir, "playwright-core");
+    assert!(
+        Path::new(CHROMIUM).is_file(),
+        "{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium), \
+         or run scripts/test, which does"
+    );
+
+    let config = Config::load(
+        &Flags::default(),
+        &HashMap::<String, String>::new(),
+        Requirement::Demo,
+    )
+    .expect("the demo needs no settings");
+    let listeners = DemoListeners {
+        admin: TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        proxy: None,
+        verifier: Some(TcpListener::bind("127.0.0.1:0").await.unwrap()),
+    };
+    let demo = Demo::start(&config, listeners)
+        .await
+        .expect("the demo starts");
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        demo.sidecar.tokens.state().wait_for(|s| s.generation >= 1),
+    )
+    .await
+    .expect("the first token within 10 s")
+    .expect("the refresher runs");
+    let verifier = demo.sidecar.verifier_addr.expect("the verifier listens");
+
+    let started = Instant::now();
+    let run = tokio::process::Command::new("node")
+        .args(["--test", "--test-reporter=spec"])
+        .args(test_files(&browser_dir))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("BROWSER_TEST_VERIFIER_URL", format!("http://{verifier}/"))
+        .env(
+            "BROWSER_TEST_CSP",
+            lanyard::verifier::CONTENT_SECURITY_POLICY,
+        )
+        .env("BROWSER_TEST_CHROMIUM", CHROMIUM)
+        .env("BROWSER_TEST_SCREENSHOTS", screenshot_dir())
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(SUITE_TIMEOUT, run)
+        .await
+        .unwrap_or_else(|_| panic!("the browser tests ran over {SUITE_TIMEOUT:?}"))
+        .unwrap_or_else(|err| {
+            panic!(
+                "cannot run node: {err}\n{}",
+                support::node::install_hint(&browser_dir)
+            )
+        });
+    let tests = support::node::passed_report(&output, "");
+
+    // The server saw what the browser did: sessions presented and declined
+    // through the mock wallet's page.
+    let outcome = |label: &str| {
+        demo.sidecar
+            .metrics
+            .verifier_sessions
+            .with_label_values(&[label])
+            .get()
+    };
+    assert!(outcome("verified") >= 1, "no session ended verified");
+    assert!(outcome("declined") >= 1, "no session ended declined");
+    eprintln!(
+        "{} browser tests passed in {:.1?}; screenshots in {}",
+        tests,
+        started.elapsed(),
+        screenshot_dir().display()
+    );
+}

@@ -1,0 +1,519 @@
+//! The binary as users run it: `lanyard token`, `lanyard check`, and every
+//! kind of bad input with its message and exit code.
+
+use crate::support;
+
+use std::collections::HashMap;
+
+use lanyard::mock::Fault;
+use support::*;
+
+/// Nothing secret may appear in what lanyard prints on its own.
+fn assert_no_secret(out: &str) {
+    let key = fixture("rsa2048.pkcs8.pem");
+    for line in key.lines().filter(|l| !l.starts_with("-----")) {
+        assert!(!out.contains(line), "key material in output:\n{out}");
+    }
+    assert!(!out.contains("eyJ"), "an assertion in output:\n{out}");
+    assert!(!out.contains("mock-"), "a token in output:\n{out}");
+}
+
+#[tokio::test]
+async fn token_command_prints_only_the_access_token() {
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = lanyard(&["token"], &settings(&mock, dir.path(), &[])).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let token = stdout.strip_suffix('\n').expect("one line");
+    assert!(!token.contains('\n'));
+    assert_eq!(mock.token_owner(token).as_deref(), Some(CLIENT_ID));
+    assert_no_secret(&text(&out.stderr));
+}
+
+#[tokio::test]
+async fn token_command_does_not_need_the_upstream_url() {
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut vars = settings(&mock, dir.path(), &[]);
+    vars.remove("SERVICE_API_URL");
+    let out = lanyard(&["token"], &vars).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+#[tokio::test]
+async fn token_command_exits_1_when_the_token_endpoint_refuses() {
+    let mock = mock().await;
+    mock.push_fault(Fault::invalid_client());
+    let dir = tempfile::tempdir().unwrap();
+    let out = lanyard(&["token"], &settings(&mock, dir.path(), &[])).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    assert_eq!(
+        text(&out.stderr),
+        "lanyard: the token endpoint refused the request: HTTP 401 (invalid_client: client authentication failed)\n"
+    );
+}
+
+#[tokio::test]
+async fn token_command_exits_1_when_the_token_endpoint_is_down() {
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let closed = closed_port();
+    let vars = settings(
+        &mock,
+        dir.path(),
+        &[("SA_TOKEN_URI", &format!("http://{closed}/token"))],
+    );
+    let out = lanyard(&["token"], &vars).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).starts_with("lanyard: cannot connect to the token endpoint"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn check_reports_each_step_and_exits_0() {
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = lanyard(&["check"], &settings(&mock, dir.path(), &[])).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[0], "lanyard check");
+    assert!(lines[1].starts_with("  ok    settings"), "{stdout}");
+    assert_eq!(
+        lines[2],
+        format!(
+            "  ok    credentials  client id {CLIENT_ID}, organization {ORGANIZATION_ID}, RSA 2048-bit key"
+        )
+    );
+    assert!(
+        lines[3].starts_with("  ok    token        obtained from http://127.0.0.1:"),
+        "{stdout}"
+    );
+    assert!(
+        lines[4].starts_with(&format!(
+            "  ok    upstream     {} answered HTTP ",
+            mock.api_url()
+        )),
+        "{stdout}"
+    );
+    assert!(lines[5].starts_with("  skip  rule"), "{stdout}");
+    assert_eq!(lines[6], "all checks passed");
+    assert_no_secret(&stdout);
+}
+
+#[tokio::test]
+async fn token_and_check_say_when_the_lifetime_is_assumed() {
+    let mock = mock().await;
+    mock.set_expires_in(None);
+    let dir = tempfile::tempdir().unwrap();
+    let vars = settings(&mock, dir.path(), &[("LANYARD_LOG_FORMAT", "text")]);
+
+    let out = lanyard(&["check"], &vars).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let token_line = stdout
+        .lines()
+        .find(|l| l.starts_with("  ok    token"))
+        .unwrap();
+    assert!(
+        token_line.ends_with("valid for 300 s (assumed: the response has no expires_in)"),
+        "{stdout}"
+    );
+
+    let out = lanyard(&["token"], &vars).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("the token response has no expires_in; assuming the default lifetime"),
+        "{stderr}"
+    );
+    assert_no_secret(&stderr);
+}
+
+#[tokio::test]
+async fn a_bad_rust_log_is_reported_and_text_logs_carry_no_colour_codes_off_a_terminal() {
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let vars = settings(
+        &mock,
+        dir.path(),
+        &[("LANYARD_LOG_FORMAT", "text"), ("RUST_LOG", "lanyard=[")],
+    );
+    let out = lanyard(&["token"], &vars).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("RUST_LOG is not a valid filter; logging at info"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+}
+
+#[tokio::test]
+async fn check_exits_1_and_says_why_when_the_token_request_fails() {
+    let mock = mock().await;
+    mock.push_fault(Fault::server_error(503));
+    let dir = tempfile::tempdir().unwrap();
+    let out = lanyard(&["check"], &settings(&mock, dir.path(), &[])).await;
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("  FAIL  token        the token endpoint failed: HTTP 503"),
+        "{stdout}"
+    );
+    assert!(stdout.ends_with("1 check(s) failed\n"), "{stdout}");
+}
+
+/// Each bad input: the settings, and the one line lanyard must print.
+#[tokio::test]
+async fn bad_input_is_refused_with_exit_2_and_a_message_naming_it() {
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let good_key = fixture("rsa2048.pkcs8.pem");
+    let creds_with_key = |name: &str, key: &str| {
+        write(d, name, &credentials_json(&mock, key))
+            .to_str()
+            .unwrap()
+            .to_string()
+    };
+    let creds_with = |name: &str, mutate: &dyn Fn(&mut serde_json::Value)| {
+        let mut value: serde_json::Value =
+            serde_json::from_str(&credentials_json(&mock, &good_key)).unwrap();
+        mutate(&mut value);
+        write(d, name, &value.to_string())
+            .to_str()
+            .unwrap()
+            .to_string()
+    };
+    let key_case = |file: &str| creds_with_key(&format!("{file}.json"), &fixture(file));
+    let prefix = |path: &str| format!("SA_PRIVATE_KEY (key `private_key` in {path}): ");
+
+    let mut cases: Vec<(Vec<(String, String)>, String)> = Vec::new();
+    let mut case = |vars: &[(&str, &str)], expected: String| {
+        cases.push((
+            vars.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            expected,
+        ));
+    };
+
+    let ec = key_case("ec-p256.sec1.pem");
+    case(
+        &[("SA_CREDENTIALS_FILE", &ec)],
+        format!("{}is an EC key; RS256 needs an RSA key", prefix(&ec)),
+    );
+    let ec8 = key_case("ec-p256.pkcs8.pem");
+    case(
+        &[("SA_CREDENTIALS_FILE", &ec8)],
+        format!(
+            "{}is an EC, Ed25519 or other non-RSA key; RS256 needs an RSA key",
+            prefix(&ec8)
+        ),
+    );
+    let ed = key_case("ed25519.pem");
+    case(
+        &[("SA_CREDENTIALS_FILE", &ed)],
+        format!(
+            "{}is an EC, Ed25519 or other non-RSA key; RS256 needs an RSA key",
+            prefix(&ed)
+        ),
+    );
+    let short = key_case("rsa1024.pem");
+    case(
+        &[("SA_CREDENTIALS_FILE", &short)],
+        format!(
+            "{}is an RSA key shorter than 2048 bits; generate a 2048-bit or longer key",
+            prefix(&short)
+        ),
+    );
+    for file in ["rsa2048.encrypted.pem", "rsa2048.pkcs1-encrypted.pem"] {
+        let path = key_case(file);
+        case(
+            &[("SA_CREDENTIALS_FILE", &path)],
+            format!(
+                "{}is encrypted; lanyard needs an unencrypted key (decrypt it with `openssl pkey -in key.pem -out plain.pem` and keep the result in a Secret)",
+                prefix(&path)
+            ),
+        );
+    }
+    let public = key_case("rsa2048.pub.pem");
+    case(
+        &[("SA_CREDENTIALS_FILE", &public)],
+        format!("{}is a public key, not a private key", prefix(&public)),
+    );
+    let garbage = creds_with_key("garbage.json", "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcw");
+    case(
+        &[("SA_CREDENTIALS_FILE", &garbage)],
+        format!(
+            "{}is not a PEM private key (expected a -----BEGIN PRIVATE KEY----- block)",
+            prefix(&garbage)
+        ),
+    );
+    let env_creds = creds_with_key("env-override.json", &good_key);
+    case(
+        &[("SA_CREDENTIALS_FILE", &env_creds), ("SA_PRIVATE_KEY", "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcw")],
+        "SA_PRIVATE_KEY (environment variable SA_PRIVATE_KEY): is not a PEM private key (expected a -----BEGIN PRIVATE KEY----- block)".into(),
+    );
+    let http = creds_with("http.json", &|v| {
+        v["token_uri"] = "http://iam.example.com/token".into()
+    });
+    case(
+        &[("SA_CREDENTIALS_FILE", &http)],
+        format!(
+            "SA_TOKEN_URI (key `token_uri` in {http}): must use https: the token would cross the network in clear text (plain http is accepted on loopback only)"
+        ),
+    );
+    let no_client = creds_with("no-client.json", &|v| {
+        v.as_object_mut().unwrap().remove("client_id");
+    });
+    case(
+        &[("SA_CREDENTIALS_FILE", &no_client)],
+        "SA_CLIENT_ID: not set (give `client_id` in the credentials file or set SA_CLIENT_ID)"
+            .into(),
+    );
+    let wrong_type = creds_with("wrong-type.json", &|v| v["type"] = "authorized_user".into());
+    case(
+        &[("SA_CREDENTIALS_FILE", &wrong_type)],
+        format!(
+            "credentials file {wrong_type} (environment variable SA_CREDENTIALS_FILE): field `type` is `authorized_user`, expected `service_account`"
+        ),
+    );
+    let not_json = write(d, "not-json.json", "{\"private_key\": \"-----BEGIN")
+        .to_str()
+        .unwrap()
+        .to_string();
+    case(
+        &[("SA_CREDENTIALS_FILE", &not_json)],
+        format!(
+            "credentials file {not_json} (environment variable SA_CREDENTIALS_FILE): is not valid JSON (line 1, column 27)"
+        ),
+    );
+    case(
+        &[("SA_CREDENTIALS_FILE", "/nonexistent/creds.json")],
+        "credentials file /nonexistent/creds.json (environment variable SA_CREDENTIALS_FILE): cannot be read: no such file".into(),
+    );
+    case(
+        &[],
+        "no credentials: set SA_CREDENTIALS_FILE to the JSON file downloaded from the Portal, or set SA_CLIENT_ID, SA_PRIVATE_KEY, SA_IAM_AUDIENCE and SA_TOKEN_URI".into(),
+    );
+    case(
+        &[("SA_CREDENTIALS_FILE", &env_creds), ("LANYARD_TOKEN_TIMEOUT", "fast")],
+        "LANYARD_TOKEN_TIMEOUT (environment variable LANYARD_TOKEN_TIMEOUT): `fast` is not a duration (use seconds, or a value like 90s, 5m, 1h)".into(),
+    );
+
+    for (vars, expected) in cases {
+        let vars: HashMap<String, String> = vars.into_iter().collect();
+        let out = lanyard(&["token"], &vars).await;
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{vars:?}: {stderr}");
+        assert_eq!(stderr, format!("lanyard: {expected}\n"), "{vars:?}");
+        assert!(out.stdout.is_empty());
+        assert_no_secret(&stderr);
+    }
+}
+
+#[tokio::test]
+async fn every_problem_is_listed_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let ec = write(dir.path(), "ec.pem", &fixture("ec-p256.pkcs8.pem"));
+    let vars = env(&[
+        ("LANYARD_LISTEN", "0.0.0.0:8080"),
+        ("LANYARD_ASSERTION_TTL", "0"),
+        ("SA_CLIENT_ID", CLIENT_ID),
+        ("SA_PRIVATE_KEY", &std::fs::read_to_string(&ec).unwrap()),
+        ("SA_TOKEN_URI", "http://iam.example.com/token"),
+    ]);
+    let out = lanyard(&["check"], &vars).await;
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 7, "{stderr}");
+    assert!(
+        lines[0].starts_with("lanyard: SERVICE_API_URL: is required"),
+        "{stderr}"
+    );
+    assert!(lines[1].starts_with("lanyard: LANYARD_LISTEN (environment variable LANYARD_LISTEN): 0.0.0.0:8080 is not a loopback address"), "{stderr}");
+    assert!(lines[2].contains("LANYARD_ASSERTION_TTL"), "{stderr}");
+    // The credentials' problems come in the same run.
+    assert!(
+        lines[3].starts_with("lanyard: SA_IAM_AUDIENCE: not set"),
+        "{stderr}"
+    );
+    assert!(
+        lines[4].starts_with("lanyard: SA_ORGANIZATION_ID: not set"),
+        "{stderr}"
+    );
+    assert!(
+        lines[5].starts_with(
+            "lanyard: SA_TOKEN_URI (environment variable SA_TOKEN_URI): must use https"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        lines[6]
+            .starts_with("lanyard: SA_PRIVATE_KEY (environment variable SA_PRIVATE_KEY): is an EC"),
+        "{stderr}"
+    );
+    assert_no_secret(&stderr);
+}
+
+#[tokio::test]
+async fn flags_override_the_environment() {
+    let vars = env(&[("LANYARD_ASSERTION_TTL", "2h")]);
+    let out = lanyard(&["token", "--assertion-ttl", "2x"], &vars).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr)
+            .contains("LANYARD_ASSERTION_TTL (flag --assertion-ttl): `2x` is not a duration"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn help_and_version_exit_0() {
+    let out = lanyard(&["--version"], &HashMap::<String, String>::new()).await;
+    assert!(out.status.success());
+    assert_eq!(
+        text(&out.stdout),
+        format!("lanyard {}\n", env!("CARGO_PKG_VERSION"))
+    );
+    let out = lanyard(&["--help"], &HashMap::<String, String>::new()).await;
+    assert!(out.status.success());
+    let help = text(&out.stdout);
+    assert!(help.contains("[env: SERVICE_API_URL]"), "{help}");
+    // Each flag's variable and default come from the setting's declaration.
+    // clap puts the help on the flag's line, or on the next one when some
+    // flag is long: read both.
+    let described = |flag: &str| {
+        let lines: Vec<&str> = help.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.trim_start().starts_with(flag))
+            .unwrap_or_else(|| panic!("no {flag} line in {help}"));
+        let next = lines.get(at + 1).copied().unwrap_or_default();
+        format!("{} {}", lines[at].trim(), next.trim())
+    };
+    let listen = described("--listen <ADDR>");
+    assert!(
+        listen.ends_with("[env: LANYARD_LISTEN] [default: 127.0.0.1:8080]"),
+        "{listen}"
+    );
+    let ttl = described("--assertion-ttl <DURATION>");
+    assert!(ttl.ends_with("[default: 1h]"), "{ttl}");
+    // The key is no flag, but --help still names it.
+    assert!(!help.contains("--private-key"), "{help}");
+    assert!(help.contains("  SA_PRIVATE_KEY "), "{help}");
+}
+
+#[tokio::test]
+async fn a_switch_flag_outranks_the_environment_and_its_absence_does_not() {
+    let closed = closed_port().to_string();
+    let given = env(&[
+        ("LANYARD_LISTEN", "0.0.0.0:0"),
+        ("LANYARD_ALLOW_REMOTE", "false"),
+        ("LANYARD_ADMIN_LISTEN", &closed),
+    ]);
+    // Settings accepted: the probe runs, and finds nothing listening.
+    let out = lanyard(&["healthcheck", "--allow-remote"], &given).await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+
+    // Without the flag the variable stands, and the listener is refused.
+    let out = lanyard(&["healthcheck"], &given).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).starts_with(
+            "lanyard: LANYARD_LISTEN (environment variable LANYARD_LISTEN): 0.0.0.0:0 is not a loopback address"
+        ),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn check_probes_the_rule_path_and_explains_a_403() {
+    const RULE: &str = "2b0c1a7e-5d4f-4e3a-8b2c-1d0e9f8a7b6c";
+    let mock = mock().await;
+    mock.add_rule("proj-demo", RULE);
+    let dir = tempfile::tempdir().unwrap();
+    let member = settings(
+        &mock,
+        dir.path(),
+        &[("PROJECT_ID", "proj-demo"), ("RULE_ID", RULE)],
+    );
+    let out = lanyard(&["check"], &member).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("  ok    rule         the rule path answered HTTP 200"),
+        "{stdout}"
+    );
+
+    let outsider = settings(
+        &mock,
+        dir.path(),
+        &[("PROJECT_ID", "proj-other"), ("RULE_ID", RULE)],
+    );
+    let out = lanyard(&["check"], &outsider).await;
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("  FAIL  rule         HTTP 403: the service account likely lacks the role for this API (verifications.api or credentials.api) or membership of the project's group"),
+        "{stdout}"
+    );
+}
+
+/// `healthcheck` needs nothing but the admin address: the image runs it
+/// every few seconds and it must not read the key.
+fn admin_only(admin: &str) -> HashMap<String, String> {
+    env(&[("LANYARD_ADMIN_LISTEN", admin.trim_start_matches("http://"))])
+}
+
+#[tokio::test]
+async fn healthcheck_exits_0_when_the_sidecar_is_ready() {
+    let running = support::sidecar::start(mock().await, "http://127.0.0.1:9", &[]).await;
+    running.ready().await;
+    let out = lanyard(&["healthcheck"], &admin_only(&running.admin)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.starts_with("ready: the token expires in "),
+        "{stdout}"
+    );
+    assert_no_secret(&stdout);
+}
+
+#[tokio::test]
+async fn healthcheck_exits_1_and_says_why_when_no_token_is_held() {
+    let mock = mock().await;
+    mock.push_fault(Fault::invalid_client());
+    let running = support::sidecar::start(mock, "http://127.0.0.1:9", &[]).await;
+    assert!(running.sidecar.tokens.first_outcome().await.is_err());
+    let out = lanyard(&["healthcheck"], &admin_only(&running.admin)).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stdout),
+        "not ready: no token has been obtained yet (last error: the token endpoint refused the request: HTTP 401 (invalid_client: client authentication failed))\n"
+    );
+}
+
+#[tokio::test]
+async fn healthcheck_exits_1_when_nothing_listens() {
+    let closed = closed_port();
+    let out = lanyard(&["healthcheck"], &admin_only(&closed.to_string())).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stdout),
+        format!(
+            "cannot reach the admin listener at {closed}: nothing listens there (is lanyard running, with this LANYARD_ADMIN_LISTEN?)\n"
+        )
+    );
+}

@@ -1,0 +1,38 @@
+//! lanyard's integration tests, one binary: each module drives the real
+//! thing over real sockets (docs/tests.md says what each proves). One binary
+//! rather than one per file, so that `tests/it/support` and lanyard itself
+//! are linked once (docs/tests.md, "Build time").
+
+mod support;
+
+mod browser;
+mod cli;
+mod credential_sources;
+mod demo;
+mod docs;
+mod hostile;
+mod interop_oidc_provider;
+mod listeners;
+mod log_format;
+mod memory;
+mod mock_api;
+mod pool;
+mod process;
+mod properties;
+mod proxy;
+mod proxy_edges;
+mod readiness;
+mod refresher;
+mod requests;
+mod rotation;
+mod streaming;
+mod tls;
+mod token_exchange;
+mod token_faults;
+mod token_lifetime;
+mod upstream_cap;
+mod upstream_faults;
+mod verifier;
+mod verifier_internet;
+mod verifier_listener;
+mod verifier_replicas;

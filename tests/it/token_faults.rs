@@ -1,0 +1,812 @@
+//! The sidecar against each way the token endpoint can fail, end to end
+//! over real sockets. For every fault: the held token keeps serving
+//! proxied requests; `/readyz` and `/metrics` say what happened; retries
+//! are bounded; and with no token ever obtained, clients get README "Errors made by lanyard itself"'s
+//! `token_unavailable` and `/readyz` names the failure.
+//!
+//! The sidecar runs the default `RefreshPolicy` (it takes no other), so
+//! the clock here is real: retries 0.5-1 s after a first transient failure,
+//! 1-2 s after a second, never sooner than 30 s after a rejection, no
+//! sooner than a `Retry-After`, forced renewals no sooner than 5 s apart
+//! (and further apart while fresh tokens keep being rejected). A
+//! scheduled renewal of the mock's 120 s token would come after 84 s, so
+//! the renewal tests ask for one the way a rotated credentials file does
+//! (the file changes, SIGHUP): the refresher requests a token at once,
+//! through the same request, classify and retry path, while a token valid
+//! for two more minutes is held. One test goes through the schedule itself.
+
+use crate::support;
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use http::StatusCode;
+use lanyard::mock::{Fault, MockService};
+use lanyard::token::RefreshState;
+use support::logs::Logs;
+use support::sidecar::{self, Answer, Running, get};
+use support::upstream::TestUpstream;
+use support::*;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// Faults queued when every token request should meet one: more than any
+/// test lets the sidecar make.
+const QUEUED: usize = 20;
+/// A bound on waits for things that take a second or two, generous for a
+/// loaded 2-core machine.
+const LIMIT: Duration = Duration::from_secs(20);
+const EXPIRY: &str = "lanyard_token_expiry_timestamp_seconds";
+const RULE: &str = "7d1e0c4b-2a9f-4b8e-9c3d-5f6a7b8c9d0e";
+/// A timeout short enough to run into quickly.
+const SHORT_TIMEOUT: &[(&str, &str)] = &[("LANYARD_TOKEN_TIMEOUT", "1s")];
+
+fn ms(millis: u64) -> Duration {
+    Duration::from_millis(millis)
+}
+
+/// What goes wrong at the token endpoint.
+#[derive(Clone)]
+enum Trouble {
+    /// Every token request meets this fault.
+    Fault(Fault),
+    /// Tokens come with this `expires_in`.
+    ExpiresIn(i64),
+    /// Nothing listens at the token endpoint.
+    Gone,
+}
+
+/// A fault and how the sidecar should report it.
+struct Case {
+    trouble: Trouble,
+    /// The `outcome` label of `lanyard_token_requests_total`.
+    kind: &'static str,
+    /// Part of what `/readyz` reports as `last_error`.
+    error: &'static str,
+    extra: &'static [(&'static str, &'static str)],
+}
+
+/// A sidecar in front of an echo upstream, reading its credentials from a
+/// file the test can touch.
+struct Rig {
+    running: Running,
+    upstream: TestUpstream,
+    credentials: PathBuf,
+    /// When each token request completed, as the refresher reports it,
+    /// recorded by a task of its own so gaps can be measured while the
+    /// test does other things.
+    attempts: watch::Receiver<Vec<Instant>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Rig {
+    async fn start(mock: MockService, extra: &[(&str, &str)]) -> Rig {
+        let upstream = TestUpstream::start(None).await;
+        let dir = tempfile::tempdir().unwrap();
+        let credentials = write(
+            dir.path(),
+            "credentials.json",
+            &credentials_json(&mock, &fixture("rsa2048.pkcs8.pem")),
+        );
+        let path = credentials.to_str().unwrap().to_string();
+        let mut settings = vec![("SA_CREDENTIALS_FILE", path.as_str())];
+        settings.extend_from_slice(extra);
+        let running = sidecar::start(mock, &upstream.url, &settings).await;
+        let attempts = timestamps(running.sidecar.tokens.state(), |s| s.attempts);
+        Rig {
+            running,
+            upstream,
+            credentials,
+            attempts,
+            _dir: dir,
+        }
+    }
+
+    async fn proxied(&self) -> Answer {
+        get(&format!("{}/x", self.running.proxy)).await
+    }
+
+    async fn readyz(&self) -> Answer {
+        get(&format!("{}/readyz", self.running.admin)).await
+    }
+
+    async fn scrape(&self) -> Scrape {
+        scrape(&self.running.admin).await
+    }
+
+    fn state(&self) -> RefreshState {
+        self.running.sidecar.tokens.state().borrow().clone()
+    }
+
+    async fn wait_state(&self, done: impl FnMut(&RefreshState) -> bool) -> RefreshState {
+        wait_for(&mut self.running.sidecar.tokens.state(), LIMIT, done).await
+    }
+
+    /// Asks for a token now, as a rotated credentials file does: the file
+    /// changes (the same credentials and one more newline) and SIGHUP
+    /// says so.
+    async fn renew_now(&self) {
+        let mut reloads = self
+            .running
+            .sidecar
+            .reloads
+            .clone()
+            .expect("the credentials file is watched");
+        let before = reloads.borrow().succeeded;
+        let mut text = std::fs::read_to_string(&self.credentials).unwrap();
+        text.push('\n');
+        std::fs::write(&self.credentials, text).unwrap();
+        assert!(self.running.sidecar.reload_credentials());
+        wait_for(&mut reloads, LIMIT, |r| r.succeeded > before).await;
+    }
+
+    /// Makes every token request from now on meet `trouble`.
+    async fn arm(&mut self, trouble: &Trouble) {
+        match trouble {
+            Trouble::Fault(fault) => {
+                for _ in 0..QUEUED {
+                    self.running.mock.push_fault(fault.clone());
+                }
+            }
+            Trouble::ExpiresIn(seconds) => self.running.mock.set_expires_in(Some(*seconds)),
+            Trouble::Gone => {
+                // Dropping the mock closes its port.
+                self.running.mock = MockService::start().await.unwrap();
+            }
+        }
+    }
+
+    /// (c) for a transient failure: retries 0.5-1 s after the first, 1-2 s
+    /// after the second (equal jitter on 1 s doubling), with 100 ms of
+    /// slack for observing completions late; nothing else in between.
+    async fn backs_off_exponentially(&self) {
+        let times = wait_for(&mut self.attempts.clone(), LIMIT, |t| t.len() >= 3).await;
+        let gaps = [times[1] - times[0], times[2] - times[1]];
+        assert!(gaps[0] >= ms(400), "first retry too soon: {gaps:?}");
+        assert!(gaps[1] >= ms(900), "second retry too soon: {gaps:?}");
+        // The fourth comes at least 2 s after the third; none was made
+        // unseen in between, by the refresher's count or the endpoint's.
+        assert!(self.state().attempts <= 3, "{:?}", self.state());
+        assert!(
+            self.running.mock.counters().token_requests <= 3,
+            "{:?}",
+            self.running.mock.counters()
+        );
+        assert_eq!(self.state().generation, 0);
+    }
+
+    /// (c) for a rejection: no second request within `window` of the
+    /// first, although plain backoff would have retried within 1 s.
+    async fn is_not_retried_within(&self, window: Duration) {
+        let first = self.attempts.borrow()[0];
+        let mut attempts = self.attempts.clone();
+        let retried =
+            tokio::time::timeout_at(first + window, attempts.wait_for(|t| t.len() >= 2)).await;
+        assert!(retried.is_err(), "retried within {window:?}");
+        assert_eq!(self.running.mock.counters().token_requests, 1);
+    }
+
+    /// (c) for a `Retry-After`: the first retry waited at least `at_least`.
+    async fn first_retry_waited(&self, at_least: Duration) {
+        let times = wait_for(&mut self.attempts.clone(), LIMIT, |t| t.len() >= 2).await;
+        let gap = times[1] - times[0];
+        assert!(gap >= at_least, "retried after {gap:?}");
+        assert_eq!(self.running.mock.counters().token_requests, 2);
+    }
+}
+
+/// Records when `count` of the watched value goes up.
+fn timestamps<T: Send + Sync + 'static>(
+    mut rx: watch::Receiver<T>,
+    count: fn(&T) -> u64,
+) -> watch::Receiver<Vec<Instant>> {
+    let (tx, times) = watch::channel(Vec::new());
+    tokio::spawn(async move {
+        loop {
+            let now = count(&rx.borrow_and_update());
+            tx.send_if_modified(|times| {
+                let before = times.len();
+                while (times.len() as u64) < now {
+                    times.push(Instant::now());
+                }
+                times.len() > before
+            });
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+    times
+}
+
+/// A `/metrics` answer.
+struct Scrape(String);
+
+async fn scrape(admin: &str) -> Scrape {
+    let answer = get(&format!("{admin}/metrics")).await;
+    assert_eq!(answer.status, StatusCode::OK);
+    Scrape(String::from_utf8(answer.body.to_vec()).unwrap())
+}
+
+impl Scrape {
+    /// The value of one series, named with its labels.
+    fn value(&self, series: &str) -> Option<f64> {
+        self.0
+            .lines()
+            .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    }
+
+    fn outcome(&self, kind: &str) -> f64 {
+        self.value(&format!(
+            "lanyard_token_requests_total{{outcome=\"{kind}\"}}"
+        ))
+        .unwrap_or(0.0)
+    }
+
+    fn expiry(&self) -> f64 {
+        self.value(EXPIRY).expect("the expiry gauge is exported")
+    }
+}
+
+/// The `Authorization` the echo upstream received.
+fn authorization(answer: &Answer) -> String {
+    assert_eq!(
+        answer.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&answer.body)
+    );
+    answer.json()["headers"]["authorization"][0]
+        .as_str()
+        .expect("an Authorization header reached the upstream")
+        .to_string()
+}
+
+fn assert_token_unavailable(answer: &Answer) {
+    assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(answer.headers["lanyard-error"], "token_unavailable");
+    assert_eq!(answer.headers["content-type"], "application/json");
+    let body = answer.json();
+    assert_eq!(body["error"], "token_unavailable");
+    assert!(body["message"].as_str().is_some_and(|m| !m.is_empty()));
+    assert_eq!(body.as_object().unwrap().len(), 2, "{body}");
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// (a) and (b) with a token held: the renewal meets the fault, the held
+/// token keeps being forwarded, `/readyz` stays ready, the failure is
+/// counted under its kind, and the expiry gauge still shows the held token.
+async fn renewal_failure_leaves_the_held_token_serving(case: &Case) {
+    let mut rig = Rig::start(mock().await, case.extra).await;
+    rig.running.ready().await;
+    let token = authorization(&rig.proxied().await);
+    let expiry = rig.scrape().await.expiry();
+
+    rig.arm(&case.trouble).await;
+    let attempts = rig.state().attempts;
+    rig.renew_now().await;
+    let state = rig.wait_state(|s| s.attempts > attempts).await;
+    let err = state.last_error.expect("the renewal failed");
+    assert_eq!(err.kind(), case.kind, "{err}");
+    assert!(err.to_string().contains(case.error), "{err}");
+    assert_eq!(state.generation, 1, "{err}");
+
+    assert_eq!(
+        authorization(&rig.proxied().await),
+        token,
+        "{}: the held token is still forwarded",
+        case.error
+    );
+    let ready = rig.readyz().await;
+    assert_eq!(ready.status, StatusCode::OK, "{}", case.error);
+    assert_eq!(ready.json()["status"], "ready");
+    let scrape = rig.scrape().await;
+    assert!(scrape.outcome(case.kind) >= 1.0, "{}", scrape.0);
+    assert_eq!(scrape.outcome("success"), 1.0);
+    assert_eq!(
+        scrape.expiry(),
+        expiry,
+        "{}: the held token's expiry",
+        case.error
+    );
+}
+
+/// (d) with the fault from the start: proxied requests get
+/// `token_unavailable` and reach nobody, `/readyz` is 503 naming the
+/// failure, and `/metrics` counts it with no success and no expiry.
+async fn no_token_is_token_unavailable_and_not_ready(case: &Case) -> Rig {
+    let mock = mock().await;
+    let closed = format!("http://{}/oauth2/token", closed_port());
+    let mut extra = case.extra.to_vec();
+    match &case.trouble {
+        Trouble::Fault(fault) => {
+            for _ in 0..QUEUED {
+                mock.push_fault(fault.clone());
+            }
+        }
+        Trouble::ExpiresIn(seconds) => mock.set_expires_in(Some(*seconds)),
+        Trouble::Gone => extra.push(("SA_TOKEN_URI", &closed)),
+    }
+    let rig = Rig::start(mock, &extra).await;
+    rig.wait_state(|s| s.attempts >= 1).await;
+
+    assert_token_unavailable(&rig.proxied().await);
+    assert_eq!(rig.upstream.requests(), 0);
+
+    let ready = rig.readyz().await;
+    assert_eq!(ready.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(ready.headers["content-type"], "application/json");
+    let body = ready.json();
+    assert_eq!(body["status"], "not_ready");
+    assert_eq!(body["reason"], "no token has been obtained yet");
+    let last = body["last_error"].as_str().unwrap_or_default();
+    assert!(last.contains(case.error), "{body}");
+    assert!(body["consecutive_failures"].as_u64() >= Some(1), "{body}");
+
+    let scrape = rig.scrape().await;
+    assert!(scrape.outcome(case.kind) >= 1.0, "{}", scrape.0);
+    assert_eq!(scrape.outcome("success"), 0.0);
+    assert_eq!(scrape.expiry(), 0.0);
+    rig
+}
+
+/// Both halves at once, on two sidecars; returns the one that never got
+/// a token, for the test to check how it retries.
+async fn survives_and_reports(case: &Case) -> Rig {
+    let ((), rig) = tokio::join!(
+        renewal_failure_leaves_the_held_token_serving(case),
+        no_token_is_token_unavailable_and_not_ready(case),
+    );
+    rig
+}
+
+#[tokio::test]
+async fn token_endpoint_refusing_connections_is_a_connect_failure_that_backs_off() {
+    let rig = survives_and_reports(&Case {
+        trouble: Trouble::Gone,
+        kind: "connect",
+        error: "cannot connect to the token endpoint",
+        extra: &[],
+    })
+    .await;
+    rig.backs_off_exponentially().await;
+}
+
+#[tokio::test]
+async fn token_endpoint_dropping_the_connection_is_a_network_failure_that_backs_off() {
+    let rig = survives_and_reports(&Case {
+        trouble: Trouble::Fault(Fault::Disconnect),
+        kind: "network",
+        error: "the connection to the token endpoint failed",
+        extra: &[],
+    })
+    .await;
+    rig.backs_off_exponentially().await;
+}
+
+#[tokio::test]
+async fn token_endpoint_beyond_the_timeout_is_a_timeout_failure_that_backs_off() {
+    let rig = survives_and_reports(&Case {
+        trouble: Trouble::Fault(Fault::Delay(Duration::from_secs(30))),
+        kind: "timeout",
+        error: "the token endpoint did not answer within 1000 ms",
+        extra: SHORT_TIMEOUT,
+    })
+    .await;
+    rig.backs_off_exponentially().await;
+    // Each attempt was given the whole timeout, and not much more.
+    let scrape = rig.scrape().await;
+    let count = scrape
+        .value("lanyard_token_request_duration_seconds_count")
+        .unwrap();
+    let sum = scrape
+        .value("lanyard_token_request_duration_seconds_sum")
+        .unwrap();
+    assert!(count >= 3.0, "{count}");
+    let mean = sum / count;
+    assert!((0.95..1.5).contains(&mean), "{mean} s per attempt");
+}
+
+#[tokio::test]
+async fn slow_token_endpoint_within_the_timeout_delivers_and_never_holds_up_requests() {
+    const EXTRA: &[(&str, &str)] = &[("LANYARD_TOKEN_TIMEOUT", "5s")];
+    let slow = Duration::from_secs(2);
+    let first_token = async {
+        let mock = mock().await;
+        mock.push_fault(Fault::Delay(slow));
+        let mut arrived = mock.watch_counters();
+        let rig = Rig::start(mock, EXTRA).await;
+        wait_for(&mut arrived, LIMIT, |c| c.token_requests >= 1).await;
+        // While the answer is awaited: not ready, and no failure to report.
+        let ready = rig.readyz().await;
+        assert_eq!(ready.status, StatusCode::SERVICE_UNAVAILABLE);
+        let body = ready.json();
+        assert_eq!(body["reason"], "no token has been obtained yet");
+        assert!(body["last_error"].is_null(), "{body}");
+        assert_eq!(body["consecutive_failures"], 0);
+        assert_token_unavailable(&rig.proxied().await);
+
+        rig.running.ready().await;
+        assert_eq!(rig.readyz().await.status, StatusCode::OK);
+        let scrape = rig.scrape().await;
+        assert_eq!(scrape.outcome("success"), 1.0);
+        assert_eq!(scrape.outcome("timeout"), 0.0);
+        let took = scrape
+            .value("lanyard_token_request_duration_seconds_sum")
+            .unwrap();
+        assert!(took >= slow.as_secs_f64() - 0.1, "{took}");
+        assert_eq!(
+            scrape.value("lanyard_token_request_duration_seconds_count"),
+            Some(1.0)
+        );
+    };
+    let renewal = async {
+        let rig = Rig::start(mock().await, EXTRA).await;
+        rig.running.ready().await;
+        let token = authorization(&rig.proxied().await);
+        rig.running.mock.push_fault(Fault::Delay(slow));
+        let mut arrived = rig.running.mock.watch_counters();
+        rig.renew_now().await;
+        wait_for(&mut arrived, LIMIT, |c| c.token_requests >= 2).await;
+        // The renewal is being answered slowly; requests do not wait for it.
+        assert_eq!(authorization(&rig.proxied().await), token);
+        assert_eq!(rig.readyz().await.status, StatusCode::OK);
+        assert_eq!(
+            rig.state().generation,
+            1,
+            "the request was answered only after the renewal"
+        );
+
+        rig.wait_state(|s| s.generation >= 2).await;
+        assert_ne!(authorization(&rig.proxied().await), token);
+        assert_eq!(rig.scrape().await.outcome("success"), 2.0);
+    };
+    tokio::join!(first_token, renewal);
+}
+
+#[tokio::test]
+async fn token_endpoint_5xx_is_a_server_error_that_backs_off() {
+    let rig = survives_and_reports(&Case {
+        trouble: Trouble::Fault(Fault::server_error(503)),
+        kind: "server_error",
+        error: "the token endpoint failed: HTTP 503",
+        extra: &[],
+    })
+    .await;
+    rig.backs_off_exponentially().await;
+}
+
+#[tokio::test]
+async fn rate_limit_with_retry_after_seconds_is_waited_out() {
+    let rig = survives_and_reports(&Case {
+        trouble: Trouble::Fault(Fault::rate_limited(Some("2"))),
+        kind: "rate_limited",
+        error: "the token endpoint is rate limiting (HTTP 429), retry after 2 s",
+        extra: &[],
+    })
+    .await;
+    // Plain backoff would have retried within 1 s.
+    rig.first_retry_waited(Duration::from_secs(2)).await;
+}
+
+#[tokio::test]
+async fn rate_limit_with_retry_after_as_an_http_date_is_waited_out() {
+    // Whole seconds, and read a moment after it was written: 3-4 s ahead.
+    let date = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(4));
+    let rig = survives_and_reports(&Case {
+        trouble: Trouble::Fault(Fault::rate_limited(Some(&date))),
+        kind: "rate_limited",
+        error: "the token endpoint is rate limiting (HTTP 429), retry after ",
+        extra: &[],
+    })
+    .await;
+    // Plain backoff would have retried within 1 s; the date asked for
+    // about 3 s more, less the time the sidecar took to start.
+    rig.first_retry_waited(Duration::from_secs(2)).await;
+}
+
+#[tokio::test]
+async fn rate_limit_without_retry_after_backs_off_like_any_transient_failure() {
+    let rig = survives_and_reports(&Case {
+        trouble: Trouble::Fault(Fault::rate_limited(None)),
+        kind: "rate_limited",
+        error: "the token endpoint is rate limiting (HTTP 429)",
+        extra: &[],
+    })
+    .await;
+    let err = rig.state().last_error.unwrap().to_string();
+    assert!(!err.contains("retry after"), "{err}");
+    rig.backs_off_exponentially().await;
+}
+
+#[tokio::test]
+async fn invalid_client_401_is_a_rejection_not_retried_at_once() {
+    let rig = survives_and_reports(&Case {
+        trouble: Trouble::Fault(Fault::invalid_client()),
+        kind: "rejected",
+        error: "the token endpoint refused the request: HTTP 401 (invalid_client: client authentication failed)",
+        extra: &[],
+    })
+    .await;
+    rig.is_not_retried_within(Duration::from_secs(3)).await;
+}
+
+#[tokio::test]
+async fn bad_request_400_is_a_rejection_not_retried_at_once() {
+    let rig = survives_and_reports(&Case {
+        trouble: Trouble::Fault(Fault::Respond {
+            status: 400,
+            body: r#"{"error":"invalid_grant","error_description":"assertion refused"}"#.into(),
+            retry_after: None,
+        }),
+        kind: "rejected",
+        error: "the token endpoint refused the request: HTTP 400 (invalid_grant: assertion refused)",
+        extra: &[],
+    })
+    .await;
+    rig.is_not_retried_within(Duration::from_secs(3)).await;
+}
+
+/// The identical check for each case, all at once.
+async fn malformed_cases(cases: Vec<Case>) {
+    let mut runs = tokio::task::JoinSet::new();
+    for case in cases {
+        runs.spawn(async move {
+            survives_and_reports(&case)
+                .await
+                .backs_off_exponentially()
+                .await;
+        });
+    }
+    while let Some(run) = runs.join_next().await {
+        if let Err(err) = run {
+            std::panic::resume_unwind(err.into_panic());
+        }
+    }
+}
+
+#[tokio::test]
+async fn malformed_token_responses_are_failed_attempts_that_back_off() {
+    let malformed = |body: &str, error| Case {
+        trouble: Trouble::Fault(Fault::body(body)),
+        kind: "malformed",
+        error,
+        extra: &[],
+    };
+    malformed_cases(vec![
+        malformed("", "the token response is malformed: the body is empty"),
+        malformed(
+            "<html>maintenance</html>",
+            "the token response is malformed: the body is not JSON",
+        ),
+        malformed(
+            r#"{"access_token":"mock-mac","token_type":"mac","expires_in":120}"#,
+            "the token response is malformed: `token_type` is `mac`, expected Bearer",
+        ),
+    ])
+    .await;
+}
+
+#[tokio::test]
+async fn zero_or_negative_expires_in_is_a_malformed_response_that_backs_off() {
+    let lifetime = |seconds, error| Case {
+        trouble: Trouble::ExpiresIn(seconds),
+        kind: "malformed",
+        error,
+        extra: &[],
+    };
+    malformed_cases(vec![
+        lifetime(
+            0,
+            "the token response is malformed: `expires_in` is 0; a token must live longer than 0 s",
+        ),
+        lifetime(
+            -5,
+            "the token response is malformed: `expires_in` is -5; a token must live longer than 0 s",
+        ),
+    ])
+    .await;
+}
+
+/// Starts a sidecar whose tokens come with `expires_in` (`None`: without
+/// it), and returns it once ready with the unix times it was started and
+/// ready, between which the token's expiry was computed.
+async fn ready_with_expires_in(expires_in: Option<i64>) -> (Rig, f64, f64) {
+    let mock = mock().await;
+    mock.set_expires_in(expires_in);
+    let started = unix_now();
+    let rig = Rig::start(mock, &[]).await;
+    rig.running.ready().await;
+    (rig, started, unix_now())
+}
+
+/// The held token's lifetime as `/readyz` and the expiry gauge tell it:
+/// both count to its retirement, the expiry margin (10 s, at most a tenth
+/// of the lifetime) before `sent_at + expires_in`.
+async fn assert_lifetime(rig: &Rig, started: f64, ready: f64, lifetime: u64) {
+    let lifetime = lifetime - (lifetime / 10).min(10);
+    let answer = rig.readyz().await;
+    assert_eq!(answer.status, StatusCode::OK);
+    let left = answer.json()["token_expires_in_s"].as_u64().unwrap();
+    assert!((lifetime - 10..=lifetime).contains(&left), "{left}");
+    let expiry = rig.scrape().await.expiry();
+    let lifetime = lifetime as f64;
+    assert!(
+        expiry >= started + lifetime - 0.01 && expiry <= ready + lifetime + 0.01,
+        "expiry {expiry} not {lifetime} s after {started}..{ready}"
+    );
+}
+
+#[tokio::test]
+async fn missing_expires_in_is_taken_as_300_seconds_with_a_warning() {
+    let (logs, _guard) = Logs::capture();
+    let (rig, started, ready) = ready_with_expires_in(None).await;
+    assert_lifetime(&rig, started, ready, 300).await;
+    authorization(&rig.proxied().await);
+    assert_eq!(rig.scrape().await.outcome("success"), 1.0);
+    let warned = logs.events().into_iter().any(|event| {
+        event["level"] == "WARN"
+            && event["fields"]["message"]
+                == "the token response has no expires_in; assuming the default lifetime"
+            && event["fields"]["assumed_s"] == 300
+    });
+    assert!(warned, "{:?}", logs.events());
+}
+
+#[tokio::test]
+async fn huge_expires_in_is_clamped_to_a_day() {
+    // 317 years.
+    let (rig, started, ready) = ready_with_expires_in(Some(10_000_000_000)).await;
+    assert_lifetime(&rig, started, ready, 24 * 3600).await;
+    authorization(&rig.proxied().await);
+}
+
+#[tokio::test]
+async fn upstream_rejecting_every_token_costs_one_forced_renewal_then_at_most_one_per_5_s() {
+    let mock = mock().await;
+    mock.add_rule("proj-demo", RULE);
+    let api = mock.api_url();
+    let running = sidecar::start(mock, &api, &[]).await;
+    let arrivals = timestamps(running.mock.watch_counters(), |c| c.token_requests);
+    running.ready().await;
+    let url = format!(
+        "{}/organizations/{ORGANIZATION_ID}/projects/proj-demo/verifications/{RULE}",
+        running.proxy
+    );
+    assert_eq!(get(&url).await.status, StatusCode::OK);
+
+    running.mock.set_revoke_on_issue(true);
+    running.mock.revoke_all_tokens();
+    // One forced renewal, one retry with the new token, refused too: the
+    // client gets the service's own 401.
+    let answer = get(&url).await;
+    assert_eq!(answer.status, StatusCode::UNAUTHORIZED);
+    assert!(!answer.headers.contains_key("lanyard-error"));
+    assert_eq!(answer.json()["error"], "unauthorized");
+    assert_eq!(running.mock.counters().token_requests, 2);
+    // More requests at once: each refused, none asks for a token.
+    for _ in 0..10 {
+        assert_eq!(get(&url).await.status, StatusCode::UNAUTHORIZED);
+    }
+    assert_eq!(running.mock.counters().token_requests, 2);
+
+    // Still ready: the token is within its lifetime and keeps being sent
+    // (a client must not be able to take the pod out of service by calling
+    // a path that answers 401); the rejection is reported.
+    let ready = get(&format!("{}/readyz", running.admin)).await;
+    assert_eq!(ready.status, StatusCode::OK);
+    assert_eq!(ready.json()["upstream_rejected_token"], true);
+    let scrape = scrape(&running.admin).await;
+    assert_eq!(scrape.outcome("success"), 2.0);
+    assert_eq!(
+        scrape.value("lanyard_upstream_unauthorized_retries_total"),
+        Some(1.0)
+    );
+
+    // Clients keep calling, ten times a second: the next forced renewal
+    // comes no sooner than 5 s after the last (and the one after that 10 s
+    // later, as tests/it/refresher/forced.rs shows on the paused clock).
+    let mut third = arrivals.clone();
+    let traffic = async {
+        let mut pace = tokio::time::interval(ms(100));
+        loop {
+            pace.tick().await;
+            assert_eq!(get(&url).await.status, StatusCode::UNAUTHORIZED);
+        }
+    };
+    tokio::select! {
+        () = traffic => unreachable!(),
+        _ = tokio::time::timeout(LIMIT, third.wait_for(|t| t.len() >= 3)) => {}
+    }
+    let times = arrivals.borrow().clone();
+    assert_eq!(times.len(), 3, "{times:?}");
+    let gap = times[2] - times[1];
+    assert!(gap >= ms(4800), "forced again after {gap:?}");
+}
+
+#[tokio::test]
+async fn scheduled_renewal_failure_keeps_the_held_token_until_a_retry_replaces_it() {
+    let mock = mock().await;
+    // Renewal after 4.2-5.1 s leaves at least 0.9 s of the token's life.
+    mock.set_expires_in(Some(6));
+    mock.push_fault(Fault::Pass);
+    mock.push_fault(Fault::server_error(503));
+    // No margin: its tenth of this short lifetime would leave the retry
+    // too little time; the margin has tests of its own.
+    let rig = Rig::start(mock, &[("LANYARD_EXPIRY_MARGIN", "0")]).await;
+    rig.running.ready().await;
+    let token = authorization(&rig.proxied().await);
+
+    let state = rig.wait_state(|s| s.attempts >= 2).await;
+    assert_eq!(state.generation, 1);
+    assert_eq!(state.last_error.unwrap().kind(), "server_error");
+    assert_eq!(authorization(&rig.proxied().await), token);
+    // The renewal failed with under 10 s to go; /readyz says so and why.
+    let ready = rig.readyz().await;
+    assert_eq!(ready.status, StatusCode::SERVICE_UNAVAILABLE);
+    let body = ready.json();
+    assert_eq!(
+        body["reason"],
+        "the token has less than 10 s left before it is retired, and its renewal is failing"
+    );
+    assert_eq!(body["last_error"], "the token endpoint failed: HTTP 503");
+
+    // The retry, half to all of the 0.9-1.8 s left later, succeeds.
+    rig.wait_state(|s| s.generation >= 2).await;
+    assert_ne!(authorization(&rig.proxied().await), token);
+    assert_eq!(rig.running.mock.counters().token_requests, 3);
+    let scrape = rig.scrape().await;
+    assert_eq!(scrape.outcome("success"), 2.0);
+    assert_eq!(scrape.outcome("server_error"), 1.0);
+}
+
+#[tokio::test]
+async fn rejected_token_is_replaced_once_the_throttle_passes_without_client_traffic() {
+    let mock = mock().await;
+    mock.add_rule("proj-demo", RULE);
+    let api = mock.api_url();
+    let running = sidecar::start(mock, &api, &[]).await;
+    running.ready().await;
+    let url = format!(
+        "{}/organizations/{ORGANIZATION_ID}/projects/proj-demo/verifications/{RULE}",
+        running.proxy
+    );
+    // A moment in which the service refuses every token: the first
+    // request forces a renewal, the second finds the new token refused
+    // too while another renewal would be too soon.
+    running.mock.set_revoke_on_issue(true);
+    running.mock.revoke_all_tokens();
+    for _ in 0..2 {
+        assert_eq!(get(&url).await.status, StatusCode::UNAUTHORIZED);
+    }
+    assert_eq!(running.mock.counters().token_requests, 2);
+    let ready = get(&format!("{}/readyz", running.admin)).await;
+    assert_eq!(ready.json()["upstream_rejected_token"], true);
+
+    // The service recovers. Apps that saw 401s may have stopped calling,
+    // so nothing but the sidecar itself may ask for a new token: once
+    // forced renewals are allowed again (5 s), it should, rather than at
+    // the scheduled renewal 84-102 s into the mock's 120 s token (42-51
+    // minutes into an hour-long one).
+    running.mock.set_revoke_on_issue(false);
+    wait_for(
+        &mut running.mock.watch_counters(),
+        Duration::from_secs(12),
+        |c| c.tokens_issued >= 3,
+    )
+    .await;
+    wait_for(&mut running.sidecar.tokens.state(), LIMIT, |s| {
+        s.generation >= 3
+    })
+    .await;
+    let ready = get(&format!("{}/readyz", running.admin)).await;
+    assert_eq!(ready.status, StatusCode::OK);
+    assert_eq!(ready.json()["upstream_rejected_token"], false);
+    assert_eq!(get(&url).await.status, StatusCode::OK);
+}
