@@ -11,11 +11,13 @@ use tokio::net::TcpListener;
 use crate::Failure;
 use crate::access::ServiceAccess;
 use crate::config::Config;
-use crate::sidecar::{
-    Listeners, Sidecar, Signals, bind, bind_admin, bind_proxy, bind_verifier, failed,
+use crate::process::{
+    Components, Process, Signals, bind, bind_admin, bind_proxy, bind_verifier, failed,
     stop_on_signals,
 };
-use crate::verifier::VerifierSettings;
+use crate::proxy::ProxyConfig;
+use crate::token::RefreshPolicy;
+use crate::verifier::VerifierConfig;
 
 /// The demo account's identity on the embedded mock.
 pub const DEMO_CLIENT_ID: &str = "demo-client";
@@ -34,15 +36,15 @@ pub struct DemoListeners {
     pub verifier: Option<TcpListener>,
 }
 
-/// The embedded mock and the sidecar wired to it.
+/// The embedded mock and lanyard wired to it.
 pub struct Demo {
     pub mock: crate::mock::MockService,
-    pub sidecar: Sidecar,
+    pub process: Process,
 }
 
 impl Demo {
     /// Starts the mock on a loopback port, makes a key pair and an account
-    /// for it, and starts the sidecar against the mock.
+    /// for it, and starts lanyard against the mock.
     pub async fn start(config: &Config, listeners: DemoListeners) -> Result<Demo, Failure> {
         use crate::config::WalletBaseUrl;
         use crate::config::credentials::{Credentials, parse_private_key};
@@ -62,9 +64,8 @@ impl Demo {
         });
         mock.add_rule(DEMO_PROJECT, DEMO_RULE);
 
-        let mut config = config.clone();
-        config.service_api_url =
-            Some(TargetUrl::parse(&mock.api_url(), false).map_err(|e| failed("mock URL", e))?);
+        let service =
+            TargetUrl::parse(&mock.api_url(), false).map_err(|e| failed("mock URL", e))?;
         let credentials = Credentials {
             client_id: DEMO_CLIENT_ID.into(),
             organization_id: DEMO_ORGANIZATION.into(),
@@ -83,37 +84,40 @@ impl Demo {
                 crate::outbound::tls_config(config.ca_file.as_deref()).map_err(Failure::Runtime)?
             }
         };
-        let access = ServiceAccess::with_credentials(&config, credentials, tls);
-        let verifier = VerifierSettings {
-            rule_path: format!(
+        let mut verifier = VerifierConfig::with_settings(
+            config,
+            service.clone(),
+            format!(
                 "/organizations/{DEMO_ORGANIZATION}/projects/{DEMO_PROJECT}/verifications/{DEMO_RULE}"
             ),
-            wallet: WalletBaseUrl::parse(&mock.wallet_url()).map_err(|e| failed("mock URL", e))?,
-            session_ttl: config.verifier_session_ttl,
-            forwarded_hops: config.verifier_forwarded_hops,
-            // The demo's account key is made at start-up: derived from it.
-            session_key: None,
-            rates: config.verifier_rates,
-        };
-        let listeners = Listeners {
+            WalletBaseUrl::parse(&mock.wallet_url()).map_err(|e| failed("mock URL", e))?,
+        );
+        // The demo's account key is made at start-up: derived from it.
+        verifier.session_key = None;
+        let components = Components {
+            access: ServiceAccess::with_credentials(config, credentials, tls),
+            refresh: RefreshPolicy::with_expiry_margin(config.expiry_margin),
             admin: listeners.admin,
-            proxy: listeners.proxy,
+            proxy: listeners
+                .proxy
+                .map(|listener| (listener, ProxyConfig::from_config(config, service))),
             verifier: listeners.verifier.map(|listener| (listener, verifier)),
+            shutdown_grace: config.shutdown_grace,
         };
-        let sidecar = Sidecar::start(&config, access, listeners)?;
-        Ok(Demo { mock, sidecar })
+        let process = Process::start(components)?;
+        Ok(Demo { mock, process })
     }
 
     /// Where everything listens, and what to try.
     pub fn banner(&self) -> String {
         let mut banner =
             String::from("lanyard demo: lanyard against an embedded mock of the service\n\n");
-        if let Some(verifier) = self.sidecar.verifier_addr {
+        if let Some(verifier) = self.process.verifier_addr {
             banner.push_str(&format!(
                 "\x20 verifier http://{verifier}/  (open it in a browser: verify a credential from the mock wallet)\n"
             ));
         }
-        if let Some(proxy) = self.sidecar.proxy_addr {
+        if let Some(proxy) = self.process.proxy_addr {
             banner.push_str(&format!(
                 "\x20 proxy    http://{proxy}  ->  {api}  (adds Authorization: Bearer <token>)\n",
                 api = self.mock.api_url(),
@@ -123,12 +127,12 @@ impl Demo {
             "\x20 admin    http://{admin}/healthz  /readyz  /metrics\n\
              \x20 mock     {base}  (token endpoint {token}; wallet {wallet})\n\
              \x20 account  {DEMO_CLIENT_ID}, roles verifications.api and credentials.api, member of {DEMO_PROJECT} only\n",
-            admin = self.sidecar.admin_addr,
+            admin = self.process.admin_addr,
             base = self.mock.base_url(),
             token = self.mock.token_url(),
             wallet = self.mock.wallet_url(),
         ));
-        if let Some(proxy) = self.sidecar.proxy_addr {
+        if let Some(proxy) = self.process.proxy_addr {
             let rule_path = |project: &str| {
                 format!(
                     "http://{proxy}/organizations/{DEMO_ORGANIZATION}/projects/{project}/verifications/{DEMO_RULE}"
@@ -190,8 +194,8 @@ async fn serve(
     let demo = Demo::start(config, listeners).await?;
     // Ignore a closed stdout: the banner is a courtesy.
     let _ = writeln!(std::io::stdout().lock(), "{}", demo.banner());
-    let Demo { mock, sidecar } = demo;
-    let result = stop_on_signals(sidecar, signals).await;
+    let Demo { mock, process } = demo;
+    let result = stop_on_signals(process, signals).await;
     drop(mock);
     result
 }

@@ -11,25 +11,25 @@
 //! - [`cli`]: command-line parsing: subcommands by clap derive, the settings' flags built from their declarations.
 //! - [`config`]: every setting declared once (flag, variable, file key, default, help), validated into one [`config::Config`]; [`config::credentials`]: the credentials file, the `SA_*` overrides and the RSA key.
 //! - [`token`]: assertion, exchange, the token cell, the pure renewal schedule and the refresher task that applies it, and the one 401 rule.
-//! - [`throttle`]: a repeating warning logged at most once an interval.
+//! - `throttle`: a repeating warning logged at most once an interval.
 //! - [`outbound`]: rustls roots, the outbound connector, error chains walked once, failure classification.
 //! - [`metrics`]: the Prometheus metrics, registered into an owned registry, and the request path's cached series.
 //! - [`access`]: settings into the connector, the token exchanger and the credentials watch: how lanyard reaches the service.
 //! - [`commands`]: what `lanyard token`, `check` and `healthcheck` do.
-//! - [`sidecar`]: the process assembled (token refresher, admin listener, and the proxy, the verifier or both) and its shutdown sequence; `lanyard run` and `lanyard verifier`.
+//! - [`process`]: the process composed of its components (token refresher, admin listener, and the proxy, the verifier or both, each from its own config type) and the drain that stops them; `lanyard run` and `lanyard verifier`.
 //! - [`verifier`]: the seed's verification page and its API, its assumptions about the service in one place.
 //! - [`demo`]: `lanyard demo`: the mock, with the proxy and the verifier wired to it.
-//! - [`failure`]: how a command failed, and its exit code.
-//! - [`reload`]: the credentials file watched and reloaded.
+//! - `failure`: how a command failed, and its exit code.
+//! - `reload`: the credentials file watched and reloaded.
 //! - [`target`]: the URL a token is sent to (the upstream's base, the token endpoint): checked and split once, request targets joined onto it within its prefix.
 //! - [`proxy`]: the forwarding service: the absolute-form check, bodies and replay, hop-by-hop headers, 401 retry.
 //! - [`client_body`]: a client's request body, bounded in time, its failures told apart from the upstream's.
 //! - [`pool`]: upstream connections, pooled per proxy thread under one process-wide cap.
 //! - [`admin`]: `/healthz`, `/readyz`, `/metrics`.
 //! - [`server`]: the accept loop over a given listener (limits, per-client cap, refusals and their headers handed to it), thread balancing, one connection's protocols.
-//! - [`error`]: lanyard's own error responses.
+//! - `error`: lanyard's own error responses.
 //! - [`mock`]: the embedded mock of the service, used by the demo and the tests.
-//! - [`secret`]: a string that never prints.
+//! - `secret`: a string that never prints.
 
 #![forbid(unsafe_code)]
 
@@ -40,19 +40,19 @@ pub mod client_body;
 pub mod commands;
 pub mod config;
 pub mod demo;
-pub mod error;
-pub mod failure;
+mod error;
+mod failure;
 pub mod metrics;
 pub mod mock;
 pub mod outbound;
 pub mod pool;
+pub mod process;
 pub mod proxy;
-pub mod reload;
-pub mod secret;
+mod reload;
+mod secret;
 pub mod server;
-pub mod sidecar;
 pub mod target;
-pub mod throttle;
+mod throttle;
 pub mod token;
 pub mod verifier;
 

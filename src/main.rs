@@ -69,11 +69,11 @@ fn main() -> ExitCode {
             }
             Command::Demo => lanyard::demo::run(&config).await.map(|()| true),
             Command::Run if config.demo => lanyard::demo::run(&config).await.map(|()| true),
-            Command::Run => lanyard::sidecar::run(&config).await.map(|()| true),
+            Command::Run => lanyard::process::run(&config).await.map(|()| true),
             Command::Verifier if config.demo => {
                 lanyard::demo::run_verifier(&config).await.map(|()| true)
             }
-            Command::Verifier => lanyard::sidecar::run_verifier(&config).await.map(|()| true),
+            Command::Verifier => lanyard::process::run_verifier(&config).await.map(|()| true),
         }
     });
     match outcome {

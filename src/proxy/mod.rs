@@ -34,6 +34,7 @@ use tokio::time::Instant;
 use body::{BodyPlan, ReplayBudget, Reservation, plan_body};
 
 use crate::client_body::{ClientBody, ClientBodyError};
+use crate::config::Config;
 use crate::error::{FORBIDDEN_HINT, ProxyError};
 use crate::metrics::{METHODS, Metrics, RequestSeries, method_index};
 use crate::outbound::{Connector, FailureKind};
@@ -53,9 +54,12 @@ pub type ProxyBody = Either<UpstreamResponse, Full<Bytes>>;
 /// The upstream's response body, giving its connection back when read.
 pub type UpstreamResponse = PooledBody<UpstreamBody>;
 
-/// The proxy's own limits, from the settings.
-#[derive(Debug, Clone, Copy)]
-pub struct ProxyLimits {
+/// The proxy's configuration, taken from the settings once
+/// ([`ProxyConfig::from_config`]); nothing in it is optional.
+#[derive(Debug, Clone)]
+pub struct ProxyConfig {
+    /// Where requests go (`SERVICE_API_URL`).
+    pub upstream: TargetUrl,
     /// Time to the upstream's response headers (`LANYARD_UPSTREAM_TIMEOUT`).
     pub upstream_timeout: Duration,
     /// Longest silence within a request body (`LANYARD_BODY_TIMEOUT`).
@@ -63,6 +67,31 @@ pub struct ProxyLimits {
     /// Upstream connections across all threads
     /// (`LANYARD_MAX_UPSTREAM_CONNECTIONS`).
     pub max_upstream_connections: usize,
+    /// Threads, each with its own runtime (`LANYARD_WORKER_THREADS`).
+    pub worker_threads: usize,
+    /// A client's time to send a request head, and a kept-alive
+    /// connection's idle time (`LANYARD_HEADER_TIMEOUT`).
+    pub header_timeout: Duration,
+    pub max_header_bytes: usize,
+    /// Client connections (`LANYARD_MAX_CONNECTIONS`), before the
+    /// open-file limit lowers it (README "Limits").
+    pub max_connections: usize,
+}
+
+impl ProxyConfig {
+    /// The proxy's part of the loaded settings, forwarding to `upstream`.
+    pub fn from_config(config: &Config, upstream: TargetUrl) -> ProxyConfig {
+        ProxyConfig {
+            upstream,
+            upstream_timeout: config.upstream_timeout,
+            body_timeout: config.body_timeout,
+            max_upstream_connections: config.max_upstream_connections,
+            worker_threads: config.worker_threads,
+            header_timeout: config.header_timeout,
+            max_header_bytes: config.max_header_bytes,
+            max_connections: config.max_connections,
+        }
+    }
 }
 
 /// Why the proxy passes no upstream answer on: lanyard answers itself,
@@ -118,20 +147,19 @@ impl ProxySetup {
     pub fn new(
         connector: Connector,
         listen: SocketAddr,
-        upstream: &TargetUrl,
+        config: &ProxyConfig,
         tokens: TokenHandle,
         metrics: Metrics,
-        limits: ProxyLimits,
     ) -> ProxySetup {
         ProxySetup {
             connector,
             listen,
-            upstream: upstream.clone(),
+            upstream: config.upstream.clone(),
             tokens,
             metrics,
-            timeout: limits.upstream_timeout,
-            body_timeout: limits.body_timeout,
-            upstream_limit: UpstreamLimit::new(limits.max_upstream_connections),
+            timeout: config.upstream_timeout,
+            body_timeout: config.body_timeout,
+            upstream_limit: UpstreamLimit::new(config.max_upstream_connections),
             replay_budget: ReplayBudget::new(),
             forbidden_hint: Arc::new(Throttle::new(throttle::EVERY_MINUTE)),
         }

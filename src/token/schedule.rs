@@ -49,6 +49,17 @@ pub struct RefreshPolicy {
     pub no_token_max_delay: Duration,
 }
 
+impl RefreshPolicy {
+    /// The defaults, with tokens retired `expiry_margin` before their
+    /// expiry (`LANYARD_EXPIRY_MARGIN`).
+    pub fn with_expiry_margin(expiry_margin: Duration) -> RefreshPolicy {
+        RefreshPolicy {
+            expiry_margin,
+            ..RefreshPolicy::default()
+        }
+    }
+}
+
 impl Default for RefreshPolicy {
     fn default() -> Self {
         RefreshPolicy {

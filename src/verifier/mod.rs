@@ -77,9 +77,13 @@ pub const MAX_SERVICE_CALLS: usize = 64;
 /// and idle clients dropped from the rate limiter.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(5);
 
-/// What the verifier is configured with, beyond the token machinery.
+/// The verifier's configuration, taken from the settings once
+/// ([`VerifierConfig::from_config`], or the demo's); nothing it needs is
+/// optional.
 #[derive(Debug, Clone)]
-pub struct VerifierSettings {
+pub struct VerifierConfig {
+    /// The service's API base URL (`SERVICE_API_URL`).
+    pub service: TargetUrl,
     /// `/organizations/{ORG}/projects/{PROJECT}/verifications/{RULE}`.
     pub rule_path: String,
     pub wallet: WalletBaseUrl,
@@ -90,41 +94,97 @@ pub struct VerifierSettings {
     /// key.
     pub session_key: Option<GivenKeys>,
     pub rates: VerifierRates,
+    /// Time to the service's answer (`LANYARD_UPSTREAM_TIMEOUT`).
+    pub service_timeout: Duration,
+    /// Longest silence within a request body (`LANYARD_BODY_TIMEOUT`).
+    pub body_timeout: Duration,
+    pub max_header_bytes: usize,
+    /// Client connections (`LANYARD_MAX_CONNECTIONS`), before the
+    /// open-file limit lowers it.
+    pub max_connections: usize,
 }
 
-impl VerifierSettings {
-    /// From the settings, the organization falling back to the
-    /// credentials' as `SA_ORGANIZATION_ID` falls back to `ORG_ID`.
-    pub fn from_config(config: &Config, organization_id: &str) -> Result<Self, Failure> {
-        let missing = |what: &str| Failure::Runtime(format!("{what} is not set"));
+/// The settings `lanyard verifier` requires: present whenever
+/// `Config::load` passed for it, since it reports each one missing.
+pub struct Required<'a> {
+    pub service: &'a TargetUrl,
+    pub project: &'a str,
+    pub rule: &'a str,
+    pub wallet: &'a WalletBaseUrl,
+}
+
+impl<'a> Required<'a> {
+    /// What `lanyard verifier` cannot run without, or the settings that
+    /// are missing (only for a `Config` loaded for another command).
+    pub fn of(config: &'a Config) -> Result<Required<'a>, ConfigError> {
+        match (
+            &config.service_api_url,
+            &config.project_id,
+            &config.rule_id,
+            &config.wallet_base_url,
+        ) {
+            (Some(service), Some(project), Some(rule), Some(wallet)) => Ok(Required {
+                service,
+                project,
+                rule,
+                wallet,
+            }),
+            _ => Err(ConfigError::new(vec![
+                "SERVICE_API_URL, PROJECT_ID, RULE_ID and WALLET_BASE_URL are required for `lanyard verifier`".into(),
+            ])),
+        }
+    }
+}
+
+impl VerifierConfig {
+    /// The verifier's part of the loaded settings, the organization
+    /// falling back to the credentials' as `SA_ORGANIZATION_ID` falls back
+    /// to `ORG_ID`.
+    pub fn from_config(config: &Config, organization_id: &str) -> Result<Self, ConfigError> {
+        let required = Required::of(config)?;
         let org = config.org_id.as_deref().unwrap_or(organization_id);
         // ORG_ID was checked with the settings; the credentials' own id
         // is checked here, where it becomes a path segment.
         if !crate::config::is_path_segment(org) {
-            return Err(Failure::Config(ConfigError::new(vec![format!(
+            return Err(ConfigError::new(vec![format!(
                 "SA_ORGANIZATION_ID (or the credentials file's organization_id): `{org}` has characters that cannot appear in a URL path segment; set ORG_ID to the organization of the rule path"
-            )])));
+            )]));
         }
-        let project = config
-            .project_id
-            .as_deref()
-            .ok_or_else(|| missing("PROJECT_ID"))?;
-        let rule = config
-            .rule_id
-            .as_deref()
-            .ok_or_else(|| missing("RULE_ID"))?;
-        let wallet = config
-            .wallet_base_url
-            .clone()
-            .ok_or_else(|| missing("WALLET_BASE_URL"))?;
-        Ok(VerifierSettings {
-            rule_path: format!("/organizations/{org}/projects/{project}/verifications/{rule}"),
+        let Required {
+            service,
+            project,
+            rule,
+            wallet,
+        } = required;
+        Ok(VerifierConfig::with_settings(
+            config,
+            service.clone(),
+            format!("/organizations/{org}/projects/{project}/verifications/{rule}"),
+            wallet.clone(),
+        ))
+    }
+
+    /// The settings' limits and keys for a verifier of `rule_path` at
+    /// `service` (the demo's, whose service is the mock).
+    pub fn with_settings(
+        config: &Config,
+        service: TargetUrl,
+        rule_path: String,
+        wallet: WalletBaseUrl,
+    ) -> VerifierConfig {
+        VerifierConfig {
+            service,
+            rule_path,
             wallet,
             session_ttl: config.verifier_session_ttl,
             forwarded_hops: config.verifier_forwarded_hops,
             session_key: config.verifier_session_key.clone(),
             rates: config.verifier_rates,
-        })
+            service_timeout: config.upstream_timeout,
+            body_timeout: config.body_timeout,
+            max_header_bytes: config.max_header_bytes,
+            max_connections: config.max_connections,
+        }
     }
 }
 
@@ -155,20 +215,17 @@ struct Inner {
 
 impl Verifier {
     pub fn new(
-        settings: &VerifierSettings,
-        base: &TargetUrl,
+        settings: &VerifierConfig,
         access: &ServiceAccess,
         tokens: TokenHandle,
         metrics: Metrics,
-        upstream_timeout: Duration,
-        body_timeout: Duration,
     ) -> Result<Verifier, Failure> {
         let service = ServiceApi::new(
             access.connector.clone(),
-            base,
+            &settings.service,
             &settings.rule_path,
             tokens,
-            upstream_timeout,
+            settings.service_timeout,
             metrics.clone(),
         )
         .map_err(Failure::Runtime)?;
@@ -187,7 +244,7 @@ impl Verifier {
                 forwarded_hops: settings.forwarded_hops,
                 calls: Semaphore::new(MAX_SERVICE_CALLS),
                 metrics,
-                body_timeout,
+                body_timeout: settings.body_timeout,
                 repeating: Throttle::new(throttle::EVERY_MINUTE),
             }),
         })

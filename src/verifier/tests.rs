@@ -66,18 +66,10 @@ async fn fixture(extra: &[(&str, &str)]) -> Fixture {
     let (tokens, _refresher) =
         crate::token::refresher::spawn(Fixed, RefreshPolicy::default(), metrics.clone());
     tokens.first_outcome().await.unwrap();
-    let settings = VerifierSettings::from_config(&config, "org-test").unwrap();
-    let base = config.service_api_url.clone().unwrap();
-    let verifier = Verifier::new(
-        &settings,
-        &base,
-        &access,
-        tokens,
-        metrics.clone(),
-        Duration::from_secs(1),
-        Duration::from_secs(1),
-    )
-    .unwrap();
+    let mut settings = VerifierConfig::from_config(&config, "org-test").unwrap();
+    settings.service_timeout = Duration::from_secs(1);
+    settings.body_timeout = Duration::from_secs(1);
+    let verifier = Verifier::new(&settings, &access, tokens, metrics.clone()).unwrap();
     Fixture { verifier, metrics }
 }
 

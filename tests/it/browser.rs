@@ -72,12 +72,12 @@ async fn verifier_page_works_in_headless_chromium() {
         .expect("the demo starts");
     tokio::time::timeout(
         Duration::from_secs(10),
-        demo.sidecar.tokens.state().wait_for(|s| s.generation >= 1),
+        demo.process.tokens.state().wait_for(|s| s.generation >= 1),
     )
     .await
     .expect("the first token within 10 s")
     .expect("the refresher runs");
-    let verifier = demo.sidecar.verifier_addr.expect("the verifier listens");
+    let verifier = demo.process.verifier_addr.expect("the verifier listens");
 
     let started = Instant::now();
     let run = tokio::process::Command::new("node")
@@ -108,7 +108,7 @@ async fn verifier_page_works_in_headless_chromium() {
     // The server saw what the browser did: sessions presented and declined
     // through the mock wallet's page.
     let outcome = |label: &str| {
-        demo.sidecar
+        demo.process
             .metrics
             .verifier_sessions
             .with_label_values(&[label])

@@ -24,7 +24,7 @@ async fn banner_curl_lines_start_poll_and_show_a_403() {
     let demo = Demo::start(&config, listeners).await.unwrap();
     tokio::time::timeout(
         Duration::from_secs(10),
-        demo.sidecar.tokens.state().wait_for(|s| s.generation >= 1),
+        demo.process.tokens.state().wait_for(|s| s.generation >= 1),
     )
     .await
     .unwrap()

@@ -494,7 +494,7 @@ async fn paths_that_could_leave_the_base_prefix_are_refused() {
 #[tokio::test]
 async fn an_absolute_form_target_with_no_path_keeps_its_query() {
     let (_upstream, running) = sidecar_with(&[]).await;
-    let upstream = running.sidecar.proxy_addr.unwrap();
+    let upstream = running.process.proxy_addr.unwrap();
     let request = format!(
         "GET http://{upstream}?q=1 HTTP/1.1\r\nhost: {upstream}\r\nconnection: close\r\n\r\n"
     );

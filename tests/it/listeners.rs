@@ -240,7 +240,7 @@ async fn probes_are_answered_while_the_starting_thread_is_busy() {
     let upstream = TestUpstream::start(None).await;
     let running = sidecar::start(support::mock().await, &upstream.url, &[]).await;
     running.ready().await;
-    let admin = running.sidecar.admin_addr;
+    let admin = running.process.admin_addr;
 
     // This test's runtime carries the token refresher, as lanyard's main
     // thread does; it is held busy, as by an RSA signature, until a plain

@@ -219,7 +219,7 @@ async fn a_connection_whose_body_the_client_abandoned_is_closed_not_reused() {
     let running = lanyard(&upstream).await;
 
     // A client that reads the head and hangs up.
-    let proxy: SocketAddr = running.sidecar.proxy_addr.unwrap();
+    let proxy: SocketAddr = running.process.proxy_addr.unwrap();
     let mut client = TcpStream::connect(proxy).await.unwrap();
     client
         .write_all(b"GET /large HTTP/1.1\r\nhost: app.internal\r\n\r\n")

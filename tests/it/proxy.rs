@@ -216,7 +216,7 @@ async fn no_token_is_token_unavailable_and_nothing_is_forwarded() {
     }
     let running = sidecar::start(mock, &upstream.url, &[]).await;
     wait_for(
-        &mut running.sidecar.tokens.state(),
+        &mut running.process.tokens.state(),
         Duration::from_secs(5),
         |s| s.attempts >= 1,
     )
@@ -242,7 +242,7 @@ async fn unreachable_upstream_is_502_with_a_fixed_message() {
     );
     assert_eq!(
         running
-            .sidecar
+            .process
             .metrics
             .upstream_errors
             .with_label_values(&["connect"])
@@ -259,7 +259,7 @@ async fn slow_upstream_is_504() {
     assert_eq!(answer.headers["lanyard-error"], "upstream_timeout");
     assert_eq!(
         running
-            .sidecar
+            .process
             .metrics
             .upstream_errors
             .with_label_values(&["timeout"])
@@ -303,7 +303,7 @@ async fn tls_upstream_with_an_unknown_ca_is_upstream_tls() {
     assert_eq!(answer.headers["lanyard-error"], "upstream_tls");
     assert_eq!(
         running
-            .sidecar
+            .process
             .metrics
             .upstream_errors
             .with_label_values(&["tls"])
@@ -321,7 +321,7 @@ async fn upstream_403_is_passed_through_and_counted() {
         assert_eq!(answer.body, "status 403");
         assert!(!answer.headers.contains_key("lanyard-error"));
     }
-    assert_eq!(running.sidecar.metrics.upstream_forbidden.get(), 3);
+    assert_eq!(running.process.metrics.upstream_forbidden.get(), 3);
 }
 
 /// A sidecar in front of the mock's own API, which checks tokens.
@@ -360,11 +360,11 @@ async fn unauthorized_leads_to_one_new_token_shared_by_concurrent_requests() {
         assert_eq!(status.unwrap(), StatusCode::OK);
     }
     assert_eq!(running.mock.counters().token_requests, before + 1);
-    assert_eq!(running.sidecar.tokens.current().unwrap().generation(), 2);
+    assert_eq!(running.process.tokens.current().unwrap().generation(), 2);
     // Each request that met the 401 was retried once; one that started
     // after the renewal (the proxy threads run alongside this test's) went
     // out with the new token at once.
-    let retries = running.sidecar.metrics.upstream_unauthorized_retries.get();
+    let retries = running.process.metrics.upstream_unauthorized_retries.get();
     assert!((1..=16).contains(&retries), "{retries} retries");
 }
 
@@ -387,7 +387,7 @@ async fn unauthorized_with_a_small_chunked_body_is_retried() {
     let response = sidecar::client_for().request(request).await.unwrap();
     assert_eq!(response.status(), StatusCode::CREATED);
     assert_eq!(
-        running.sidecar.metrics.upstream_unauthorized_retries.get(),
+        running.process.metrics.upstream_unauthorized_retries.get(),
         1
     );
     let seen = running.mock.last_api_request().unwrap();
@@ -413,12 +413,12 @@ async fn unauthorized_with_a_large_body_is_passed_through() {
     assert_eq!(answer.status, StatusCode::UNAUTHORIZED);
     assert!(!answer.headers.contains_key("lanyard-error"));
     assert_eq!(
-        running.sidecar.metrics.upstream_unauthorized_retries.get(),
+        running.process.metrics.upstream_unauthorized_retries.get(),
         0
     );
     // The 401 still retires the token for the requests that follow.
     wait_for(
-        &mut running.sidecar.tokens.state(),
+        &mut running.process.tokens.state(),
         Duration::from_secs(5),
         |s| s.generation >= 2,
     )
@@ -435,7 +435,7 @@ async fn forbidden_project_is_passed_through_with_the_services_reason() {
     let answer = get(&rule_url(&running, "proj-other")).await;
     assert_eq!(answer.status, StatusCode::FORBIDDEN);
     assert_eq!(answer.json()["missing"], "project_group");
-    assert_eq!(running.sidecar.metrics.upstream_forbidden.get(), 1);
+    assert_eq!(running.process.metrics.upstream_forbidden.get(), 1);
 }
 
 #[tokio::test]
@@ -445,7 +445,7 @@ async fn readiness_waits_for_the_first_token() {
     mock.push_fault(Fault::server_error(500));
     let running = sidecar::start(mock, &upstream.url, &[]).await;
     wait_for(
-        &mut running.sidecar.tokens.state(),
+        &mut running.process.tokens.state(),
         Duration::from_secs(5),
         |s| s.attempts >= 1,
     )
@@ -486,7 +486,7 @@ async fn readiness_is_lost_when_the_token_expires_unrenewed() {
     assert_eq!(answer.status, StatusCode::OK);
     // Its renewal fails: with under 10 s to go, not ready.
     wait_for(
-        &mut running.sidecar.tokens.state(),
+        &mut running.process.tokens.state(),
         Duration::from_secs(5),
         |s| s.failures_since_due >= 1,
     )
@@ -498,9 +498,9 @@ async fn readiness_is_lost_when_the_token_expires_unrenewed() {
         "the token has less than 10 s left before it is retired, and its renewal is failing"
     );
 
-    let token = running.sidecar.tokens.current().unwrap();
+    let token = running.process.tokens.current().unwrap();
     tokio::time::sleep_until(token.expires_at()).await;
-    assert!(running.sidecar.tokens.current().is_none());
+    assert!(running.process.tokens.current().is_none());
     let answer = get(&format!("{}/readyz", running.admin)).await;
     assert_eq!(
         answer.json()["reason"],
@@ -589,7 +589,7 @@ async fn upstream_rejecting_every_token_does_not_hammer_the_token_endpoint() {
     // The first token, and one forced renewal; the rest are throttled.
     assert_eq!(running.mock.counters().token_requests, 2);
     assert_eq!(
-        running.sidecar.metrics.upstream_unauthorized_retries.get(),
+        running.process.metrics.upstream_unauthorized_retries.get(),
         1
     );
 }

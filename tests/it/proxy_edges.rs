@@ -357,7 +357,7 @@ async fn the_403_hint_is_logged_once_for_a_burst_while_every_403_is_counted() {
     let upstream = TestUpstream::start(None).await;
     let running = sidecar_before(&upstream.url).await;
     let forbidden = format!("{}/status/403", running.proxy);
-    let forbidden_total = || running.sidecar.metrics.upstream_forbidden.get();
+    let forbidden_total = || running.process.metrics.upstream_forbidden.get();
 
     // New connections each time, so both proxy threads answer some.
     for _ in 0..6 {

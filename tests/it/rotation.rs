@@ -76,10 +76,10 @@ async fn sidecar_reading(mock: MockService, file: &Path) -> Running {
 /// Waits for the reload and the new account's token, then checks every
 /// request acts as the new account; `refused` files came before.
 async fn assert_switched_to_the_rotated_account(running: &Running, refused: u64) {
-    let mut reloads = running.sidecar.reloads.clone().expect("a file is watched");
+    let mut reloads = running.process.reloads.clone().expect("a file is watched");
     let done = wait_for(&mut reloads, NOTICED_WITHIN, |r| r.succeeded >= 1).await;
     assert_eq!(done.refused, refused, "{:?}", done.last_problem);
-    wait_for(&mut running.sidecar.tokens.state(), NOTICED_WITHIN, |s| {
+    wait_for(&mut running.process.tokens.state(), NOTICED_WITHIN, |s| {
         s.generation >= 2
     })
     .await;
@@ -103,7 +103,7 @@ fn last_signed_by(running: &Running) -> String {
 
 fn reload_metric(running: &Running, outcome: &str) -> u64 {
     running
-        .sidecar
+        .process
         .metrics
         .credentials_reloads
         .with_label_values(&[outcome])
@@ -157,7 +157,7 @@ async fn a_file_renamed_over_the_old_one_is_used_with_a_fresh_token() {
     let staged = write(dir.path(), "credentials.json.new", &rotated);
     std::fs::rename(&staged, &file).unwrap();
 
-    let mut state = running.sidecar.tokens.state();
+    let mut state = running.process.tokens.state();
     wait_for(&mut state, NOTICED_WITHIN, |s| s.consecutive_failures == 1).await;
     assert_eq!(rule_status(&running, "proj-demo").await, StatusCode::OK);
     assert_switched_to_the_rotated_account(&running, 0).await;
@@ -223,7 +223,7 @@ async fn a_broken_new_file_is_refused_counted_and_the_old_credentials_stay() {
     // An EC key: parses as PEM, refused as a key type.
     let broken = credentials_json(&running.mock, &fixture("ec-p256.pkcs8.pem"));
     std::fs::write(&file, &broken).unwrap();
-    let mut reloads = running.sidecar.reloads.clone().unwrap();
+    let mut reloads = running.process.reloads.clone().unwrap();
     let refused = wait_for(&mut reloads, NOTICED_WITHIN, |r| r.refused == 1).await;
     let problem = refused.last_problem.unwrap();
     assert!(problem.contains("RS256 needs an RSA key"), "{problem}");
@@ -259,7 +259,7 @@ async fn a_deleted_file_is_refused_and_its_return_is_noticed() {
     } = Rotation::start().await;
 
     std::fs::remove_file(&file).unwrap();
-    let mut reloads = running.sidecar.reloads.clone().unwrap();
+    let mut reloads = running.process.reloads.clone().unwrap();
     let refused = wait_for(&mut reloads, NOTICED_WITHIN, |r| r.refused == 1).await;
     assert!(
         refused
@@ -284,12 +284,12 @@ async fn restoring_the_content_in_use_after_a_broken_file_reloads_nothing() {
     let original = std::fs::read(&file).unwrap();
 
     std::fs::write(&file, "{ not json").unwrap();
-    let mut reloads = running.sidecar.reloads.clone().unwrap();
+    let mut reloads = running.process.reloads.clone().unwrap();
     wait_for(&mut reloads, NOTICED_WITHIN, |r| r.refused == 1).await;
     std::fs::write(&file, &original).unwrap();
     let after = wait_for(&mut reloads, NOTICED_WITHIN, |r| r.restored == 1).await;
 
     assert_eq!(after.succeeded, 0);
     assert_eq!(reload_metric(&running, "success"), 0);
-    assert_eq!(running.sidecar.tokens.state().borrow().generation, 1);
+    assert_eq!(running.process.tokens.state().borrow().generation, 1);
 }

@@ -92,7 +92,7 @@ impl Rig {
         let mut settings = vec![("SA_CREDENTIALS_FILE", path.as_str())];
         settings.extend_from_slice(extra);
         let running = sidecar::start(mock, &upstream.url, &settings).await;
-        let attempts = timestamps(running.sidecar.tokens.state(), |s| s.attempts);
+        let attempts = timestamps(running.process.tokens.state(), |s| s.attempts);
         Rig {
             running,
             upstream,
@@ -115,11 +115,11 @@ impl Rig {
     }
 
     fn state(&self) -> RefreshState {
-        self.running.sidecar.tokens.state().borrow().clone()
+        self.running.process.tokens.state().borrow().clone()
     }
 
     async fn wait_state(&self, done: impl FnMut(&RefreshState) -> bool) -> RefreshState {
-        wait_for(&mut self.running.sidecar.tokens.state(), LIMIT, done).await
+        wait_for(&mut self.running.process.tokens.state(), LIMIT, done).await
     }
 
     /// Asks for a token now, as a rotated credentials file does: the file
@@ -128,7 +128,7 @@ impl Rig {
     async fn renew_now(&self) {
         let mut reloads = self
             .running
-            .sidecar
+            .process
             .reloads
             .clone()
             .expect("the credentials file is watched");
@@ -136,7 +136,7 @@ impl Rig {
         let mut text = std::fs::read_to_string(&self.credentials).unwrap();
         text.push('\n');
         std::fs::write(&self.credentials, text).unwrap();
-        assert!(self.running.sidecar.reload_credentials());
+        assert!(self.running.process.reload_credentials());
         wait_for(&mut reloads, LIMIT, |r| r.succeeded > before).await;
     }
 
@@ -801,7 +801,7 @@ async fn rejected_token_is_replaced_once_the_throttle_passes_without_client_traf
         |c| c.tokens_issued >= 3,
     )
     .await;
-    wait_for(&mut running.sidecar.tokens.state(), LIMIT, |s| {
+    wait_for(&mut running.process.tokens.state(), LIMIT, |s| {
         s.generation >= 3
     })
     .await;

@@ -23,9 +23,8 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
-use lanyard::access::ServiceAccess;
 use lanyard::mock::Fault;
-use lanyard::sidecar::{Listeners, Sidecar};
+use lanyard::process::{Components, Process};
 use serde::{Deserialize, Serialize};
 use support::logs::Logs;
 use support::sidecar::{self, get};
@@ -213,16 +212,10 @@ async fn across_a_token_endpoint_outage_no_expired_token_is_sent_and_no_401_is_s
         ("SA_TOKEN_URI", &issuer.url),
         ("SA_ORGANIZATION_ID", ORGANIZATION_ID),
     ]));
-    let access = ServiceAccess::from_config(&config).unwrap();
     let proxy = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let before_request = Instant::now();
-    let listeners = Listeners {
-        admin,
-        proxy: Some(proxy),
-        verifier: None,
-    };
-    let sidecar = Sidecar::start(&config, access, listeners).unwrap();
+    let sidecar = Process::start(Components::proxy(&config, admin, proxy).unwrap()).unwrap();
     wait_for(&mut sidecar.tokens.state(), Duration::from_secs(10), |s| {
         s.generation >= 1
     })

@@ -65,7 +65,7 @@ async fn until(what: &str, mut done: impl FnMut() -> bool) {
 /// Waits until the sidecar has `n` requests in hand, then lets a moment
 /// pass for any of them to reach the upstream that could.
 async fn settle_with_in_flight(running: &sidecar::Running, n: i64) {
-    let gauge = running.sidecar.metrics.proxy_in_flight.clone();
+    let gauge = running.process.metrics.proxy_in_flight.clone();
     until(&format!("{n} requests in flight"), || gauge.get() >= n).await;
     tokio::time::sleep(SETTLE).await;
 }
@@ -165,7 +165,7 @@ async fn streams_of_one_http2_client_share_the_limited_upstream_connections() {
     )
     .await;
 
-    let client = h2_client(running.sidecar.proxy_addr.unwrap()).await;
+    let client = h2_client(running.process.proxy_addr.unwrap()).await;
     let mut requests = JoinSet::new();
     h2_gets(
         &client,
@@ -207,7 +207,7 @@ async fn fifty_http2_clients_of_200_streams_open_no_more_than_the_limit() {
     let url = format!("{}/hold", running.proxy);
     let mut clients = Vec::new();
     for _ in 0..50 {
-        let client = h2_client(running.sidecar.proxy_addr.unwrap()).await;
+        let client = h2_client(running.process.proxy_addr.unwrap()).await;
         h2_gets(&client, &url, 200, &mut requests);
         clients.push(client);
     }

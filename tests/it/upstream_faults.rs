@@ -34,7 +34,7 @@ async fn lanyard(upstream: &RawUpstream, extra: &[(&str, &str)]) -> sidecar::Run
 
 fn upstream_errors(running: &sidecar::Running, kind: &str) -> u64 {
     running
-        .sidecar
+        .process
         .metrics
         .upstream_errors
         .with_label_values(&[kind])
@@ -530,7 +530,7 @@ async fn client_abandoning_a_response_mid_stream_releases_the_upstream() {
     assert!(sent >= received);
     // Nothing is left counted in flight (the gauge covers the wait for
     // response headers, README), and the next request is served.
-    assert_eq!(running.sidecar.metrics.proxy_in_flight.get(), 0);
+    assert_eq!(running.process.metrics.proxy_in_flight.get(), 0);
     assert_eq!(get(&format!("{}/after", running.proxy)).await.body, "ok");
-    assert_eq!(running.sidecar.metrics.proxy_in_flight.get(), 0);
+    assert_eq!(running.process.metrics.proxy_in_flight.get(), 0);
 }

@@ -834,7 +834,7 @@ async fn rotate(replica: &Running, contents: &str) {
     let staged = replica.credentials.with_extension("new");
     std::fs::write(&staged, contents).unwrap();
     std::fs::rename(&staged, &replica.credentials).unwrap();
-    let mut reloads = replica.sidecar.reloads.clone().expect("a file is watched");
+    let mut reloads = replica.process.reloads.clone().expect("a file is watched");
     support::wait_for(&mut reloads, Duration::from_secs(10), |r| r.succeeded >= 1).await;
 }
 
@@ -874,8 +874,8 @@ async fn no_claim_reaches_the_logs_even_at_trace_level() {
     for claim in ["Qwzxklaim", "DN-77441"] {
         assert!(!text.contains(claim), "a claim reached the logs");
     }
-    assert_eq!(running.sidecar.tokens.current().map(|_| ()), Some(()));
-    let token = running.sidecar.tokens.current().unwrap();
+    assert_eq!(running.process.tokens.current().map(|_| ()), Some(()));
+    let token = running.process.tokens.current().unwrap();
     let bearer = token
         .authorization()
         .to_str()

@@ -12,8 +12,8 @@ use crate::support;
 use std::time::Duration;
 
 use http::Method;
+use lanyard::process::{VERIFIER_CONNECTIONS_PER_CLIENT, VERIFIER_FIRST_REQUEST_TIMEOUT};
 use lanyard::server::HEAD_BACKSTOP;
-use lanyard::sidecar::{VERIFIER_CONNECTIONS_PER_CLIENT, VERIFIER_FIRST_REQUEST_TIMEOUT};
 use lanyard::verifier::{CONTENT_SECURITY_POLICY, PERMISSIONS_POLICY};
 use support::flood::{
     ATTACKER, NEIGHBOUR, PROMPTLY, RawAnswer, allow_sockets, connect_from, exchange, half_open,
@@ -51,7 +51,7 @@ async fn verifier_with(extra: &[(&str, &str)]) -> Running {
 
 /// A connection from [`NEIGHBOUR`] that has had the page.
 async fn served_neighbour(running: &Running) -> TcpStream {
-    let addr = running.sidecar.verifier_addr.unwrap();
+    let addr = running.process.verifier_addr.unwrap();
     let mut stream = connect_from(NEIGHBOUR, addr).await;
     let page = exchange(&mut stream, GET_PAGE).await;
     assert_eq!(
@@ -85,7 +85,7 @@ async fn accepted(running: &Running) -> usize {
 /// adds up; the tests' bounds then widen).
 async fn flood(running: &Running, count: usize, began: Instant) -> Vec<TcpStream> {
     const BATCH: usize = 512;
-    let addr = running.sidecar.verifier_addr.unwrap();
+    let addr = running.process.verifier_addr.unwrap();
     let mut held = Vec::with_capacity(count);
     while held.len() < count {
         let batch = BATCH.min(count - held.len());
@@ -212,7 +212,7 @@ async fn at_the_limit_with_every_connection_busy_a_new_one_is_refused_with_the_h
         ("LANYARD_MAX_CONNECTIONS", &LIMIT.to_string()),
     ])
     .await;
-    let addr = running.sidecar.verifier_addr.unwrap();
+    let addr = running.process.verifier_addr.unwrap();
     // Starts whose bodies never come: each connection has a request in
     // flight (until LANYARD_BODY_TIMEOUT), so none may be evicted.
     let mut busy = Vec::new();
@@ -242,7 +242,7 @@ async fn at_the_limit_with_every_connection_busy_a_new_one_is_refused_with_the_h
 #[tokio::test]
 async fn a_request_head_over_the_limit_gets_431_with_the_security_headers() {
     let running = verifier_with(&[]).await;
-    let addr = running.sidecar.verifier_addr.unwrap();
+    let addr = running.process.verifier_addr.unwrap();
     let head = |value_bytes: usize| {
         format!(
             "GET / HTTP/1.1\r\nhost: verifier\r\nx-big: {}\r\n\r\n",

@@ -9,13 +9,12 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use lanyard::access::ServiceAccess;
 use lanyard::mock::MockService;
-use lanyard::sidecar::{Listeners, Sidecar};
+use lanyard::process::{Components, Process};
 use tokio::net::TcpListener;
 
 pub struct Running {
-    pub sidecar: Sidecar,
+    pub process: Process,
     pub mock: MockService,
     pub proxy: String,
     pub admin: String,
@@ -31,19 +30,13 @@ pub async fn start(mock: MockService, upstream: &str, extra: &[(&str, &str)]) ->
         map.insert("SERVICE_API_URL".into(), upstream.into());
     }
     let config = super::config(&map);
-    let access = ServiceAccess::from_config(&config).unwrap();
     let proxy = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let listeners = Listeners {
-        admin,
-        proxy: Some(proxy),
-        verifier: None,
-    };
-    let sidecar = Sidecar::start(&config, access, listeners).unwrap();
+    let process = Process::start(Components::proxy(&config, admin, proxy).unwrap()).unwrap();
     Running {
-        proxy: format!("http://{}", sidecar.proxy_addr.unwrap()),
-        admin: format!("http://{}", sidecar.admin_addr),
-        sidecar,
+        proxy: format!("http://{}", process.proxy_addr.unwrap()),
+        admin: format!("http://{}", process.admin_addr),
+        process,
         mock,
         _dir: dir,
     }
@@ -53,7 +46,7 @@ impl Running {
     /// Waits for the first token.
     pub async fn ready(&self) {
         super::wait_for(
-            &mut self.sidecar.tokens.state(),
+            &mut self.process.tokens.state(),
             Duration::from_secs(10),
             |s| s.generation >= 1,
         )

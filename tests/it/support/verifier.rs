@@ -7,11 +7,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::Method;
-use lanyard::access::ServiceAccess;
 use lanyard::config::{Config, Flags, Requirement};
 use lanyard::mock::MockService;
-use lanyard::sidecar::{Listeners, Sidecar};
-use lanyard::verifier::{COOKIE, SECURE_COOKIE, VerifierSettings};
+use lanyard::process::{Components, Process};
+use lanyard::verifier::{COOKIE, SECURE_COOKIE};
 use tokio::net::TcpListener;
 
 use super::sidecar::{Answer, send};
@@ -22,7 +21,7 @@ pub const RULE: &str = "5a1b9c3e-7d2f-4e8a-b6c0-1f2e3d4c5b6a";
 pub const PROJECT: &str = "proj-demo";
 
 pub struct Running {
-    pub sidecar: Sidecar,
+    pub process: Process,
     /// Shared by the replicas a test starts against one mock.
     pub mock: Arc<MockService>,
     /// The credentials file this verifier reads (and watches).
@@ -62,23 +61,17 @@ pub async fn start_shared(
     let credentials = PathBuf::from(&map["SA_CREDENTIALS_FILE"]);
     let config =
         Config::load(&Flags::default(), &map, Requirement::Verifier).expect("valid settings");
-    let access = ServiceAccess::from_config(&config).unwrap();
-    let organization = access.exchanger.credentials().organization_id.clone();
-    let settings = VerifierSettings::from_config(&config, &organization).unwrap();
-    let listeners = Listeners {
-        admin: TcpListener::bind("127.0.0.1:0").await.unwrap(),
-        proxy: None,
-        verifier: Some((TcpListener::bind("127.0.0.1:0").await.unwrap(), settings)),
-    };
-    let sidecar = Sidecar::start(&config, access, listeners).unwrap();
-    super::wait_for(&mut sidecar.tokens.state(), Duration::from_secs(10), |s| {
+    let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let verifier = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let process = Process::start(Components::verifier(&config, admin, verifier).unwrap()).unwrap();
+    super::wait_for(&mut process.tokens.state(), Duration::from_secs(10), |s| {
         s.generation >= 1 || s.last_error.is_some()
     })
     .await;
     Running {
-        url: format!("http://{}", sidecar.verifier_addr.unwrap()),
-        admin: format!("http://{}", sidecar.admin_addr),
-        sidecar,
+        url: format!("http://{}", process.verifier_addr.unwrap()),
+        admin: format!("http://{}", process.admin_addr),
+        process,
         mock,
         credentials,
         _dir: dir,

@@ -4,12 +4,13 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::{oneshot, watch};
 use tracing::Instrument;
 
 use crate::Failure;
 use crate::proxy::{self, Proxy};
 use crate::server::{self, Drained, Handler};
+
+use super::Shared;
 
 /// Serves the proxy listener from `threads` threads, each with its own
 /// single-threaded runtime and its own upstream connections, as nginx
@@ -17,36 +18,31 @@ use crate::server::{self, Drained, Handler};
 /// thread, with no hand-offs between threads and no lock on its path. Each
 /// accepts from the same listener, and one that accepts a connection while
 /// another serves fewer hands it over, once, before its first read
-/// ([`server::Member`]). Each reports how its drain ended on the returned
-/// channels once `stopped` turns true.
+/// ([`server::Member`]). Each drains with the client listeners.
 pub(super) fn start_proxy_workers(
     listener: std::net::TcpListener,
     proxy: &proxy::ProxySetup,
     threads: usize,
-    stopped: &watch::Receiver<bool>,
+    shared: &Shared<'_>,
     serving: ServeOptions,
-) -> Result<Vec<oneshot::Receiver<Drained>>, Failure> {
+) -> Result<(), Failure> {
     let members = server::Member::group(&serving.limits, threads);
-    let mut workers = Vec::with_capacity(threads);
     for (n, share) in members.into_iter().enumerate() {
         let listener = listener
             .try_clone()
             .map_err(|err| failed("cannot share the proxy listener", err))?;
         let proxy = proxy.clone();
-        let mut stopped = stopped.clone();
-        let shutdown = async move {
-            let _ = stopped.wait_for(|stop| *stop).await;
-        };
-        workers.push(start_thread(
+        start_thread(
             format!("lanyard-proxy-{n}"),
             listener,
             share,
             move || Proxy::new(&proxy),
-            shutdown,
+            shared.watches.clients.clone(),
+            shared.report(),
             &serving,
-        )?);
+        )?;
     }
-    Ok(workers)
+    Ok(())
 }
 
 /// An accept loop's settings, and the span its thread logs in.
@@ -58,17 +54,19 @@ pub(super) struct ServeOptions {
 }
 
 /// Serves `listener` on a new thread with its own single-threaded runtime,
-/// until `shutdown` completes. The handler is built on that thread, as a
-/// proxy's upstream connections belong to it. The receiver reports how the
-/// drain ended.
+/// until the drain is signalled; the thread holds `drain` until its
+/// connections have drained, and tells `report` how that ended. The
+/// handler is built on that thread, as a proxy's upstream connections
+/// belong to it.
 pub(super) fn start_thread<H: Handler>(
     name: String,
     listener: std::net::TcpListener,
     share: server::Member,
     handler: impl FnOnce() -> H + Send + 'static,
-    shutdown: impl Future<Output = ()> + Send + 'static,
+    drain: drain::Watch,
+    report: impl FnOnce(Drained) + Send + 'static,
     serving: &ServeOptions,
-) -> Result<oneshot::Receiver<Drained>, Failure> {
+) -> Result<(), Failure> {
     // The thread logs where its starter does (a test's capture, say), not
     // only to the global subscriber.
     let dispatch = tracing::dispatcher::get_default(tracing::Dispatch::clone);
@@ -78,7 +76,6 @@ pub(super) fn start_thread<H: Handler>(
         serving.metrics.clone(),
     );
     let span = serving.span.clone();
-    let (done, drained) = oneshot::channel();
     let (started_tx, started) = std::sync::mpsc::sync_channel(1);
     std::thread::Builder::new()
         .name(name)
@@ -97,19 +94,22 @@ pub(super) fn start_thread<H: Handler>(
                     return;
                 }
             };
+            let signaled = drain.clone().signaled();
             let serve = async move {
                 let handler = handler();
+                let shutdown = async move { drop(signaled.await) };
                 server::serve(listener, handler, shutdown, grace, limits, metrics, share).await
             };
-            let _ = done.send(runtime.block_on(serve.instrument(span)));
+            report(runtime.block_on(serve.instrument(span)));
+            // Released only now, with every connection closed.
+            drop(drain);
         })
         .map_err(|err| failed("cannot start a listener thread", err))?;
     // Waits the moment it takes to build a runtime, so a failure stops the
     // start rather than leaving a thread that serves nothing.
     started
         .recv()
-        .unwrap_or_else(|_| Err(failed("a listener thread", "ended as it started")))?;
-    Ok(drained)
+        .unwrap_or_else(|_| Err(failed("a listener thread", "ended as it started")))
 }
 
 /// A single-threaded runtime, and `listener` registered with it.

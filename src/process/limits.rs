@@ -8,9 +8,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 
-use crate::config::{Config, MIN_MAX_HEADER_BYTES};
+use crate::config::MIN_MAX_HEADER_BYTES;
 use crate::error::{ProxyError, raw_http1};
+use crate::proxy::ProxyConfig;
 use crate::server;
+use crate::verifier::VerifierConfig;
 
 /// Probes and scrapes need a handful; the admin listener is often reachable
 /// from the whole network, so a flood must not take file descriptors the
@@ -47,7 +49,7 @@ pub const VERIFIER_PROXIED_IDLE_TIMEOUT: Duration = Duration::from_secs(620);
 pub const VERIFIER_CONNECTIONS_PER_CLIENT: usize = 32;
 
 /// The proxy's: its clients are local apps, bounded by the settings.
-pub(super) fn proxy_limits(config: &Config, max_connections: usize) -> server::Limits {
+pub(super) fn proxy_limits(config: &ProxyConfig, max_connections: usize) -> server::Limits {
     server::Limits {
         first_request_timeout: config.header_timeout,
         idle_timeout: config.header_timeout,
@@ -75,15 +77,11 @@ pub(super) fn admin_limits() -> server::Limits {
 }
 
 /// The verifier's: any browser on the internet, or the trusted proxies in
-/// front of them (`forwarded_hops` > 0), which carry every client's
+/// front of them (`LANYARD_VERIFIER_FORWARDED_HOPS` > 0), which carry every client's
 /// connections and so are not capped as one client. Every answer the
 /// listener makes itself carries the page's security headers.
-pub(super) fn verifier_limits(
-    config: &Config,
-    max_connections: usize,
-    forwarded_hops: usize,
-) -> server::Limits {
-    let proxied = forwarded_hops > 0;
+pub(super) fn verifier_limits(config: &VerifierConfig, max_connections: usize) -> server::Limits {
+    let proxied = config.forwarded_hops > 0;
     server::Limits {
         first_request_timeout: VERIFIER_FIRST_REQUEST_TIMEOUT,
         idle_timeout: match proxied {

@@ -70,21 +70,21 @@ impl Signals {
 
     /// Resolves on the next SIGTERM or SIGINT, acting on SIGHUPs meanwhile.
     /// With no credentials file to reload, SIGHUP keeps its usual meaning
-    /// (the terminal went away) and stops the sidecar, gracefully.
-    async fn next_stop(&mut self, sidecar: &Sidecar) {
+    /// (the terminal went away) and stops the process, gracefully.
+    async fn next_stop(&mut self, process: &Process) {
         while self.next().await == Signal::Reload {
-            if !sidecar.reload_credentials() {
+            if !process.reload_credentials() {
                 return;
             }
         }
     }
 }
 
-/// Stops the sidecar on the first SIGTERM or SIGINT and waits for the
+/// Stops the process on the first SIGTERM or SIGINT and waits for the
 /// drain; a second one ends the wait at once.
-pub async fn stop_on_signals(sidecar: Sidecar, signals: &mut Signals) -> Result<(), Failure> {
-    signals.next_stop(&sidecar).await;
-    sidecar.shutdown();
+pub async fn stop_on_signals(process: Process, signals: &mut Signals) -> Result<(), Failure> {
+    signals.next_stop(&process).await;
+    process.shutdown();
     let second = async {
         loop {
             if signals.next().await == Signal::Stop {
@@ -94,7 +94,7 @@ pub async fn stop_on_signals(sidecar: Sidecar, signals: &mut Signals) -> Result<
         }
     };
     tokio::select! {
-        result = sidecar.wait() => result.map(|_| ()),
+        result = process.wait() => result.map(|_| ()),
         () = second => {
             tracing::warn!("second signal: exiting now; requests still in flight are cut off");
             Ok(())
@@ -102,31 +102,19 @@ pub async fn stop_on_signals(sidecar: Sidecar, signals: &mut Signals) -> Result<
     }
 }
 
-/// `lanyard run`: the sidecar until SIGTERM or SIGINT.
+/// `lanyard run`: the proxy until SIGTERM or SIGINT.
 pub async fn run(config: &Config) -> Result<(), Failure> {
     let mut signals = Signals::install()?;
-    let access = crate::access::ServiceAccess::from_config(config)?;
-    let listeners = Listeners {
-        admin: bind_admin(config)?,
-        proxy: Some(bind_proxy(config)?),
-        verifier: None,
-    };
-    let sidecar = Sidecar::start(config, access, listeners)?;
-    stop_on_signals(sidecar, &mut signals).await
+    let components = Components::proxy(config, bind_admin(config)?, bind_proxy(config)?)?;
+    let process = Process::start(components)?;
+    stop_on_signals(process, &mut signals).await
 }
 
 /// `lanyard verifier`: the verifier and the admin listener until SIGTERM
 /// or SIGINT; no proxy.
 pub async fn run_verifier(config: &Config) -> Result<(), Failure> {
     let mut signals = Signals::install()?;
-    let access = crate::access::ServiceAccess::from_config(config)?;
-    let organization = access.exchanger.credentials().organization_id.clone();
-    let settings = VerifierSettings::from_config(config, &organization)?;
-    let listeners = Listeners {
-        admin: bind_admin(config)?,
-        proxy: None,
-        verifier: Some((bind_verifier(config)?, settings)),
-    };
-    let sidecar = Sidecar::start(config, access, listeners)?;
-    stop_on_signals(sidecar, &mut signals).await
+    let components = Components::verifier(config, bind_admin(config)?, bind_verifier(config)?)?;
+    let process = Process::start(components)?;
+    stop_on_signals(process, &mut signals).await
 }

@@ -1,0 +1,451 @@
+//! The process assembled from its components: the token refresher and
+//! the admin listener, with the proxy's threads, the verifier's thread or
+//! both, each from its own configuration, and the shutdown sequence
+//! (README "Shutdown").
+//!
+//! - `threads`: each listener's threads, each with its own runtime.
+//! - `shutdown`: the drain that every listener and task holds.
+//! - `limits`: each listener's policy for the accept loop.
+//! - `signals`: SIGTERM, SIGINT and SIGHUP, `lanyard run` and `lanyard
+//!   verifier`.
+
+mod limits;
+mod shutdown;
+mod signals;
+mod threads;
+
+pub use limits::{
+    VERIFIER_CONNECTIONS_PER_CLIENT, VERIFIER_FIRST_REQUEST_TIMEOUT, VERIFIER_IDLE_TIMEOUT,
+    VERIFIER_PROXIED_IDLE_TIMEOUT,
+};
+pub use signals::{Signal, Signals, run, run_verifier, stop_on_signals};
+pub(crate) use threads::failed;
+pub use threads::{bind, bind_admin, bind_proxy, bind_verifier};
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinHandle;
+use tracing::Instrument;
+
+use crate::Failure;
+use crate::access::ServiceAccess;
+use crate::admin::Admin;
+use crate::config::{Config, ConfigError};
+use crate::metrics::Metrics;
+use crate::proxy::{self, ProxyConfig};
+use crate::reload;
+use crate::server::{self, Drained};
+use crate::token::TokenHandle;
+use crate::token::refresher::{self, RefreshPolicy};
+use crate::verifier::{MAX_SERVICE_CALLS, Verifier, VerifierConfig};
+
+use limits::{admin_limits, budget_file_descriptors, proxy_limits, verifier_limits};
+use shutdown::{Drains, Watches, until_drained};
+use threads::{ServeOptions, into_std, local_addr, start_proxy_workers, start_thread};
+
+/// Once the proxy has drained, the admin listener gets this long to answer
+/// a last scrape before the process exits.
+const ADMIN_GRACE: Duration = Duration::from_secs(1);
+
+/// The admin listener's accept queue: probes and scrapes come a few at a
+/// time; std's default.
+const ADMIN_BACKLOG: usize = 128;
+
+/// What a lanyard process runs, each component with its configuration,
+/// built before anything starts; each listener bound by the caller (so
+/// tests can use port 0). The admin listener always, and the proxy, the
+/// verifier or both.
+pub struct Components {
+    /// The token refresher's account and its credentials watch.
+    pub access: ServiceAccess,
+    pub refresh: RefreshPolicy,
+    pub admin: TcpListener,
+    pub proxy: Option<(TcpListener, ProxyConfig)>,
+    pub verifier: Option<(TcpListener, VerifierConfig)>,
+    /// How long the client listeners drain for (`LANYARD_SHUTDOWN_GRACE`).
+    pub shutdown_grace: Duration,
+}
+
+impl Components {
+    /// `lanyard run`'s: the proxy, from settings loaded for it.
+    pub fn proxy(
+        config: &Config,
+        admin: TcpListener,
+        proxy: TcpListener,
+    ) -> Result<Components, Failure> {
+        let upstream = config.service_api_url.clone().ok_or_else(|| {
+            ConfigError::new(vec!["SERVICE_API_URL is required for `lanyard run`".into()])
+        })?;
+        Ok(Components {
+            proxy: Some((proxy, ProxyConfig::from_config(config, upstream))),
+            ..Components::admin_only(config, admin)?
+        })
+    }
+
+    /// `lanyard verifier`'s: the verifier, from settings loaded for it.
+    pub fn verifier(
+        config: &Config,
+        admin: TcpListener,
+        verifier: TcpListener,
+    ) -> Result<Components, Failure> {
+        let components = Components::admin_only(config, admin)?;
+        let organization = &components.access.exchanger.credentials().organization_id;
+        let verifier_config = VerifierConfig::from_config(config, organization)?;
+        Ok(Components {
+            verifier: Some((verifier, verifier_config)),
+            ..components
+        })
+    }
+
+    /// The token machinery and the admin listener, which every process
+    /// has.
+    fn admin_only(config: &Config, admin: TcpListener) -> Result<Components, Failure> {
+        Ok(Components {
+            access: ServiceAccess::from_config(config)?,
+            refresh: RefreshPolicy::with_expiry_margin(config.expiry_margin),
+            admin,
+            proxy: None,
+            verifier: None,
+            shutdown_grace: config.shutdown_grace,
+        })
+    }
+}
+
+/// A running lanyard: `lanyard run`, `lanyard verifier` or the demo's.
+pub struct Process {
+    pub proxy_addr: Option<SocketAddr>,
+    pub verifier_addr: Option<SocketAddr>,
+    pub admin_addr: SocketAddr,
+    pub tokens: TokenHandle,
+    pub metrics: Metrics,
+    /// What the credentials watcher has done, when there is one.
+    pub reloads: Option<watch::Receiver<reload::Reloads>>,
+    /// Wakes the credentials watcher, when there is one (SIGHUP).
+    check_credentials: Option<Arc<Notify>>,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<Drained>,
+}
+
+impl Process {
+    /// Starts the refresher and the listeners. Should a step fail, what
+    /// had started drains and stops as the error returns.
+    pub fn start(components: Components) -> Result<Process, Failure> {
+        let Components {
+            access,
+            refresh,
+            admin,
+            proxy,
+            verifier,
+            shutdown_grace,
+        } = components;
+        let addrs = Addresses::of(&admin, proxy.as_ref(), verifier.as_ref())?;
+        let (metrics, registry) = Metrics::with_registry()
+            .map_err(|err| Failure::Runtime(format!("cannot register metrics: {err}")))?;
+        let max_connections = client_connections(proxy.as_ref(), verifier.as_ref());
+        let drains = Drains::new();
+        let tasks = TokenTasks::spawn(&access, refresh, &metrics, &drains.watches.tasks);
+        let tokens = tasks.tokens.clone();
+        let draining = Arc::new(AtomicBool::new(false));
+        let admin_handler = Admin::new(tokens.clone(), registry, draining.clone());
+        start_admin(
+            admin,
+            addrs.admin,
+            admin_handler,
+            drains.watches.admin.clone(),
+        )?;
+        let shared = Shared {
+            metrics: &metrics,
+            grace: shutdown_grace,
+            watches: &drains.watches,
+        };
+        if let (Some((listener, config)), Some(addr)) = (proxy, addrs.proxy) {
+            let limits = proxy_limits(&config, max_connections);
+            start_proxy(listener, addr, &config, limits, &access, &tokens, &shared)?;
+        }
+        if let (Some((listener, config)), Some(addr)) = (verifier, addrs.verifier) {
+            let limits = verifier_limits(&config, max_connections);
+            let verifier = Verifier::new(&config, &access, tokens.clone(), metrics.clone())?;
+            start_verifier(listener, addr, verifier, limits, &shared)?;
+        }
+        let (stop, stopped) = watch::channel(false);
+        let span = tracing::info_span!("lanyard", admin = %addrs.admin);
+        let task = tokio::spawn(
+            drains
+                .run(stopped, draining, shutdown_grace)
+                .instrument(span),
+        );
+        addrs.announce();
+        Ok(Process {
+            proxy_addr: addrs.proxy,
+            verifier_addr: addrs.verifier,
+            admin_addr: addrs.admin,
+            tokens,
+            metrics,
+            reloads: tasks.reloads,
+            check_credentials: tasks.check_credentials,
+            stop,
+            task,
+        })
+    }
+
+    /// Checks the credentials file now rather than at the next poll;
+    /// false when there is no file to check.
+    pub fn reload_credentials(&self) -> bool {
+        match &self.check_credentials {
+            Some(check) => {
+                check.notify_one();
+                true
+            }
+            None => {
+                tracing::info!(
+                    "SIGHUP: no credentials file to reload (credentials from SA_* settings, or the demo); shutting down"
+                );
+                false
+            }
+        }
+    }
+
+    /// Begins the shutdown: not ready, stop accepting, drain.
+    pub fn shutdown(&self) {
+        let _ = self.stop.send(true);
+    }
+
+    /// Waits until the process has drained.
+    pub async fn wait(self) -> Result<Drained, Failure> {
+        self.task
+            .await
+            .map_err(|err| Failure::Runtime(format!("the shutdown task failed: {err}")))
+    }
+}
+
+/// Where each listener is bound, and what the log of the start says.
+struct Addresses {
+    proxy: Option<SocketAddr>,
+    verifier: Option<SocketAddr>,
+    admin: SocketAddr,
+    /// The service's base URL, as the proxy or the verifier has it.
+    upstream: String,
+    worker_threads: Option<usize>,
+}
+
+impl Addresses {
+    fn of(
+        admin: &TcpListener,
+        proxy: Option<&(TcpListener, ProxyConfig)>,
+        verifier: Option<&(TcpListener, VerifierConfig)>,
+    ) -> Result<Addresses, Failure> {
+        let upstream = proxy
+            .map(|(_, config)| config.upstream.to_string())
+            .or_else(|| verifier.map(|(_, config)| config.service.to_string()))
+            .unwrap_or_default();
+        Ok(Addresses {
+            proxy: proxy
+                .map(|(listener, _)| local_addr(listener))
+                .transpose()?,
+            verifier: verifier
+                .map(|(listener, _)| local_addr(listener))
+                .transpose()?,
+            admin: local_addr(admin)?,
+            upstream,
+            worker_threads: proxy.map(|(_, config)| config.worker_threads),
+        })
+    }
+
+    /// Logs that lanyard started, and where.
+    fn announce(&self) {
+        tracing::info!(
+            proxy = self.proxy.map(tracing::field::display),
+            verifier = self.verifier.map(tracing::field::display),
+            admin = %self.admin,
+            upstream = %self.upstream,
+            version = env!("CARGO_PKG_VERSION"),
+            worker_threads = self.worker_threads,
+            "lanyard started"
+        );
+    }
+}
+
+/// Each client listener's connection limit: `LANYARD_MAX_CONNECTIONS`,
+/// lowered if the open-file limit cannot hold it for every listener with
+/// the outbound connections.
+fn client_connections(
+    proxy: Option<&(TcpListener, ProxyConfig)>,
+    verifier: Option<&(TcpListener, VerifierConfig)>,
+) -> usize {
+    let proxy = proxy.map(|(_, config)| config);
+    let verifier = verifier.map(|(_, config)| config);
+    // Each client-facing listener may hold LANYARD_MAX_CONNECTIONS.
+    let client_listeners = usize::from(proxy.is_some()) + usize::from(verifier.is_some());
+    let max_connections = proxy
+        .map(|config| config.max_connections)
+        .or(verifier.map(|config| config.max_connections))
+        .unwrap_or(0);
+    // The proxy's upstream connections, and the verifier's calls.
+    let outbound = proxy.map_or(0, |config| config.max_upstream_connections)
+        + verifier.map_or(0, |_| MAX_SERVICE_CALLS);
+    budget_file_descriptors(max_connections, client_listeners.max(1), outbound)
+}
+
+/// The token refresher, and the credentials watcher when there is a file
+/// to watch, each stopped by the drain.
+struct TokenTasks {
+    tokens: TokenHandle,
+    /// Wakes the watcher (SIGHUP).
+    check_credentials: Option<Arc<Notify>>,
+    /// What the watcher has done.
+    reloads: Option<watch::Receiver<reload::Reloads>>,
+}
+
+impl TokenTasks {
+    fn spawn(
+        access: &ServiceAccess,
+        policy: RefreshPolicy,
+        metrics: &Metrics,
+        drain: &drain::Watch,
+    ) -> TokenTasks {
+        let (tokens, refresher) =
+            refresher::spawn(access.exchanger.clone(), policy, metrics.clone());
+        until_drained(refresher, drain.clone());
+        let check = access.watch.is_some().then(|| Arc::new(Notify::new()));
+        let (watcher, reloads) = access
+            .watch
+            .clone()
+            .zip(check.clone())
+            .and_then(|(watch, check)| {
+                reload::spawn(
+                    watch,
+                    access.exchanger.clone(),
+                    tokens.clone(),
+                    metrics.clone(),
+                    check,
+                )
+            })
+            .unzip();
+        if let Some(watcher) = watcher {
+            until_drained(watcher, drain.clone());
+        }
+        TokenTasks {
+            tokens,
+            check_credentials: check,
+            reloads,
+        }
+    }
+}
+
+/// The admin listener on its own thread, serving until the client
+/// listeners have drained, so probes see "not ready" rather than a
+/// refused connection. Its own thread keeps probes from waiting on the
+/// token's RSA signature, here.
+fn start_admin(
+    listener: TcpListener,
+    addr: SocketAddr,
+    admin: Admin,
+    drain: drain::Watch,
+) -> Result<(), Failure> {
+    let options = ServeOptions {
+        grace: ADMIN_GRACE,
+        limits: admin_limits(),
+        metrics: None,
+        span: tracing::info_span!("admin", addr = %addr),
+    };
+    start_thread(
+        "lanyard-admin".to_string(),
+        into_std(listener, "admin")?,
+        server::Member::alone(&options.limits),
+        move || admin,
+        drain,
+        |_| {},
+        &options,
+    )
+}
+
+/// What each client listener's start takes from the process.
+struct Shared<'a> {
+    metrics: &'a Metrics,
+    grace: Duration,
+    watches: &'a Watches,
+}
+
+impl Shared<'_> {
+    /// What a client listener's thread reports its drain's end with.
+    fn report(&self) -> impl FnOnce(Drained) + Send + Clone + 'static {
+        let outcome = self.watches.outcome.clone();
+        outcome.start();
+        move |drained| outcome.report(drained)
+    }
+}
+
+/// The proxy's threads.
+fn start_proxy(
+    listener: TcpListener,
+    addr: SocketAddr,
+    config: &ProxyConfig,
+    limits: server::Limits,
+    access: &ServiceAccess,
+    tokens: &TokenHandle,
+    shared: &Shared<'_>,
+) -> Result<(), Failure> {
+    let metrics = shared.metrics;
+    let proxy = proxy::ProxySetup::new(
+        access.connector.clone(),
+        addr,
+        config,
+        tokens.clone(),
+        metrics.clone(),
+    );
+    let connections = server::ConnectionMetrics {
+        open: metrics.proxy_connections.clone(),
+        refused: metrics.proxy_connections_refused.clone(),
+        evicted: None,
+    };
+    start_proxy_workers(
+        into_std(listener, "proxy")?,
+        &proxy,
+        config.worker_threads,
+        shared,
+        ServeOptions {
+            grace: shared.grace,
+            limits,
+            metrics: Some(connections),
+            span: tracing::info_span!("proxy", addr = %addr),
+        },
+    )
+}
+
+/// The verifier's thread; its sweeper runs there too.
+fn start_verifier(
+    listener: TcpListener,
+    addr: SocketAddr,
+    verifier: Verifier,
+    limits: server::Limits,
+    shared: &Shared<'_>,
+) -> Result<(), Failure> {
+    let metrics = shared.metrics;
+    let options = ServeOptions {
+        grace: shared.grace,
+        limits,
+        metrics: Some(server::ConnectionMetrics {
+            open: metrics.verifier_connections.clone(),
+            refused: metrics.verifier_connections_refused.clone(),
+            evicted: Some(metrics.verifier_connections_evicted.clone()),
+        }),
+        span: tracing::info_span!("verifier", addr = %addr),
+    };
+    start_thread(
+        "lanyard-verifier".to_string(),
+        into_std(listener, "verifier")?,
+        server::Member::alone(&options.limits),
+        move || {
+            verifier.spawn_sweeper();
+            verifier
+        },
+        shared.watches.clients.clone(),
+        shared.report(),
+        &options,
+    )
+}
