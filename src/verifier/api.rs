@@ -12,12 +12,12 @@ use hyper::body::Body;
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::assumptions::{self, Progress, Started, Unusable};
+use super::assumptions::{self, Ending, Progress, Started, Unusable};
 use super::binding::{BrowserId, KeyRing, Sealed, is_handle};
 use super::errors::VerifierError;
 use super::limits::{Client, TooManyStarts, client_address};
 use super::page;
-use super::polls::{self, Asking, Ending, Lookup};
+use super::polls::{self, Asking, Lookup};
 use super::service::CallError;
 use super::{COOKIE, Inner, SECURE_COOKIE};
 use crate::error::FORBIDDEN_HINT;
@@ -188,7 +188,7 @@ impl Inner {
                 // other failure may pass: the session stays pending, and
                 // the page polls again.
                 if let CallError::Answered(StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) = err {
-                    let (_, newly) = asking.record(Progress::Failed, Instant::now());
+                    let (_, newly) = asking.record(Progress::Ended(Ending::Failed), Instant::now());
                     self.count_ending(newly.as_ref());
                 }
                 return Err(VerifierError::from_call(&err).into());
@@ -220,7 +220,7 @@ impl Inner {
                     "poll",
                     "the service answered 404 to a poll: the session ended there (expired). If every session ends so on its first poll, the poll request differs from README \"The verifier\", Assumptions 2",
                 );
-                Ok(Progress::Expired)
+                Ok(Progress::Ended(Ending::Expired))
             }
             Err(CallError::Unusable(why)) => {
                 tracing::warn!(
@@ -228,9 +228,9 @@ impl Inner {
                     rule = %self.service.rule(),
                     "the service's answer {why}; the session ends failed (README \"Limits of the verifier\")"
                 );
-                Ok(Progress::Unusable {
+                Ok(Progress::Ended(Ending::Unusable {
                     presented: matches!(why, Unusable::Claims(_)),
-                })
+                }))
             }
             other => other,
         }

@@ -99,19 +99,39 @@ pub struct Started {
     pub request_uri: String,
 }
 
-/// Where a session stands.
+/// Where a session stands, as the service answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Progress {
     Pending,
+    Ended(Ending),
+}
+
+/// How a session ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ending {
     Verified(Claims),
     Declined,
     Expired,
     Failed,
-    /// An answer the verifier can never use ([`Unusable`]); `presented`
-    /// when it was `verified` and only the claims were wrong.
+    /// An answer the verifier can never use ([`Unusable`]): failed, with a
+    /// reason for the page; `presented` when it was `verified` and only
+    /// the claims were wrong.
     Unusable {
         presented: bool,
     },
+}
+
+impl Ending {
+    /// The `outcome` label of `lanyard_verifier_sessions_total`, and the
+    /// page's status.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            Ending::Verified(_) => "verified",
+            Ending::Declined => "declined",
+            Ending::Expired => "expired",
+            Ending::Failed | Ending::Unusable { .. } => "failed",
+        }
+    }
 }
 
 /// Why an answer of the service is unusable. The reason names a field,
@@ -185,7 +205,7 @@ pub fn parse_progress(body: &[u8]) -> Result<Progress, Unusable> {
         .and_then(|status| serde_json::from_str::<String>(status.get()).ok())
         .ok_or(malformed("has no string `status`"))?;
     match progress_of(&status) {
-        Progress::Verified(_) => {
+        Progress::Ended(Ending::Verified(_)) => {
             let claims = answer.claims.ok_or(Unusable::Claims("are missing"))?.get();
             if !claims.starts_with('{') {
                 return Err(Unusable::Claims("are not a JSON object"));
@@ -193,7 +213,7 @@ pub fn parse_progress(body: &[u8]) -> Result<Progress, Unusable> {
             if claims.len() > MAX_CLAIMS_BYTES {
                 return Err(Unusable::Claims("are over 256 KiB"));
             }
-            Ok(Progress::Verified(Claims(claims.into())))
+            Ok(Progress::Ended(Ending::Verified(Claims(claims.into()))))
         }
         progress => Ok(progress),
     }
@@ -203,10 +223,12 @@ pub fn parse_progress(body: &[u8]) -> Result<Progress, Unusable> {
 /// claims of a verified session are read by [`parse_progress`].
 pub fn progress_of(status: &str) -> Progress {
     match status.to_ascii_lowercase().as_str() {
-        "verified" => Progress::Verified(Claims("{}".into())),
-        "declined" | "rejected" | "denied" | "cancelled" | "canceled" => Progress::Declined,
-        "expired" => Progress::Expired,
-        "failed" | "error" => Progress::Failed,
+        "verified" => Progress::Ended(Ending::Verified(Claims("{}".into()))),
+        "declined" | "rejected" | "denied" | "cancelled" | "canceled" => {
+            Progress::Ended(Ending::Declined)
+        }
+        "expired" => Progress::Ended(Ending::Expired),
+        "failed" | "error" => Progress::Ended(Ending::Failed),
         _ => Progress::Pending,
     }
 }
@@ -328,12 +350,12 @@ mod tests {
     fn statuses_map_as_the_module_lists_them() {
         assert_eq!(progress_of("pending"), Progress::Pending);
         assert_eq!(progress_of("in_progress"), Progress::Pending);
-        assert_eq!(progress_of("DECLINED"), Progress::Declined);
-        assert_eq!(progress_of("rejected"), Progress::Declined);
-        assert_eq!(progress_of("expired"), Progress::Expired);
-        assert_eq!(progress_of("error"), Progress::Failed);
+        assert_eq!(progress_of("DECLINED"), Progress::Ended(Ending::Declined));
+        assert_eq!(progress_of("rejected"), Progress::Ended(Ending::Declined));
+        assert_eq!(progress_of("expired"), Progress::Ended(Ending::Expired));
+        assert_eq!(progress_of("error"), Progress::Ended(Ending::Failed));
         let verified = br#"{"status":"verified","claims":{"given_name":"Erika"}}"#;
-        let Progress::Verified(claims) = parse_progress(verified).unwrap() else {
+        let Progress::Ended(Ending::Verified(claims)) = parse_progress(verified).unwrap() else {
             panic!("not verified");
         };
         assert_eq!(claims.json(), r#"{"given_name":"Erika"}"#);
@@ -350,7 +372,7 @@ mod tests {
     #[test]
     fn claims_pass_as_the_service_wrote_them() {
         let body = br#"{"status":"verified","claims": {"n": 123456789012345678901234567890, "f": 1.10, "s":"\u00e9"} }"#;
-        let Progress::Verified(claims) = parse_progress(body).unwrap() else {
+        let Progress::Ended(Ending::Verified(claims)) = parse_progress(body).unwrap() else {
             panic!("not verified");
         };
         assert_eq!(

@@ -56,10 +56,11 @@ use crate::throttle::{self, Throttle};
 use crate::token::TokenHandle;
 
 use api::Refusal;
+use assumptions::Ending;
 use binding::SessionKeys;
 use errors::VerifierError;
 use limits::{ServiceBudget, StartLimits};
-use polls::{Ending, Polls};
+use polls::Polls;
 use service::ServiceApi;
 
 /// The cookie that binds a session to the browser that started it, over

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::assumptions::{Claims, Progress};
+use super::assumptions::{Ending, Progress};
 
 /// Sessions this replica keeps track of at once. Starts are rate-limited
 /// (see `limits`), so one replica's own sessions are fewer at the default
@@ -47,33 +47,6 @@ pub const MAX_CLAIMS_HELD: usize = 64 * 1024 * 1024;
 /// An entry is kept this long past its session's lifetime, so that a poll
 /// just after the end reads the same ending and it is counted once.
 const LINGER: Duration = Duration::from_secs(60);
-
-/// How a session ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Ending {
-    Verified(Claims),
-    Declined,
-    Expired,
-    Failed,
-    /// An answer that can never be used (claims that cannot be shown,
-    /// when `presented`): failed, with a reason for the page.
-    Unusable {
-        presented: bool,
-    },
-}
-
-impl Ending {
-    /// The `outcome` label of `lanyard_verifier_sessions_total`, and the
-    /// page's status.
-    pub fn outcome(&self) -> &'static str {
-        match self {
-            Ending::Verified(_) => "verified",
-            Ending::Declined => "declined",
-            Ending::Expired => "expired",
-            Ending::Failed | Ending::Unusable { .. } => "failed",
-        }
-    }
-}
 
 #[derive(Debug)]
 struct Entry {
@@ -272,11 +245,7 @@ fn ending_of(progress: Progress, expires: Option<Instant>, now: Instant) -> Opti
     match progress {
         Progress::Pending if expires.is_some_and(|at| now >= at) => Some(Ending::Expired),
         Progress::Pending => None,
-        Progress::Verified(claims) => Some(Ending::Verified(claims)),
-        Progress::Declined => Some(Ending::Declined),
-        Progress::Expired => Some(Ending::Expired),
-        Progress::Failed => Some(Ending::Failed),
-        Progress::Unusable { presented } => Some(Ending::Unusable { presented }),
+        Progress::Ended(ending) => Some(ending),
     }
 }
 
@@ -322,13 +291,14 @@ pub fn lock(polls: &Mutex<Polls>) -> std::sync::MutexGuard<'_, Polls> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::verifier::assumptions::Claims;
 
     const TTL: Duration = Duration::from_secs(300);
 
     fn claims() -> Claims {
         let body = br#"{"status":"verified","claims":{"given_name":"Erika"}}"#;
         match super::super::assumptions::parse_progress(body).unwrap() {
-            Progress::Verified(claims) => claims,
+            Progress::Ended(Ending::Verified(claims)) => claims,
             other => panic!("{other:?}"),
         }
     }
@@ -396,7 +366,8 @@ mod tests {
             lock(&polls).lookup("tx", expires, Duration::ZERO, later).0,
             Lookup::Ask
         );
-        let (lookup, newly) = Asking::new(&polls, "tx").record(Progress::Declined, later);
+        let (lookup, newly) =
+            Asking::new(&polls, "tx").record(Progress::Ended(Ending::Declined), later);
         assert_eq!(lookup, Lookup::Ended(Ending::Declined));
         assert_eq!(newly, Some(Ending::Declined));
     }
@@ -407,10 +378,13 @@ mod tests {
         let expires = now + TTL;
         let mut polls = Polls::default();
         assert!(asks(&mut polls, "tx", expires, now));
-        let (view, newly) = polls.record("tx", Progress::Verified(claims()), now);
+        let (view, newly) = polls.record("tx", Progress::Ended(Ending::Verified(claims())), now);
         assert_eq!(view, Lookup::Ended(Ending::Verified(claims())));
         assert_eq!(newly, Some(Ending::Verified(claims())));
-        assert_eq!(polls.record("tx", Progress::Declined, now).1, None);
+        assert_eq!(
+            polls.record("tx", Progress::Ended(Ending::Declined), now).1,
+            None
+        );
         assert_eq!(
             polls.lookup("tx", expires, Duration::ZERO, now),
             (Lookup::Ended(Ending::Verified(claims())), None)
@@ -452,7 +426,7 @@ mod tests {
             (Lookup::Pending, None)
         );
         assert_eq!(
-            polls.record("gone", Progress::Declined, now),
+            polls.record("gone", Progress::Ended(Ending::Declined), now),
             (Lookup::Ended(Ending::Declined), Some(Ending::Declined))
         );
     }
@@ -488,7 +462,7 @@ mod tests {
         for n in 0..=fit {
             let (id, at) = (format!("tx{n}"), now + Duration::from_millis(n as u64));
             assert!(asks(&mut polls, &id, expires, at));
-            polls.record(&id, Progress::Verified(big.clone()), at);
+            polls.record(&id, Progress::Ended(Ending::Verified(big.clone())), at);
             assert!(polls.claims_bytes <= MAX_CLAIMS_HELD);
         }
         assert_eq!(polls.len(), fit, "the first one went");
