@@ -39,7 +39,7 @@ impl Handler for Bare {
     fn handle(
         &self,
         req: Request<Incoming>,
-        _client: std::net::SocketAddr,
+        _client: lanyard::server::Peer,
     ) -> impl Future<Output = Result<Response<Self::Body>, Abort>> {
         let (mut parts, body) = req.into_parts();
         parts.version = Version::HTTP_11;
@@ -131,7 +131,7 @@ fn run(listen: &str, upstream: &str, authorization: &str, threads: &str) -> Resu
                 authorization,
             };
             runtime.block_on(server::serve(
-                listener,
+                server::Listener::Tcp(listener),
                 handler,
                 std::future::pending(),
                 Duration::ZERO,

@@ -320,7 +320,7 @@ impl Handler for Admin {
     async fn handle(
         &self,
         req: Request<Incoming>,
-        _client: std::net::SocketAddr,
+        _client: crate::server::Peer,
     ) -> Result<Response<Full<Bytes>>, Abort> {
         if req.method() != Method::GET && req.method() != Method::HEAD {
             let mut response = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");

@@ -12,8 +12,8 @@ use crate::Failure;
 use crate::access::ServiceAccess;
 use crate::config::Config;
 use crate::process::{
-    Components, Process, Signals, bind, bind_admin, bind_proxy, bind_verifier, failed,
-    stop_on_signals,
+    Components, Process, ProxyListener, Signals, bind, bind_admin, bind_proxy, bind_verifier,
+    failed, stop_on_signals,
 };
 use crate::proxy::ProxyConfig;
 use crate::token::RefreshPolicy;
@@ -32,7 +32,7 @@ pub const DEMO_RULE: &str = "0b7c6d2e-4a1f-4c3b-9a57-2f1e8d9c6b10";
 /// or both.
 pub struct DemoListeners {
     pub admin: TcpListener,
-    pub proxy: Option<TcpListener>,
+    pub proxy: Option<ProxyListener>,
     pub verifier: Option<TcpListener>,
 }
 
@@ -120,6 +120,13 @@ impl Demo {
         if let Some(proxy) = self.process.proxy_addr {
             banner.push_str(&format!(
                 "\x20 proxy    http://{proxy}  ->  {api}  (adds Authorization: Bearer <token>)\n",
+                api = self.mock.api_url(),
+            ));
+        }
+        if let Some(socket) = &self.process.proxy_socket {
+            banner.push_str(&format!(
+                "\x20 proxy    unix:{socket}  ->  {api}  (adds Authorization: Bearer <token>)\n",
+                socket = socket.display(),
                 api = self.mock.api_url(),
             ));
         }

@@ -62,15 +62,15 @@ pub use settings::{
 };
 pub use sources::{Env, Flags, NotUnicode, ProcessEnv, Source, Sourced, io_reason};
 pub use values::{
-    ByteSize, LogFormat, MIN_SESSION_KEY_BYTES, Rate, SessionKeys, Shown, WalletBaseUrl,
-    parse_duration,
+    ByteSize, FileMode, ListenAddr, LogFormat, MIN_SESSION_KEY_BYTES, Rate, SessionKeys, Shown,
+    WalletBaseUrl, parse_duration,
 };
 pub use verifier::{VerifierRates, is_path_segment};
 
 use defaults::{DEFAULT_VERIFIER_LISTEN, DEMO_VERIFIER_LISTEN, MAX_ASSERTION_TTL};
 use settings::{
     ADMIN_LISTEN, ASSERTION_TTL, BODY_TIMEOUT, CA_FILE, CLIENT_ID, CLOCK_SKEW, DEMO, EXPIRY_MARGIN,
-    HEADER_TIMEOUT, IAM_AUDIENCE, LOG_FORMAT, MAX_CONNECTIONS, MAX_HEADER_BYTES,
+    HEADER_TIMEOUT, IAM_AUDIENCE, LISTEN_MODE, LOG_FORMAT, MAX_CONNECTIONS, MAX_HEADER_BYTES,
     MAX_UPSTREAM_CONNECTIONS, ORG_ID, ORGANIZATION_ID, RFC7523_FIELDS, SHUTDOWN_GRACE,
     TOKEN_TIMEOUT, TOKEN_URI, UPSTREAM_TIMEOUT, WORKER_THREADS,
 };
@@ -86,7 +86,9 @@ pub struct Config {
     pub org_id: Option<String>,
     pub project_id: Option<String>,
     pub rule_id: Option<String>,
-    pub listen: SocketAddr,
+    pub listen: ListenAddr,
+    /// The Unix socket's permissions, when `listen` is one.
+    pub listen_mode: FileMode,
     pub admin_listen: SocketAddr,
     /// `LANYARD_VERIFIER_LISTEN` and `PORT` as given; the command decides
     /// what unset means ([`Config::verifier_listen`]).
@@ -218,7 +220,7 @@ impl Config {
             verifier_session_key,
             verifier_rates,
         } = VerifierSettings::read(l, credentials.org_id.as_ref(), verifier_required);
-        let listen = proxy_listen(l);
+        let (listen, listen_mode) = proxy_listen(l);
         let admin_listen = l.value(&ADMIN_LISTEN);
         let (assertion_ttl, clock_skew) = assertion_timing(l);
         let ca_file = l.optional(&CA_FILE);
@@ -231,6 +233,7 @@ impl Config {
             project_id,
             rule_id,
             listen,
+            listen_mode,
             admin_listen,
             verifier_listen_given,
             port,
@@ -295,21 +298,42 @@ fn credential_settings(l: &mut Layers<'_>) -> CredentialSettings {
 }
 
 /// The proxy's address: loopback unless `LANYARD_ALLOW_REMOTE` says
-/// otherwise, since anyone who reaches it acts as the service account.
-fn proxy_listen(l: &mut Layers<'_>) -> SocketAddr {
+/// otherwise, since anyone who reaches it acts as the service account; or
+/// a Unix socket, with its permissions.
+fn proxy_listen(l: &mut Layers<'_>) -> (ListenAddr, FileMode) {
     let allow_remote = l.value(&ALLOW_REMOTE);
-    match l.optional(&LISTEN) {
-        Some(addr) if !addr.value.ip().is_loopback() && !allow_remote => {
+    let mode = l.optional(&LISTEN_MODE);
+    let listen = match l.optional(&LISTEN) {
+        Some(Sourced {
+            value: ListenAddr::Tcp(addr),
+            source,
+        }) if !addr.ip().is_loopback() && !allow_remote => {
             let why = format!(
-                "{} is not a loopback address; anyone who can reach the proxy acts as the service account. Set {}=true to allow it",
-                addr.value, ALLOW_REMOTE.env
+                "{addr} is not a loopback address; anyone who can reach the proxy acts as the service account. Set {}=true to allow it, or listen on a Unix socket (unix:/path)",
+                ALLOW_REMOTE.env
             );
-            l.problem(LISTEN.env, &addr.source, &why);
+            l.problem(LISTEN.env, &source, &why);
             LISTEN.default_value()
         }
-        Some(addr) => addr.value,
+        Some(listen) => listen.value,
         None => LISTEN.default_value(),
+    };
+    // A mode other than the default, given for a TCP listener, is a
+    // mistake worth a word; the default itself changes nothing.
+    if let (ListenAddr::Tcp(_), Some(mode)) = (&listen, &mode)
+        && mode.value != LISTEN_MODE.default_value()
+    {
+        l.warnings.push(format!(
+            "{} ({}): applies to a Unix socket only; {} is a TCP address, so it is ignored",
+            LISTEN_MODE.env,
+            mode.source,
+            listen.shown()
+        ));
     }
+    (
+        listen,
+        mode.map_or_else(|| LISTEN_MODE.default_value(), |mode| mode.value),
+    )
 }
 
 /// The assertion's lifetime, capped at `MAX_ASSERTION_TTL` with a

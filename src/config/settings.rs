@@ -20,9 +20,9 @@ use super::defaults::{
     MAX_WORKER_THREADS, MIN_MAX_HEADER_BYTES, default_worker_threads,
 };
 use super::values::{
-    ByteSize, LogFormat, Rate, SessionKeys, WalletBaseUrl, parse_duration, read_addr, read_bool,
-    read_byte_size, read_count, read_duration, read_lifetime, read_log_format, read_path,
-    read_port, read_positive_duration, read_text,
+    ByteSize, FileMode, ListenAddr, LogFormat, Rate, SessionKeys, WalletBaseUrl, parse_duration,
+    read_addr, read_bool, read_byte_size, read_count, read_duration, read_file_mode, read_lifetime,
+    read_listen, read_log_format, read_path, read_port, read_positive_duration, read_text,
 };
 use crate::target::TargetUrl;
 
@@ -42,6 +42,7 @@ pub const SETTINGS: &[&dyn AnySetting] = &[
     &PROJECT_ID,
     &RULE_ID,
     &LISTEN,
+    &LISTEN_MODE,
     &ALLOW_REMOTE,
     &ADMIN_LISTEN,
     &VERIFIER_LISTEN,
@@ -193,14 +194,28 @@ pub const RULE_ID: Setting = Setting {
 };
 
 /// `LANYARD_LISTEN`: loopback unless [`ALLOW_REMOTE`] (README "Settings").
-pub const LISTEN: Setting<SocketAddr> = Setting {
+pub const LISTEN: Setting<ListenAddr> = Setting {
     key: "listen",
     env: "LANYARD_LISTEN",
     flag: Some("--listen"),
     value_name: Some("ADDR"),
-    help: "Proxy listener; loopback unless --allow-remote",
-    default: DefaultValue::Value(DEFAULT_LISTEN),
-    read: read_addr,
+    help: "Proxy listener: an address (loopback unless --allow-remote) or unix:/path",
+    default: DefaultValue::Value(ListenAddr::Tcp(DEFAULT_LISTEN)),
+    read: read_listen,
+    secret: false,
+};
+
+/// `LANYARD_LISTEN_MODE`: who may connect to the proxy's Unix socket.
+/// Owner and group by default: the app's container runs as the group
+/// (README "Listening on a Unix socket").
+pub const LISTEN_MODE: Setting<FileMode> = Setting {
+    key: "listen_mode",
+    env: "LANYARD_LISTEN_MODE",
+    flag: Some("--listen-mode"),
+    value_name: Some("MODE"),
+    help: "The Unix socket's permissions (LANYARD_LISTEN=unix:...); never open to other users",
+    default: DefaultValue::Value(FileMode(0o660)),
+    read: read_file_mode,
     secret: false,
 };
 

@@ -128,6 +128,84 @@ pub(super) fn read_addr(raw: &str) -> Result<SocketAddr, String> {
     })
 }
 
+/// Where the proxy listens: a TCP address, or a Unix socket's path
+/// (`unix:/path`), whose file permissions decide who may connect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListenAddr {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl Shown for ListenAddr {
+    fn shown(&self) -> String {
+        match self {
+            ListenAddr::Tcp(addr) => addr.to_string(),
+            ListenAddr::Unix(path) => format!("unix:{}", path.display()),
+        }
+    }
+}
+
+impl std::fmt::Display for ListenAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.shown())
+    }
+}
+
+/// The longest path a Unix socket address holds (`sun_path`, less its
+/// terminating zero, on Linux).
+const MAX_SOCKET_PATH: usize = 107;
+
+pub(super) fn read_listen(raw: &str) -> Result<ListenAddr, String> {
+    let Some(path) = raw.strip_prefix("unix:") else {
+        return raw.parse().map(ListenAddr::Tcp).map_err(|_| {
+            format!(
+                "`{raw}` is not an address with a port (like 127.0.0.1:8080) or a Unix socket (like unix:/run/lanyard/lanyard.sock)"
+            )
+        });
+    };
+    if !path.starts_with('/') {
+        return Err(format!(
+            "`{raw}`: a Unix socket's path must be absolute (like unix:/run/lanyard/lanyard.sock)"
+        ));
+    }
+    if path.len() > MAX_SOCKET_PATH || path.ends_with('/') {
+        return Err(format!(
+            "`{raw}`: a Unix socket's path must name a file and hold at most {MAX_SOCKET_PATH} bytes"
+        ));
+    }
+    Ok(ListenAddr::Unix(PathBuf::from(path)))
+}
+
+/// A Unix socket's permission bits (`LANYARD_LISTEN_MODE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileMode(pub u32);
+
+impl Shown for FileMode {
+    fn shown(&self) -> String {
+        format!("{:04o}", self.0)
+    }
+}
+
+/// Octal permission bits, never any for other users: whoever can connect
+/// to the socket acts as the service account.
+pub(super) fn read_file_mode(raw: &str) -> Result<FileMode, String> {
+    let digits = raw.strip_prefix("0o").unwrap_or(raw);
+    let mode = match u32::from_str_radix(digits, 8) {
+        Ok(mode) if mode <= 0o777 && !digits.is_empty() => mode,
+        _ => {
+            return Err(format!(
+                "`{raw}` is not a permission mode (octal, like 0660 or 0600)"
+            ));
+        }
+    };
+    if mode & 0o007 != 0 {
+        return Err(format!(
+            "`{raw}` lets other users connect, and whoever connects acts as the service account; use 0660 or narrower"
+        ));
+    }
+    Ok(FileMode(mode))
+}
+
 pub(super) fn read_port(raw: &str) -> Result<u16, String> {
     match raw.parse::<u16>() {
         Ok(0) | Err(_) => Err(format!("`{raw}` is not a port number (1 to 65535)")),

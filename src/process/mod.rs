@@ -6,6 +6,7 @@
 //! - `threads`: each listener's threads, each with its own runtime.
 //! - `shutdown`: the drain that every listener and task holds.
 //! - `limits`: each listener's policy for the accept loop.
+//! - `unix`: the proxy's Unix socket file.
 //! - `signals`: SIGTERM, SIGINT and SIGHUP, `lanyard run` and `lanyard
 //!   verifier`.
 
@@ -13,6 +14,7 @@ mod limits;
 mod shutdown;
 mod signals;
 mod threads;
+mod unix;
 
 pub use limits::{
     VERIFIER_CONNECTIONS_PER_CLIENT, VERIFIER_FIRST_REQUEST_TIMEOUT, VERIFIER_IDLE_TIMEOUT,
@@ -23,6 +25,7 @@ pub(crate) use threads::failed;
 pub use threads::{bind, bind_admin, bind_proxy, bind_verifier};
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -65,10 +68,27 @@ pub struct Components {
     pub access: ServiceAccess,
     pub refresh: RefreshPolicy,
     pub admin: TcpListener,
-    pub proxy: Option<(TcpListener, ProxyConfig)>,
+    pub proxy: Option<(ProxyListener, ProxyConfig)>,
     pub verifier: Option<(TcpListener, VerifierConfig)>,
     /// How long the client listeners drain for (`LANYARD_SHUTDOWN_GRACE`).
     pub shutdown_grace: Duration,
+}
+
+/// The proxy's listener: TCP, or a Unix socket with the file to remove
+/// once the proxy has drained.
+#[derive(Debug)]
+pub struct ProxyListener {
+    listener: server::Listener,
+    socket: Option<unix::SocketFile>,
+}
+
+impl From<TcpListener> for ProxyListener {
+    fn from(listener: TcpListener) -> Self {
+        ProxyListener {
+            listener: server::Listener::Tcp(listener),
+            socket: None,
+        }
+    }
 }
 
 impl Components {
@@ -76,13 +96,13 @@ impl Components {
     pub fn proxy(
         config: &Config,
         admin: TcpListener,
-        proxy: TcpListener,
+        proxy: impl Into<ProxyListener>,
     ) -> Result<Components, Failure> {
         let upstream = config.service_api_url.clone().ok_or_else(|| {
             ConfigError::new(vec!["SERVICE_API_URL is required for `lanyard run`".into()])
         })?;
         Ok(Components {
-            proxy: Some((proxy, ProxyConfig::from_config(config, upstream))),
+            proxy: Some((proxy.into(), ProxyConfig::from_config(config, upstream))),
             ..Components::admin_only(config, admin)?
         })
     }
@@ -118,7 +138,10 @@ impl Components {
 
 /// A running lanyard: `lanyard run`, `lanyard verifier` or the demo's.
 pub struct Process {
+    /// The proxy's TCP address; `None` on a Unix socket.
     pub proxy_addr: Option<SocketAddr>,
+    /// The proxy's Unix socket, when it listens on one.
+    pub proxy_socket: Option<PathBuf>,
     pub verifier_addr: Option<SocketAddr>,
     pub admin_addr: SocketAddr,
     pub tokens: TokenHandle,
@@ -146,6 +169,10 @@ impl Process {
         let addrs = Addresses::of(&admin, proxy.as_ref(), verifier.as_ref())?;
         let (metrics, registry) = Metrics::with_registry()
             .map_err(|err| Failure::Runtime(format!("cannot register metrics: {err}")))?;
+        let (proxy, socket_file) = match proxy {
+            Some((listener, config)) => (Some((listener.listener, config)), listener.socket),
+            None => (None, None),
+        };
         let max_connections = client_connections(proxy.as_ref(), verifier.as_ref());
         let drains = Drains::new();
         let tasks = TokenTasks::spawn(&access, refresh, &metrics, &drains.watches.tasks);
@@ -163,9 +190,10 @@ impl Process {
             grace: shutdown_grace,
             watches: &drains.watches,
         };
-        if let (Some((listener, config)), Some(addr)) = (proxy, addrs.proxy) {
+        if let Some((listener, config)) = proxy {
             let limits = proxy_limits(&config, max_connections);
-            start_proxy(listener, addr, &config, limits, &access, &tokens, &shared)?;
+            let at = addrs.proxy;
+            start_proxy(listener, at, &config, limits, &access, &tokens, &shared)?;
         }
         if let (Some((listener, config)), Some(addr)) = (verifier, addrs.verifier) {
             let limits = verifier_limits(&config, max_connections);
@@ -176,12 +204,13 @@ impl Process {
         let span = tracing::info_span!("lanyard", admin = %addrs.admin);
         let task = tokio::spawn(
             drains
-                .run(stopped, draining, shutdown_grace)
+                .run(stopped, draining, shutdown_grace, socket_file)
                 .instrument(span),
         );
         addrs.announce();
         Ok(Process {
             proxy_addr: addrs.proxy,
+            proxy_socket: addrs.proxy_socket.clone(),
             verifier_addr: addrs.verifier,
             admin_addr: addrs.admin,
             tokens,
@@ -226,6 +255,7 @@ impl Process {
 /// Where each listener is bound, and what the log of the start says.
 struct Addresses {
     proxy: Option<SocketAddr>,
+    proxy_socket: Option<PathBuf>,
     verifier: Option<SocketAddr>,
     admin: SocketAddr,
     /// The service's base URL, as the proxy or the verifier has it.
@@ -236,7 +266,7 @@ struct Addresses {
 impl Addresses {
     fn of(
         admin: &TcpListener,
-        proxy: Option<&(TcpListener, ProxyConfig)>,
+        proxy: Option<&(ProxyListener, ProxyConfig)>,
         verifier: Option<&(TcpListener, VerifierConfig)>,
     ) -> Result<Addresses, Failure> {
         let upstream = proxy
@@ -245,8 +275,12 @@ impl Addresses {
             .unwrap_or_default();
         Ok(Addresses {
             proxy: proxy
-                .map(|(listener, _)| local_addr(listener))
-                .transpose()?,
+                .and_then(|(listener, _)| listener.listener.local_addr())
+                .transpose()
+                .map_err(|err| failed("cannot read the listener address", err))?,
+            proxy_socket: proxy
+                .and_then(|(listener, _)| listener.socket.as_ref())
+                .map(|socket| socket.path().to_owned()),
             verifier: verifier
                 .map(|(listener, _)| local_addr(listener))
                 .transpose()?,
@@ -260,6 +294,7 @@ impl Addresses {
     fn announce(&self) {
         tracing::info!(
             proxy = self.proxy.map(tracing::field::display),
+            proxy_socket = self.proxy_socket.as_ref().map(|path| tracing::field::display(path.display())),
             verifier = self.verifier.map(tracing::field::display),
             admin = %self.admin,
             upstream = %self.upstream,
@@ -274,7 +309,7 @@ impl Addresses {
 /// lowered if the open-file limit cannot hold it for every listener with
 /// the outbound connections.
 fn client_connections(
-    proxy: Option<&(TcpListener, ProxyConfig)>,
+    proxy: Option<&(server::Listener, ProxyConfig)>,
     verifier: Option<&(TcpListener, VerifierConfig)>,
 ) -> usize {
     let proxy = proxy.map(|(_, config)| config);
@@ -355,7 +390,7 @@ fn start_admin(
     };
     start_thread(
         "lanyard-admin".to_string(),
-        into_std(listener, "admin")?,
+        into_std(server::Listener::Tcp(listener), "admin")?,
         server::Member::alone(&options.limits),
         move || admin,
         drain,
@@ -382,8 +417,8 @@ impl Shared<'_> {
 
 /// The proxy's threads.
 fn start_proxy(
-    listener: TcpListener,
-    addr: SocketAddr,
+    listener: server::Listener,
+    addr: Option<SocketAddr>,
     config: &ProxyConfig,
     limits: server::Limits,
     access: &ServiceAccess,
@@ -391,6 +426,10 @@ fn start_proxy(
     shared: &Shared<'_>,
 ) -> Result<(), Failure> {
     let metrics = shared.metrics;
+    let span = match addr {
+        Some(addr) => tracing::info_span!("proxy", addr = %addr),
+        None => tracing::info_span!("proxy", addr = "unix"),
+    };
     let proxy = proxy::ProxySetup::new(
         access.connector.clone(),
         addr,
@@ -412,7 +451,7 @@ fn start_proxy(
             grace: shared.grace,
             limits,
             metrics: Some(connections),
-            span: tracing::info_span!("proxy", addr = %addr),
+            span,
         },
     )
 }
@@ -438,7 +477,7 @@ fn start_verifier(
     };
     start_thread(
         "lanyard-verifier".to_string(),
-        into_std(listener, "verifier")?,
+        into_std(server::Listener::Tcp(listener), "verifier")?,
         server::Member::alone(&options.limits),
         move || {
             verifier.spawn_sweeper();

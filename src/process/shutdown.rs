@@ -14,6 +14,8 @@ use tokio::task::JoinHandle;
 
 use crate::server::Drained;
 
+use super::unix::SocketFile;
+
 /// The three drains, in the order they run.
 pub(super) struct Drains {
     clients: drain::Signal,
@@ -86,6 +88,7 @@ impl Drains {
         mut stopped: watch::Receiver<bool>,
         draining: Arc<AtomicBool>,
         grace: Duration,
+        socket_file: Option<SocketFile>,
     ) -> Drained {
         let Drains {
             clients,
@@ -104,6 +107,9 @@ impl Drains {
             "shutting down: draining in-flight requests"
         );
         clients.drain().await;
+        // Gone once nothing serves it, so that a client finds no socket
+        // rather than one that refuses it.
+        drop(socket_file);
         let drained = outcome.drained();
         match drained {
             Drained::Completely => tracing::info!("every in-flight request finished"),

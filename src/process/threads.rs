@@ -7,10 +7,12 @@ use tokio::net::TcpListener;
 use tracing::Instrument;
 
 use crate::Failure;
+use crate::config::ListenAddr;
 use crate::proxy::{self, Proxy};
-use crate::server::{self, Drained, Handler};
+use crate::server::{self, Drained, Handler, Listener, StdListener};
 
-use super::Shared;
+use super::unix::bind_unix;
+use super::{ProxyListener, Shared};
 
 /// Serves the proxy listener from `threads` threads, each with its own
 /// single-threaded runtime and its own upstream connections, as nginx
@@ -20,7 +22,7 @@ use super::Shared;
 /// another serves fewer hands it over, once, before its first read
 /// ([`server::Member`]). Each drains with the client listeners.
 pub(super) fn start_proxy_workers(
-    listener: std::net::TcpListener,
+    listener: StdListener,
     proxy: &proxy::ProxySetup,
     threads: usize,
     shared: &Shared<'_>,
@@ -60,7 +62,7 @@ pub(super) struct ServeOptions {
 /// belong to it.
 pub(super) fn start_thread<H: Handler>(
     name: String,
-    listener: std::net::TcpListener,
+    listener: StdListener,
     share: server::Member,
     handler: impl FnOnce() -> H + Send + 'static,
     drain: drain::Watch,
@@ -113,25 +115,22 @@ pub(super) fn start_thread<H: Handler>(
 }
 
 /// A single-threaded runtime, and `listener` registered with it.
-fn runtime_with(
-    listener: std::net::TcpListener,
-) -> Result<(tokio::runtime::Runtime, TcpListener), Failure> {
+fn runtime_with(listener: StdListener) -> Result<(tokio::runtime::Runtime, Listener), Failure> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|err| failed("cannot start a listener runtime", err))?;
     let listener = {
         let _runtime = runtime.enter();
-        TcpListener::from_std(listener).map_err(|err| failed("cannot watch a listener", err))?
+        listener
+            .into_tokio()
+            .map_err(|err| failed("cannot watch a listener", err))?
     };
     Ok((runtime, listener))
 }
 
 /// A listener bound on this runtime, to hand to a thread of its own.
-pub(super) fn into_std(
-    listener: TcpListener,
-    which: &str,
-) -> Result<std::net::TcpListener, Failure> {
+pub(super) fn into_std(listener: Listener, which: &str) -> Result<StdListener, Failure> {
     listener.into_std().map_err(|err| {
         failed(
             &format!("cannot hand the {which} listener to its thread"),
@@ -159,9 +158,21 @@ pub fn bind_admin(config: &crate::config::Config) -> Result<TcpListener, Failure
     )
 }
 
-/// The proxy listener, as `LANYARD_LISTEN` names it.
-pub fn bind_proxy(config: &crate::config::Config) -> Result<TcpListener, Failure> {
-    bind(config.listen, "LANYARD_LISTEN", config.max_connections)
+/// The proxy listener, as `LANYARD_LISTEN` names it: an address, or a
+/// Unix socket with `LANYARD_LISTEN_MODE`.
+pub fn bind_proxy(config: &crate::config::Config) -> Result<ProxyListener, Failure> {
+    match &config.listen {
+        ListenAddr::Tcp(addr) => {
+            bind(*addr, "LANYARD_LISTEN", config.max_connections).map(ProxyListener::from)
+        }
+        ListenAddr::Unix(path) => {
+            let (listener, file) = bind_unix(path, config.listen_mode)?;
+            Ok(ProxyListener {
+                listener: Listener::Unix(listener),
+                socket: Some(file),
+            })
+        }
+    }
 }
 
 /// The verifier's listener: `LANYARD_VERIFIER_LISTEN`, else `PORT`, else

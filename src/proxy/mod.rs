@@ -39,7 +39,7 @@ use crate::error::{FORBIDDEN_HINT, ProxyError};
 use crate::metrics::{METHODS, Metrics, RequestSeries, method_index};
 use crate::outbound::{Connector, FailureKind};
 use crate::pool::{Pool, PooledBody, SendError, UpstreamLimit};
-use crate::server::{self, Abort, Handler};
+use crate::server::{self, Abort, Handler, Peer};
 use crate::target::{TargetUrl, has_dot_segment, host_ip, is_loopback_host};
 use crate::throttle::{self, Throttle};
 use crate::token::{AfterRejection, RejectionRule, Token, TokenHandle, WhenNoNewToken};
@@ -129,7 +129,7 @@ impl From<ClientBodyError> for Refusal {
 #[derive(Clone)]
 pub struct ProxySetup {
     connector: Connector,
-    listen: SocketAddr,
+    listen: Option<SocketAddr>,
     upstream: TargetUrl,
     tokens: TokenHandle,
     metrics: Metrics,
@@ -142,11 +142,12 @@ pub struct ProxySetup {
 }
 
 impl ProxySetup {
-    /// `listen` is the proxy's own address, which absolute-form requests
+    /// `listen` is the proxy's own TCP address, which absolute-form
+    /// requests may name (none on a Unix socket).
     /// may name.
     pub fn new(
         connector: Connector,
-        listen: SocketAddr,
+        listen: Option<SocketAddr>,
         config: &ProxyConfig,
         tokens: TokenHandle,
         metrics: Metrics,
@@ -170,7 +171,7 @@ impl ProxySetup {
 /// upstream connections.
 pub struct Proxy {
     pool: Rc<Pool<UpstreamBody>>,
-    listen: SocketAddr,
+    listen: Option<SocketAddr>,
     upstream: TargetUrl,
     tokens: TokenHandle,
     /// The 401 rule: the service's 401 is passed on when no new token
@@ -468,9 +469,11 @@ fn upstream_headers(headers: &mut http::HeaderMap, token: &Token) {
 
 /// Whether an HTTP/1 absolute-form target may be served: it names the
 /// upstream itself, or lanyard's own listener.
-fn accepts_target(upstream: &TargetUrl, target: &Authority, listen: SocketAddr) -> bool {
-    let names_lanyard = target.port_u16() == Some(listen.port())
-        && (is_loopback_host(target.host()) || host_ip(target.host()) == Some(listen.ip()));
+fn accepts_target(upstream: &TargetUrl, target: &Authority, listen: Option<SocketAddr>) -> bool {
+    let names_lanyard = listen.is_some_and(|listen| {
+        target.port_u16() == Some(listen.port())
+            && (is_loopback_host(target.host()) || host_ip(target.host()) == Some(listen.ip()))
+    });
     upstream.is_named_by(target) || names_lanyard
 }
 
@@ -489,7 +492,7 @@ impl Handler for Proxy {
     fn handle(
         &self,
         req: Request<Incoming>,
-        _client: SocketAddr,
+        _client: Peer,
     ) -> impl Future<Output = Result<Response<ProxyBody>, Abort>> {
         async move {
             let started = Instant::now();
@@ -575,7 +578,7 @@ mod tests {
         ];
         for target in ok {
             assert!(
-                accepts_target(&up, &target.parse().unwrap(), listen),
+                accepts_target(&up, &target.parse().unwrap(), Some(listen)),
                 "{target}"
             );
         }
@@ -588,7 +591,7 @@ mod tests {
         ];
         for target in refused {
             assert!(
-                !accepts_target(&up, &target.parse().unwrap(), listen),
+                !accepts_target(&up, &target.parse().unwrap(), Some(listen)),
                 "{target}"
             );
         }

@@ -4,7 +4,6 @@
 
 use std::collections::VecDeque;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::pin::pin;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -13,7 +12,6 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use http::HeaderMap;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
@@ -23,7 +21,7 @@ use crate::throttle::{self, Throttle};
 
 use super::balance::{Held, Taken, take};
 use super::connection::{Activity, Protocols, serve_connection};
-use super::{ConnectionMetrics, Drained, Handler, Limits, Member};
+use super::{ConnectionMetrics, Drained, Handler, Limits, Listener, Member, Peer, Stream};
 
 /// A failing `accept` (usually out of file descriptors) is retried after
 /// this pause rather than in a busy loop.
@@ -42,7 +40,7 @@ const MAX_REFUSALS_IN_FLIGHT: usize = 64;
 const EVICTION_TURNS: usize = 128;
 
 pub(super) async fn accept_loop<H: Handler>(
-    listener: TcpListener,
+    listener: Listener,
     handler: Rc<H>,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
@@ -125,12 +123,7 @@ impl<H: Handler> Acceptor<H> {
     /// A new connection's place under the per-client cap and the
     /// connection limit, and the thread that serves it; `None` when it was
     /// refused or handed to another thread.
-    async fn admit(
-        &mut self,
-        stream: TcpStream,
-        peer: SocketAddr,
-        share: &Member,
-    ) -> Option<Taken> {
+    async fn admit(&mut self, stream: Stream, peer: Peer, share: &Member) -> Option<Taken> {
         self.reap();
         // The cap comes first: a client over it must not evict anyone.
         let client = match &share.group.clients {
@@ -174,7 +167,7 @@ impl<H: Handler> Acceptor<H> {
     }
 
     /// Counts a refusal and answers it, while few are being answered.
-    fn refuse(&mut self, stream: TcpStream, peer: SocketAddr, why: Refused) {
+    fn refuse(&mut self, stream: Stream, peer: Peer, why: Refused) {
         if let Some(metrics) = &self.metrics {
             metrics.refused.inc();
         }
@@ -195,8 +188,6 @@ impl<H: Handler> Acceptor<H> {
             counted,
             held,
         } = taken;
-        // Requests are small and latency-bound; Nagle only adds delay.
-        let _ = stream.set_nodelay(true);
         let activity = Arc::new(Activity::new());
         let handler = self.handler.clone();
         let protocols = self.protocols.clone();
@@ -310,7 +301,7 @@ impl RefusalAnswers {
 
     /// Logs the refusal (at most once a minute for each kind), and gives
     /// its answer with a place among those being answered, if there is one.
-    fn answer(&mut self, why: Refused, peer: SocketAddr) -> Option<(Bytes, OwnedSemaphorePermit)> {
+    fn answer(&mut self, why: Refused, peer: Peer) -> Option<(Bytes, OwnedSemaphorePermit)> {
         let logged = match why {
             Refused::Limit => &self.limit_logged,
             Refused::ClientCap => &self.cap_logged,
@@ -374,7 +365,7 @@ impl Drop for OpenConnection {
 }
 
 /// Answers a refused connection, best effort, then closes it.
-async fn refuse(mut stream: TcpStream, refusal: &[u8]) {
+async fn refuse(mut stream: Stream, refusal: &[u8]) {
     let answer = async {
         stream.write_all(refusal).await?;
         stream.shutdown().await?;

@@ -1,15 +1,14 @@
 //! The accept loops of one listener, one per proxy thread, sharing its
 //! connection limit and keeping their numbers of connections even.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
-use super::Limits;
 use super::clients::{ClientSlot, PerClient};
+use super::socket::StdStream;
+use super::{Limits, Peer, Stream};
 
 /// As many bytes of HTTP/2 request headers as the connection limit's worth
 /// of full HTTP/1.1 request heads: so HTTP/2 can hold no more header
@@ -54,8 +53,8 @@ pub(super) struct Group {
 
 /// A connection accepted by one member for another to serve.
 pub(super) struct Handed {
-    stream: std::net::TcpStream,
-    peer: SocketAddr,
+    stream: StdStream,
+    peer: Peer,
     held: Held,
     counted: Counted,
 }
@@ -139,7 +138,7 @@ impl Member {
 
     /// Counts a connection accepted here, and hands it to a less busy
     /// member if there is one; gives it back when it stays here.
-    pub(super) fn place(&self, stream: TcpStream, peer: SocketAddr, held: Held) -> Option<Taken> {
+    pub(super) fn place(&self, stream: Stream, peer: Peer, held: Held) -> Option<Taken> {
         let Some(other) = self.less_busy() else {
             return Some(Taken {
                 stream,
@@ -150,7 +149,7 @@ impl Member {
         };
         // Leaving this thread's reactor is a system call that cannot fail
         // for an open socket; should it, the connection is lost either way.
-        let stream = match stream.into_std() {
+        let stream = match StdStream::of(stream) {
             Ok(stream) => stream,
             Err(err) => {
                 tracing::warn!(error = %err, %peer, "cannot hand a connection to another proxy thread");
@@ -171,7 +170,7 @@ impl Member {
             // stops): this one serves the connection itself.
             Err(mpsc::error::SendError(handed)) => {
                 let counted = self.count(self.index);
-                match TcpStream::from_std(handed.stream) {
+                match handed.stream.into_tokio() {
                     Ok(stream) => Some(Taken {
                         stream,
                         peer,
@@ -190,15 +189,15 @@ impl Member {
 
 /// A connection to serve, with its place in the counts and the limits.
 pub(super) struct Taken {
-    pub(super) stream: TcpStream,
-    pub(super) peer: SocketAddr,
+    pub(super) stream: Stream,
+    pub(super) peer: Peer,
     pub(super) counted: Counted,
     pub(super) held: Held,
 }
 
 /// A connection another thread handed over, registered with this one.
 pub(super) fn take(handed: Handed) -> Option<Taken> {
-    match TcpStream::from_std(handed.stream) {
+    match handed.stream.into_tokio() {
         Ok(stream) => Some(Taken {
             stream,
             peer: handed.peer,

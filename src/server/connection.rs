@@ -5,7 +5,6 @@
 
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
 use std::pin::{Pin, pin};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -23,11 +22,10 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulConnection;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 use tokio::sync::{Notify, Semaphore, watch};
 use tokio::time::Instant;
 
-use super::{Abort, HEAD_BACKSTOP, Handler, Limits};
+use super::{Abort, HEAD_BACKSTOP, Handler, Limits, Peer, Stream};
 
 /// What an HTTP/2 client sends first (RFC 9113 §3.4); anything else is
 /// HTTP/1.1.
@@ -141,8 +139,8 @@ impl Protocols {
 /// within the first-request timeout, then serves the connection until it
 /// ends.
 pub(super) async fn serve_connection<H: Handler>(
-    mut stream: TcpStream,
-    peer: SocketAddr,
+    mut stream: Stream,
+    peer: Peer,
     handler: Rc<H>,
     protocols: &Rc<Protocols>,
     header_bytes: Arc<Semaphore>,
@@ -214,7 +212,7 @@ pub(super) async fn serve_connection<H: Handler>(
 /// a client that sends nothing, or `P` and nothing, would hold its slot
 /// for ever; hence reading them here under a deadline.
 async fn detect(
-    stream: &mut TcpStream,
+    stream: &mut Stream,
     deadline: Instant,
     stopping: &mut watch::Receiver<bool>,
 ) -> Option<(Vec<u8>, bool)> {
@@ -446,7 +444,7 @@ impl Drop for ActivityGuard {
 /// A stream whose first bytes were already read, served again first.
 struct Rewind {
     start: Bytes,
-    stream: TcpStream,
+    stream: Stream,
 }
 
 impl AsyncRead for Rewind {

@@ -17,25 +17,26 @@
 //! - `clients`: the connections each client holds.
 //! - `connection`: one connection: protocol detection, HTTP/1.1 or HTTP/2,
 //!   the idle rule, the server's own 431.
+//! - `socket`: TCP and Unix listeners, their connections and peers.
 
 mod accept;
 pub mod balance;
 mod clients;
 mod connection;
+mod socket;
 
 pub use balance::Member;
 pub use clients::Client;
 pub use connection::MAX_CONCURRENT_STREAMS;
+pub use socket::{Listener, Peer, StdListener, Stream};
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response};
 use hyper::body::Incoming;
-use tokio::net::TcpListener;
 use tokio::task::LocalSet;
 
 /// What the listener's clients may hold.
@@ -124,7 +125,7 @@ pub trait Handler: 'static {
     fn handle(
         &self,
         req: Request<Incoming>,
-        client: SocketAddr,
+        client: Peer,
     ) -> impl Future<Output = Result<Response<Self::Body>, Abort>>;
 }
 
@@ -170,7 +171,7 @@ pub enum Drained {
 /// `block_on`). Connections still running when it ends are dropped with
 /// it.
 pub async fn serve<H: Handler>(
-    listener: TcpListener,
+    listener: Listener,
     handler: H,
     shutdown: impl Future<Output = ()>,
     grace: Duration,

@@ -2,7 +2,6 @@
 //! /api/status`, and what their answers are made of (README "The
 //! verifier").
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -21,6 +20,7 @@ use super::polls::{self, Asking, Lookup};
 use super::service::CallError;
 use super::{COOKIE, Inner, SECURE_COOKIE};
 use crate::error::FORBIDDEN_HINT;
+use crate::server::Peer;
 
 /// `/api/start` takes no input; a body beyond this is not the page's.
 const MAX_START_BODY: usize = 1024;
@@ -44,7 +44,7 @@ impl Inner {
     pub(super) async fn start<B>(
         &self,
         req: Request<B>,
-        client: SocketAddr,
+        client: Peer,
     ) -> Result<Response<Full<Bytes>>>
     where
         B: Body<Data = Bytes>,

@@ -36,7 +36,6 @@ pub use binding::MAX_HANDLE;
 pub use page::{CONTENT_SECURITY_POLICY, PERMISSIONS_POLICY, security_headers};
 pub use polls::{MAX_SESSIONS, SERVICE_POLL_SPACING};
 
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -50,7 +49,7 @@ use crate::Failure;
 use crate::access::ServiceAccess;
 use crate::config::{Config, ConfigError, SessionKeys as GivenKeys, VerifierRates, WalletBaseUrl};
 use crate::metrics::Metrics;
-use crate::server::{Abort, Handler};
+use crate::server::{Abort, Handler, Peer};
 use crate::target::TargetUrl;
 use crate::throttle::{self, Throttle};
 use crate::token::TokenHandle;
@@ -291,7 +290,7 @@ impl Handler for Verifier {
     async fn handle(
         &self,
         req: Request<Incoming>,
-        client: SocketAddr,
+        client: Peer,
     ) -> Result<Response<Full<Bytes>>, Abort> {
         self.serve(req, client).await
     }
@@ -303,7 +302,7 @@ impl Verifier {
     pub async fn serve<B>(
         &self,
         req: Request<B>,
-        client: SocketAddr,
+        client: Peer,
     ) -> Result<Response<Full<Bytes>>, Abort>
     where
         B: hyper::body::Body<Data = Bytes>,

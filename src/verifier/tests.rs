@@ -17,6 +17,7 @@ use http_body_util::{BodyExt, Full};
 use super::binding::Sealed;
 use super::*;
 use crate::config::{Flags, Requirement};
+use crate::server::Peer;
 use crate::token::{ExchangeError, Issued, RefreshPolicy, TokenSource};
 
 const KEY: &str = include_str!("../../tests/fixtures/rsa2048.pkcs8.pem");
@@ -73,10 +74,10 @@ async fn fixture(extra: &[(&str, &str)]) -> Fixture {
     Fixture { verifier, metrics }
 }
 
-const CLIENT: SocketAddr = SocketAddr::new(
+const CLIENT: Peer = Peer::Tcp(SocketAddr::new(
     std::net::IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 1)),
     40000,
-);
+));
 
 impl Fixture {
     async fn call(&self, method: Method, uri: &str, headers: &[(&str, &str)]) -> Answer {

@@ -18,7 +18,7 @@ async fn banner_curl_lines_start_poll_and_show_a_403() {
     .unwrap();
     let listeners = DemoListeners {
         admin: TcpListener::bind("127.0.0.1:0").await.unwrap(),
-        proxy: Some(TcpListener::bind("127.0.0.1:0").await.unwrap()),
+        proxy: Some(TcpListener::bind("127.0.0.1:0").await.unwrap().into()),
         verifier: Some(TcpListener::bind("127.0.0.1:0").await.unwrap()),
     };
     let demo = Demo::start(&config, listeners).await.unwrap();

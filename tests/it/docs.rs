@@ -134,7 +134,10 @@ fn example_config_loads_when_uncommented() {
     let config =
         lanyard::config::Config::load(&flags, &env, lanyard::config::Requirement::Upstream)
             .expect("the example's values are valid");
-    assert_eq!(config.listen, "127.0.0.1:8080".parse().unwrap());
+    assert_eq!(
+        config.listen,
+        lanyard::config::ListenAddr::Tcp("127.0.0.1:8080".parse().unwrap())
+    );
     assert_eq!(config.assertion_ttl, std::time::Duration::from_secs(3600));
     // The example's overrides win over the file's fields.
     let account = config.account.expect("credentials read at load");

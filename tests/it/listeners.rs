@@ -37,7 +37,7 @@ impl Handler for Named {
     async fn handle(
         &self,
         req: Request<Incoming>,
-        _client: std::net::SocketAddr,
+        _client: lanyard::server::Peer,
     ) -> Result<Response<Full<Bytes>>, Abort> {
         if req.uri().path() == "/hold" {
             self.holding.notify_one();
@@ -111,7 +111,16 @@ fn serve_on_thread(
         runtime.block_on(async move {
             let listener = TcpListener::from_std(listener).unwrap();
             let grace = Duration::from_secs(60);
-            server::serve(listener, handler, stop, grace, limits, None, share).await
+            server::serve(
+                server::Listener::Tcp(listener),
+                handler,
+                stop,
+                grace,
+                limits,
+                None,
+                share,
+            )
+            .await
         })
     });
 }

@@ -30,6 +30,7 @@ mod tls;
 mod token_exchange;
 mod token_faults;
 mod token_lifetime;
+mod unix_socket;
 mod upstream_cap;
 mod upstream_faults;
 mod verifier;

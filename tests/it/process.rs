@@ -34,21 +34,35 @@ impl Process {
     async fn start(vars: HashMap<String, String>) -> Process {
         let mut process = Process::launch(&["run"], vars, "json", false);
         let started = process.wait_for_log("lanyard started").await;
-        process.proxy = format!("http://{}", started["fields"]["proxy"].as_str().unwrap());
+        // None on a Unix socket.
+        if let Some(proxy) = started["fields"]["proxy"].as_str() {
+            process.proxy = format!("http://{proxy}");
+        }
         process.admin = format!("http://{}", started["fields"]["admin"].as_str().unwrap());
         process
     }
 
-    /// `lanyard <args>` on free loopback ports with `vars` only, logging in
-    /// `format`; stdout is kept when `stdout` is set.
-    fn launch(args: &[&str], vars: HashMap<String, String>, format: &str, stdout: bool) -> Process {
+    /// `lanyard <args>` with `vars` only, on free loopback ports where
+    /// `vars` names no listener, logging in `format`; stdout is kept when
+    /// `stdout` is set.
+    fn launch(
+        args: &[&str],
+        mut vars: HashMap<String, String>,
+        format: &str,
+        stdout: bool,
+    ) -> Process {
+        for listener in [
+            "LANYARD_LISTEN",
+            "LANYARD_ADMIN_LISTEN",
+            "LANYARD_VERIFIER_LISTEN",
+        ] {
+            vars.entry(listener.into())
+                .or_insert_with(|| "127.0.0.1:0".into());
+        }
         let mut child = Command::new(env!("CARGO_BIN_EXE_lanyard"))
             .args(args)
             .env_clear()
             .envs(vars)
-            .env("LANYARD_LISTEN", "127.0.0.1:0")
-            .env("LANYARD_ADMIN_LISTEN", "127.0.0.1:0")
-            .env("LANYARD_VERIFIER_LISTEN", "127.0.0.1:0")
             .env("LANYARD_LOG_FORMAT", format)
             .stdout(if stdout {
                 Stdio::piped()
@@ -719,4 +733,44 @@ async fn a_low_open_file_limit_lowers_the_connection_limit_so_probes_still_get_a
     let (code, log) = process.finish().await;
     assert_eq!(code, Some(0), "{log}");
     assert!(!log.contains("accept failed"), "{log}");
+}
+
+/// TCP listeners the process `pid` holds, as `ss` lists them.
+fn tcp_listeners_of(pid: u32) -> Vec<String> {
+    let out = std::process::Command::new("ss")
+        .args(["-Hltnp"])
+        .output()
+        .expect("ss (iproute2) runs");
+    text(&out.stdout)
+        .lines()
+        .filter(|line| line.contains(&format!("pid={pid},")))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test]
+async fn on_a_unix_socket_only_the_admin_listener_is_on_tcp_and_sigterm_removes_the_file() {
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("lanyard.sock");
+    let listen = format!("unix:{}", socket.display());
+    let vars = settings(&mock, dir.path(), &[("LANYARD_LISTEN", &listen)]);
+    let mut process = Process::launch(&["run"], vars, "json", false);
+    let started = process.wait_for_log("lanyard started").await;
+    assert_eq!(
+        started["fields"]["proxy_socket"],
+        socket.display().to_string()
+    );
+    assert!(started["fields"]["proxy"].is_null(), "{started}");
+    let admin = started["fields"]["admin"].as_str().unwrap().to_owned();
+    let pid = process.child.id().unwrap();
+    let listeners = tcp_listeners_of(pid);
+    assert_eq!(listeners.len(), 1, "only the admin listener: {listeners:?}");
+    assert!(listeners[0].contains(&admin), "{listeners:?}");
+    assert!(socket.exists());
+
+    process.terminate();
+    let (code, log) = process.finish().await;
+    assert_eq!(code, Some(0), "{log}");
+    assert!(!socket.exists(), "the socket file outlived the process");
 }

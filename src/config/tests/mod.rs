@@ -43,7 +43,10 @@ fn load(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
 #[test]
 fn defaults_apply_when_only_the_upstream_is_set() {
     let config = load(&[("SERVICE_API_URL", "https://api.example.com/v1/")]).unwrap();
-    assert_eq!(config.listen, "127.0.0.1:8080".parse().unwrap());
+    assert_eq!(
+        config.listen,
+        ListenAddr::Tcp("127.0.0.1:8080".parse().unwrap())
+    );
     assert_eq!(config.admin_listen, "0.0.0.0:9090".parse().unwrap());
     assert_eq!(config.assertion_ttl, Duration::from_secs(3600));
     assert_eq!(config.upstream_timeout, Duration::from_secs(30));
@@ -278,7 +281,69 @@ fn remote_listen_needs_explicit_opt_in() {
         ("LANYARD_ALLOW_REMOTE", "true"),
     ])
     .unwrap();
-    assert_eq!(config.listen, "0.0.0.0:8080".parse().unwrap());
+    assert_eq!(
+        config.listen,
+        ListenAddr::Tcp("0.0.0.0:8080".parse().unwrap())
+    );
+}
+
+#[test]
+fn a_unix_socket_listener_takes_an_absolute_path_and_a_mode_closed_to_others() {
+    let api = ("SERVICE_API_URL", "https://api.example.com");
+    let config = load(&[api, ("LANYARD_LISTEN", "unix:/run/lanyard/lanyard.sock")]).unwrap();
+    assert_eq!(
+        config.listen,
+        ListenAddr::Unix("/run/lanyard/lanyard.sock".into())
+    );
+    assert_eq!(config.listen_mode, FileMode(0o660));
+    let config = load(&[
+        api,
+        ("LANYARD_LISTEN", "unix:/run/lanyard.sock"),
+        ("LANYARD_LISTEN_MODE", "600"),
+    ])
+    .unwrap();
+    assert_eq!(config.listen_mode, FileMode(0o600));
+    let refused = [
+        ("LANYARD_LISTEN", "unix:lanyard.sock", "must be absolute"),
+        ("LANYARD_LISTEN", "unix:", "must be absolute"),
+        ("LANYARD_LISTEN", "unix:/run/", "must name a file"),
+        ("LANYARD_LISTEN_MODE", "0666", "lets other users connect"),
+        ("LANYARD_LISTEN_MODE", "0661", "lets other users connect"),
+        (
+            "LANYARD_LISTEN_MODE",
+            "rw-rw----",
+            "is not a permission mode",
+        ),
+        ("LANYARD_LISTEN_MODE", "01660", "is not a permission mode"),
+    ];
+    for (name, value, why) in refused {
+        let err = load(&[api, (name, value)]).unwrap_err();
+        let line = &err.lines()[0];
+        assert!(
+            line.starts_with(name) && line.contains(why),
+            "{name}={value}: {err}"
+        );
+    }
+    let long = format!("unix:/{}", "x".repeat(107));
+    let err = load(&[api, ("LANYARD_LISTEN", &long)]).unwrap_err();
+    assert!(err.lines()[0].contains("at most 107 bytes"), "{err}");
+}
+
+#[test]
+fn a_listen_mode_beside_a_tcp_listener_is_ignored_with_a_warning() {
+    let config = load(&[
+        ("SERVICE_API_URL", "https://api.example.com"),
+        ("LANYARD_LISTEN_MODE", "0600"),
+    ])
+    .unwrap();
+    assert!(
+        config
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("LANYARD_LISTEN_MODE") && w.contains("Unix socket only")),
+        "{:?}",
+        config.warnings
+    );
 }
 
 #[test]
@@ -442,7 +507,10 @@ fn empty_environment_variable_counts_as_unset() {
         ("LANYARD_LISTEN", ""),
     ])
     .unwrap();
-    assert_eq!(config.listen, "127.0.0.1:8080".parse().unwrap());
+    assert_eq!(
+        config.listen,
+        ListenAddr::Tcp("127.0.0.1:8080".parse().unwrap())
+    );
 }
 
 #[test]
@@ -485,7 +553,7 @@ fn every_shown_default_reads_back_as_the_default() {
     let explicit = settings_only(load(&given).unwrap());
     let defaults = settings_only(load(&base).unwrap());
     assert_eq!(format!("{explicit:?}"), format!("{defaults:?}"));
-    assert_eq!(LISTEN.default_value(), DEFAULT_LISTEN);
+    assert_eq!(LISTEN.default_value(), ListenAddr::Tcp(DEFAULT_LISTEN));
     assert_eq!(
         MAX_HEADER_BYTES.shown_default(),
         ShownDefault::Value("64KiB".into())
