@@ -25,5 +25,5 @@ mod uri;
 
 pub use error::HsmError;
 pub use key::{HsmKey, Proof};
-pub use open::{MIN_KEY_BITS, PinFlags, PublicKey, may_log_in};
-pub use uri::{KeyUri, is_pkcs11_uri, parse};
+pub use open::{MIN_KEY_BITS, PinFlags, may_log_in};
+pub use uri::is_pkcs11_uri;
