@@ -10,6 +10,7 @@
 //!
 //! - [`cli`]: command-line parsing: subcommands by clap derive, the settings' flags built from their declarations.
 //! - [`config`]: every setting declared once (flag, variable, file key, default, help), validated into one [`config::Config`]; [`config::credentials`]: the credentials file, the `SA_*` overrides and the RSA key.
+//! - [`hsm`]: keys that never leave a PKCS#11 token: the RFC 7512 URI and its PIN file, the module loaded once, the PIN flags read before any login, signing RS256 there, the session reopened after a failure.
 //! - [`token`]: assertion, exchange, the token cell, the pure renewal schedule and the refresher task that applies it, and the one 401 rule.
 //! - `throttle`: a repeating warning logged at most once an interval.
 //! - [`outbound`]: rustls roots, the outbound connector, error chains walked once, failure classification.
@@ -42,6 +43,7 @@ pub mod config;
 pub mod demo;
 mod error;
 mod failure;
+pub mod hsm;
 pub mod metrics;
 pub mod mock;
 pub mod outbound;

@@ -12,7 +12,7 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use crate::config::credentials::{self, Fingerprint};
+use crate::config::credentials::{self, Credentials, Fingerprint};
 use crate::config::{CredentialSettings, Source};
 use crate::metrics::Metrics;
 use crate::token::{Exchanger, TokenHandle};
@@ -129,6 +129,18 @@ impl Watcher {
             .unwrap_or_else(|err| Err(format!("reading the credentials file failed: {err}")))
     }
 
+    /// Credentials from the file's content, checked; off the async
+    /// threads, since a key in a PKCS#11 token is opened anew (the URI and
+    /// the PIN file read again, the module called).
+    async fn load(&self, bytes: Vec<u8>) -> Result<Credentials, String> {
+        let settings = self.settings.clone();
+        tokio::task::spawn_blocking(move || {
+            credentials::load_from(&settings, Some(&bytes)).map_err(|err| err.lines().join("; "))
+        })
+        .await
+        .unwrap_or_else(|err| Err(format!("loading the credentials failed: {err}")))
+    }
+
     async fn check(&mut self, asked: bool) {
         let mut read = self.read().await;
         let mut seen = Seen::of(&read);
@@ -159,10 +171,10 @@ impl Watcher {
             return;
         }
         self.seen = Some(seen.clone());
-        let loaded = read.and_then(|bytes| {
-            credentials::load_from(&self.settings, Some(&bytes))
-                .map_err(|err| err.lines().join("; "))
-        });
+        let loaded = match read {
+            Ok(bytes) => self.load(bytes).await,
+            Err(why) => Err(why),
+        };
         match loaded {
             Ok(credentials) => {
                 let previous = self.exchanger.credentials();

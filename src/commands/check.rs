@@ -2,6 +2,7 @@
 //! human report.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 use tokio::time::Instant;
 
 use bytes::Bytes;
@@ -10,7 +11,7 @@ use http_body_util::Empty;
 
 use crate::Secret;
 use crate::config::Config;
-use crate::config::credentials::Credentials;
+use crate::config::credentials::{Credentials, SigningKey};
 use crate::outbound::{self, FailureKind};
 use crate::target::TargetUrl;
 
@@ -94,6 +95,9 @@ pub async fn check(config: &Config) -> Result<CheckReport, Failure> {
             creds.key.bits()
         ),
     );
+    if creds.key.hsm().is_some() {
+        check_hsm_key(&creds.key, &mut report).await;
+    }
     let Some(token) = check_token(&access, &creds, &mut report).await else {
         report.push(CheckStatus::Skip, "upstream", "needs a token");
         return Ok(report);
@@ -123,6 +127,46 @@ pub async fn check(config: &Config) -> Result<CheckReport, Failure> {
     }
     check_rule(config, &creds.organization_id, base, &probe, &mut report).await;
     Ok(report)
+}
+
+/// What `check` has a key in a token sign; no assertion signs it.
+const PROBE: &[u8] = b"lanyard check: a test signature";
+
+/// Where a key in a token is, and a signature made there and verified
+/// with the key's public half.
+async fn check_hsm_key(key: &Arc<SigningKey>, report: &mut CheckReport) {
+    let key = Arc::clone(key);
+    let proved = tokio::task::spawn_blocking(move || {
+        let hsm = key.hsm()?;
+        let place = format!(
+            "RSA {}-bit key {} on PKCS#11 token `{}`, module {}",
+            hsm.bits(),
+            hsm.object(),
+            hsm.token(),
+            hsm.module_path()
+        );
+        Some((place, hsm.sign_verified(PROBE)))
+    })
+    .await;
+    match proved {
+        Ok(Some((place, Ok(proof)))) => {
+            let verified = if proof.verified {
+                "verifies with its public key"
+            } else {
+                "was made (not verified: the token does not show the public exponent)"
+            };
+            let took = proof.took.as_millis();
+            report.push(
+                CheckStatus::Ok,
+                "key",
+                format!("{place}; a test signature made there in {took} ms {verified}"),
+            );
+        }
+        Ok(Some((place, Err(why)))) => {
+            report.push(CheckStatus::Fail, "key", format!("{place}: {why}"));
+        }
+        Ok(None) | Err(_) => report.push(CheckStatus::Fail, "key", "the signing thread ended"),
+    }
 }
 
 /// Requests one token and reports it; the token, if one came.

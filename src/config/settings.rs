@@ -115,7 +115,7 @@ pub const PRIVATE_KEY: Setting = Setting {
     env: "SA_PRIVATE_KEY",
     flag: None,
     value_name: None,
-    help: "Private key, PEM, overriding the credentials file's",
+    help: "Private key: PEM, or a pkcs11: URI naming a key in an HSM or KMS; overrides the credentials file's",
     default: DefaultValue::Described("from file"),
     read: read_text,
     secret: true,

@@ -185,7 +185,8 @@ impl Exchanger {
     /// Requests one token.
     pub async fn fetch(&self) -> Result<Issued, ExchangeError> {
         let account = self.account.load_full();
-        let assertion = account.signer.sign_fresh(self.clock.as_ref())?;
+        let (timeout, clock) = (self.options.timeout, self.clock.as_ref());
+        let assertion = account.signer.sign_fresh(clock, timeout).await?;
         let creds = &account.credentials;
         // Built in a block: the serializer is not `Send` and must not live
         // across the awaits below.
@@ -234,7 +235,6 @@ impl Exchanger {
                 .to_bytes();
             Ok::<_, ExchangeError>((parts, bytes))
         };
-        let timeout = self.options.timeout;
         let (parts, bytes) = tokio::time::timeout(timeout, exchange)
             .await
             .map_err(|_| ExchangeError::Timeout(timeout))??;

@@ -11,6 +11,7 @@ mod credential_sources;
 mod demo;
 mod docs;
 mod hostile;
+mod hsm;
 mod interop_oidc_provider;
 mod listeners;
 mod log_format;

@@ -1,33 +1,71 @@
-//! The RSA private key that signs assertions: parsed and checked once
-//! (PKCS#8 or PKCS#1 PEM, 2048 bits or more), with why a key was refused
-//! and the session binding secret the verifier derives from it.
+//! The RSA private key that signs assertions: a PEM key parsed and
+//! checked once (PKCS#8 or PKCS#1, 2048 bits or more), or a key in a
+//! PKCS#11 token opened and checked once (crate::hsm); why a key was
+//! refused; and the session binding secret the verifier derives from it.
 
 use std::fmt;
 use std::io::BufReader;
 
 use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rustls_pki_types::pem::SectionKind;
 
 use crate::Secret;
+use crate::hsm::{HsmError, HsmKey};
 
 /// The seed's reference key size, and the floor for RS256 today.
-pub const MIN_KEY_BITS: usize = 2048;
+pub const MIN_KEY_BITS: usize = crate::hsm::MIN_KEY_BITS;
 
-/// The account's RSA private key, parsed and checked once at start-up.
+/// The account's RSA private key, checked once at start-up.
 pub struct SigningKey {
-    /// Built once here rather than per assertion; jsonwebtoken's RS256
-    /// signer takes PKCS#1 DER (RFC 8017 §A.1.2) whatever form the PEM was.
-    encoding: jsonwebtoken::EncodingKey,
+    held: Held,
     bits: usize,
     /// What the verifier binds browsers to sessions with when no key of
     /// its own is set (README "The verifier", Running many).
     binding_secret: [u8; 32],
 }
 
+/// Where the key is.
+enum Held {
+    /// Built once here rather than per assertion; jsonwebtoken's RS256
+    /// signer takes PKCS#1 DER (RFC 8017 §A.1.2) whatever form the PEM was.
+    Pem(jsonwebtoken::EncodingKey),
+    /// In a token; `setting` names where its URI came from, for the
+    /// failures that come at run time.
+    Hsm { key: Box<HsmKey>, setting: String },
+}
+
 impl SigningKey {
-    /// The key as `jsonwebtoken::encode` takes it, for RS256 only.
-    pub(crate) fn encoding_key(&self) -> &jsonwebtoken::EncodingKey {
-        &self.encoding
+    /// The RS256 signature of `message` (RSASSA-PKCS1-v1_5, SHA-256),
+    /// base64url without padding as a JWS carries it; or why not, naming
+    /// the setting for an HSM key. Blocks on the token for an HSM key:
+    /// async code calls it from a blocking thread ([`SigningKey::blocks`]).
+    pub fn sign_rs256(&self, message: &[u8]) -> Result<String, String> {
+        match &self.held {
+            Held::Pem(key) => {
+                jsonwebtoken::crypto::sign(message, key, jsonwebtoken::Algorithm::RS256)
+                    .map_err(|_| "the RSA signature failed".to_string())
+            }
+            Held::Hsm { key, setting } => key
+                .sign(message)
+                .map(|signature| URL_SAFE_NO_PAD.encode(signature))
+                .map_err(|err| format!("{setting}: {err}")),
+        }
+    }
+
+    /// Signing may block: the key is in a token, behind a module that may
+    /// wait on a device or the network.
+    pub fn blocks(&self) -> bool {
+        matches!(self.held, Held::Hsm { .. })
+    }
+
+    /// The token's key, when the key is in one (`lanyard check` reports
+    /// where, and proves a signature).
+    pub fn hsm(&self) -> Option<&HsmKey> {
+        match &self.held {
+            Held::Pem(_) => None,
+            Held::Hsm { key, .. } => Some(key),
+        }
     }
 
     /// Modulus size in bits.
@@ -39,8 +77,9 @@ impl SigningKey {
     /// can: HKDF over the key's RS256 signature of a fixed label, which
     /// RSASSA-PKCS1-v1_5 makes deterministic (RFC 8017 §8.2). A signature
     /// rather than the key's bytes, so that a PKCS#1 and a PKCS#8 file of
-    /// one key agree, and a key that signs elsewhere (an HSM) can give it
-    /// too. No assertion ever signs this label.
+    /// one key agree, and a key that signs in a token, which is never
+    /// read, gives it too: every replica with the same key, in a file or
+    /// in an HSM, derives the same. No assertion ever signs this label.
     pub fn binding_secret(&self) -> &[u8; 32] {
         &self.binding_secret
     }
@@ -49,8 +88,19 @@ impl SigningKey {
 /// What [`SigningKey::binding_secret`] signs, and its HKDF label.
 const BINDING_LABEL: &[u8] = b"lanyard verifier session binding v1";
 
-fn binding_secret(pair: &aws_lc_rs::rsa::KeyPair) -> Result<[u8; 32], KeyError> {
-    use aws_lc_rs::{hkdf, rand::SystemRandom, signature::RSA_PKCS1_SHA256};
+fn binding_secret(signature: &[u8]) -> Result<[u8; 32], KeyError> {
+    use aws_lc_rs::hkdf;
+    let mut secret = [0; 32];
+    hkdf::Salt::new(hkdf::HKDF_SHA256, BINDING_LABEL)
+        .extract(signature)
+        .expand(&[BINDING_LABEL], hkdf::HKDF_SHA256)
+        .and_then(|okm| okm.fill(&mut secret))
+        .map_err(|_| KeyError::InvalidRsa)?;
+    Ok(secret)
+}
+
+fn pem_binding_secret(pair: &aws_lc_rs::rsa::KeyPair) -> Result<[u8; 32], KeyError> {
+    use aws_lc_rs::{rand::SystemRandom, signature::RSA_PKCS1_SHA256};
     let mut signature = vec![0; pair.public_modulus_len()];
     pair.sign(
         &RSA_PKCS1_SHA256,
@@ -59,18 +109,38 @@ fn binding_secret(pair: &aws_lc_rs::rsa::KeyPair) -> Result<[u8; 32], KeyError> 
         &mut signature,
     )
     .map_err(|_| KeyError::InvalidRsa)?;
-    let mut secret = [0; 32];
-    hkdf::Salt::new(hkdf::HKDF_SHA256, BINDING_LABEL)
-        .extract(&signature)
-        .expand(&[BINDING_LABEL], hkdf::HKDF_SHA256)
-        .and_then(|okm| okm.fill(&mut secret))
-        .map_err(|_| KeyError::InvalidRsa)?;
-    Ok(secret)
+    binding_secret(&signature)
+}
+
+/// The key `SA_PRIVATE_KEY` or the credentials file's `private_key` gives:
+/// a PKCS#11 URI opens the key in its token (blocking: start-up and
+/// reloads call this off the async threads); anything else is read as
+/// PEM. `setting` names where the value came from, for the failures that
+/// come at run time.
+pub fn load_key(value: &str, setting: &str) -> Result<SigningKey, KeyError> {
+    if !crate::hsm::is_pkcs11_uri(value) {
+        return parse_private_key(value);
+    }
+    let key = HsmKey::open(value)?;
+    // Signed and verified with the public half: the token signs RS256
+    // with this key, proven before anything starts.
+    let proof = key.sign_verified(BINDING_LABEL)?;
+    Ok(SigningKey {
+        bits: key.bits(),
+        binding_secret: binding_secret(&proof.signature)?,
+        held: Held::Hsm {
+            key: Box::new(key),
+            setting: setting.to_string(),
+        },
+    })
 }
 
 impl fmt::Debug for SigningKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "SigningKey(RSA {} bits, [redacted])", self.bits)
+        match &self.held {
+            Held::Pem(_) => write!(f, "SigningKey(RSA {} bits, [redacted])", self.bits),
+            Held::Hsm { key, .. } => write!(f, "SigningKey({key:?})"),
+        }
     }
 }
 
@@ -99,6 +169,8 @@ pub enum KeyError {
     TooShort,
     #[error("is an RSA key longer than 8192 bits, which is not supported")]
     TooLong,
+    #[error("{0}")]
+    Hsm(#[from] HsmError),
 }
 
 /// Parses a PEM RSA private key (PKCS#8 or PKCS#1), accepting literal `\n`
@@ -158,7 +230,7 @@ pub fn parse_private_key(pem: &str) -> Result<SigningKey, KeyError> {
     if bits < MIN_KEY_BITS {
         return Err(KeyError::TooShort);
     }
-    let binding_secret = binding_secret(&pair)?;
+    let binding_secret = pem_binding_secret(&pair)?;
 
     // jsonwebtoken takes the key as PEM and finds the RSA key inside a
     // PKCS#8 wrapper itself; the section aws-lc just validated is wrapped
@@ -177,7 +249,7 @@ pub fn parse_private_key(pem: &str) -> Result<SigningKey, KeyError> {
     let encoding = jsonwebtoken::EncodingKey::from_rsa_pem(pem.expose().as_bytes())
         .map_err(|_| KeyError::InvalidRsa)?;
     Ok(SigningKey {
-        encoding,
+        held: Held::Pem(encoding),
         bits,
         binding_secret,
     })

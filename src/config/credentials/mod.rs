@@ -1,11 +1,12 @@
 //! The service account's credentials: the JSON file downloaded once from
 //! the Portal (docs/service.md §2.2), with single fields overridden by the
-//! `SA_*` settings, and the RSA private key that signs assertions.
+//! `SA_*` settings, and the RSA private key that signs assertions (a PEM
+//! key, or a PKCS#11 URI naming a key in a token).
 //!
 //! - this file: [`CredentialSettings`] as the loader read them, merged with
 //!   the file's fields into checked [`Credentials`].
 //! - `file`: the credentials file read, parsed and fingerprinted.
-//! - `key`: the private key parsed and checked, [`SigningKey`].
+//! - `key`: the private key parsed or opened, and checked, [`SigningKey`].
 
 mod file;
 mod key;
@@ -13,7 +14,7 @@ mod key;
 use std::path::{Path, PathBuf};
 
 pub use file::{Fingerprint, read_file};
-pub use key::{KeyError, MIN_KEY_BITS, SigningKey, parse_private_key};
+pub use key::{KeyError, MIN_KEY_BITS, SigningKey, load_key, parse_private_key};
 
 use super::declaration::Setting;
 use super::problems::ConfigError;
@@ -234,22 +235,22 @@ impl Merge<'_> {
     }
 
     fn key(&mut self, settings: &CredentialSettings) -> Option<SigningKey> {
-        let pem = settings.private_key.clone().or_else(|| {
+        // `SA_PRIVATE_KEY` wins, so a credentials file may leave the key
+        // out when the variable names it (a PKCS#11 URI, say).
+        let given = settings.private_key.clone().or_else(|| {
             let (path, fields) = self.file?;
             Some(Sourced {
                 value: fields.private_key.clone()?,
                 source: file_source(path, "private_key"),
             })
         });
-        let Some(pem) = pem else {
+        let Some(given) = given else {
             self.missing(&PRIVATE_KEY, "private_key");
             return None;
         };
-        parse_private_key(pem.value.expose())
-            .map_err(|why| {
-                let line = format!("{} ({}): {why}", PRIVATE_KEY.env, pem.source);
-                self.errors.push(line);
-            })
+        let setting = format!("{} ({})", PRIVATE_KEY.env, given.source);
+        load_key(given.value.expose(), &setting)
+            .map_err(|why| self.errors.push(format!("{setting}: {why}")))
             .ok()
     }
 }

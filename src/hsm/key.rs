@@ -1,0 +1,291 @@
+//! [`HsmKey`]: a private key in a PKCS#11 token, signing RS256 there, one
+//! signature at a time on its one session, and finding its way back after
+//! the token went away.
+//!
+//! Every call blocks on the module (a network HSM answers in milliseconds,
+//! a stuck one later): async code calls it from a blocking thread.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use cryptoki::mechanism::Mechanism;
+use cryptoki::object::ObjectHandle;
+use cryptoki::session::Session;
+use cryptoki::types::RawAuthPin;
+use tokio::time::Instant;
+
+use super::error::{HsmError, describe};
+use super::module::{Module, module};
+use super::open::{Opened, Place, PublicKey, open};
+use super::uri::{KeyUri, hex, parse, read_pin};
+
+/// A signature the token made, and what was learnt making it.
+#[derive(Debug)]
+pub struct Proof {
+    pub signature: Vec<u8>,
+    /// How long the token took.
+    pub took: Duration,
+    /// Checked with the key's public half (the token shows its exponent).
+    pub verified: bool,
+}
+
+/// A key in a token, opened and checked.
+pub struct HsmKey {
+    uri: KeyUri,
+    /// Read once from `pin-source` when the key is opened, kept for the
+    /// logins after a re-initialisation; zeroed when dropped.
+    pin: Option<RawAuthPin>,
+    module: Arc<Module>,
+    /// The key's public half when it was opened: a reopened key must be
+    /// this one, whose signatures the token endpoint and the verifier's
+    /// derived session key were made for.
+    public: PublicKey,
+    state: Mutex<State>,
+}
+
+/// The session, or why there is none.
+enum State {
+    Open {
+        session: Session,
+        key: ObjectHandle,
+        /// The module initialisation it was opened under.
+        generation: u64,
+    },
+    /// Signing failed on a session of this generation: the next signature
+    /// re-initialises the module (unless another key did meanwhile) and
+    /// opens a new session.
+    Lost { generation: u64 },
+    /// The token refused the PIN. It is never tried again: each wrong try
+    /// brings a real HSM closer to locking it. New credentials (a reload)
+    /// bring a new key.
+    PinRefused(HsmError),
+}
+
+impl HsmKey {
+    /// Opens the key a PKCS#11 URI names: reads the PIN file, loads and
+    /// initialises the module, finds the token, checks the PIN flags, logs
+    /// in once, and finds and checks the key.
+    pub fn open(uri: &str) -> Result<HsmKey, HsmError> {
+        let uri = parse(uri)?;
+        let pin = uri.pin_file.as_deref().map(read_pin).transpose()?;
+        let module = module(&uri.module)?;
+        let earlier = module.generation();
+        let opened = match open_in(&module, &uri, pin.as_ref()) {
+            // The module was initialised before this key came (by the key
+            // a reload replaces): its view of the tokens dates from then,
+            // and a token re-created or added since shows only once it is
+            // initialised anew. The other key's session goes with it; it
+            // reopens one if it signs again.
+            Err((seen, err)) if earlier.is_some() && err.may_be_stale_view() => {
+                module.reinitialize(seen);
+                open_in(&module, &uri, pin.as_ref())
+            }
+            opened => opened,
+        };
+        let (opened, generation) = opened.map_err(|(_, err)| err)?;
+        let Opened {
+            session,
+            key,
+            public,
+        } = opened;
+        Ok(HsmKey {
+            uri,
+            pin,
+            module,
+            public,
+            state: Mutex::new(State::Open {
+                session,
+                key,
+                generation,
+            }),
+        })
+    }
+
+    /// The module's path, as the URI gave it.
+    pub fn module_path(&self) -> &str {
+        self.module.shown()
+    }
+
+    /// The token's label.
+    pub fn token(&self) -> &str {
+        &self.uri.token
+    }
+
+    /// The key's label and id, as messages show them.
+    pub fn object(&self) -> String {
+        self.uri.object_description()
+    }
+
+    /// The key's `CKA_ID` in hex, if the URI gave one.
+    pub fn id(&self) -> Option<String> {
+        self.uri.id.as_deref().map(hex)
+    }
+
+    /// The modulus's size in bits.
+    pub fn bits(&self) -> usize {
+        self.public.bits()
+    }
+
+    /// Signs `data` with RSASSA-PKCS1-v1_5 and SHA-256 (`CKM_SHA256_RSA_PKCS`,
+    /// which is RS256). Blocks. After a failure the next call reopens the
+    /// session; after a refused PIN every call fails at once.
+    pub fn sign(&self, data: &[u8]) -> Result<Vec<u8>, HsmError> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*state {
+            State::PinRefused(err) => return Err(err.clone()),
+            State::Lost { generation } => {
+                self.module.reinitialize(*generation);
+                self.reopen(&mut state)?;
+                tracing::info!(token = %self.uri.token, "PKCS#11 session reopened");
+            }
+            State::Open { .. } => {}
+        }
+        let State::Open {
+            session,
+            key,
+            generation,
+        } = &*state
+        else {
+            return Err(self.sign_failed("no session".into()));
+        };
+        let generation = *generation;
+        let signed = self.module.with(|_, current| {
+            if current != generation {
+                // Another key re-initialised the module: this session's
+                // handle is gone, and may now name another's.
+                return Err(self.sign_failed("CKR_SESSION_HANDLE_INVALID".into()));
+            }
+            session
+                .sign(&Mechanism::Sha256RsaPkcs, *key, data)
+                .map_err(|err| self.sign_failed(describe(&err)))
+        });
+        if signed.is_err() {
+            *state = State::Lost { generation };
+        }
+        signed
+    }
+
+    /// Signs `data` and checks the signature with the key's public half,
+    /// when the token shows its exponent: proof that the token signs
+    /// RS256 with this key.
+    pub fn sign_verified(&self, data: &[u8]) -> Result<Proof, HsmError> {
+        let started = Instant::now();
+        let signature = self.sign(data)?;
+        let took = started.elapsed();
+        let Some(exponent) = &self.public.exponent else {
+            return Ok(Proof {
+                signature,
+                took,
+                verified: false,
+            });
+        };
+        use aws_lc_rs::signature::{RSA_PKCS1_2048_8192_SHA256, RsaPublicKeyComponents};
+        let public = RsaPublicKeyComponents {
+            n: &self.public.modulus,
+            e: exponent,
+        };
+        public
+            .verify(&RSA_PKCS1_2048_8192_SHA256, data, &signature)
+            .map_err(|_| HsmError::BadSignature {
+                object: self.object(),
+                token: self.uri.token.clone(),
+            })?;
+        Ok(Proof {
+            signature,
+            took,
+            verified: true,
+        })
+    }
+
+    /// A new session after a lost one, logged in, with the same key, put
+    /// in `state`; on failure, `state` says what the next attempt does.
+    fn reopen(&self, state: &mut State) -> Result<(), HsmError> {
+        let (next, outcome) = match open_in(&self.module, &self.uri, self.pin.as_ref()) {
+            Ok((opened, generation)) if opened.public.modulus == self.public.modulus => {
+                let open = State::Open {
+                    session: opened.session,
+                    key: opened.key,
+                    generation,
+                };
+                (open, Ok(()))
+            }
+            Ok((opened, generation)) => {
+                let _ = self
+                    .module
+                    .if_current(generation, || opened.session.close());
+                let changed = HsmError::KeyChanged {
+                    object: self.object(),
+                    token: self.uri.token.clone(),
+                };
+                (State::Lost { generation }, Err(changed))
+            }
+            Err((_, err @ HsmError::PinIncorrect { .. })) => {
+                (State::PinRefused(err.clone()), Err(err))
+            }
+            // Not found, locked, gone: looked for again next time, after
+            // another re-initialisation (a token re-created on disk shows
+            // only then).
+            Err((generation, err)) => (State::Lost { generation }, Err(err)),
+        };
+        *state = next;
+        outcome
+    }
+
+    fn sign_failed(&self, rv: String) -> HsmError {
+        HsmError::SignFailed {
+            token: self.uri.token.clone(),
+            module: self.module.shown().to_string(),
+            rv,
+        }
+    }
+}
+
+/// Opens the URI's key on the module: the session and the generation it
+/// was opened under; or why not, with the generation that saw it fail.
+fn open_in(
+    module: &Module,
+    uri: &KeyUri,
+    pin: Option<&RawAuthPin>,
+) -> Result<(Opened, u64), (u64, HsmError)> {
+    let mut seen = 0;
+    module
+        .with(|context, generation| {
+            seen = generation;
+            let place = Place {
+                uri,
+                module: module.shown(),
+            };
+            Ok((open(context, &place, pin)?, generation))
+        })
+        .map_err(|err| (seen, err))
+}
+
+impl Drop for HsmKey {
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let old = std::mem::replace(state, State::Lost { generation: 0 });
+        if let State::Open {
+            session,
+            generation,
+            ..
+        } = old
+        {
+            // A session from before a re-initialisation is gone already,
+            // and its handle may be another key's now.
+            let _ = self.module.if_current(generation, || session.close());
+        }
+    }
+}
+
+impl fmt::Debug for HsmKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HsmKey")
+            .field("module", &self.module.shown())
+            .field("token", &self.uri.token)
+            .field("object", &self.object())
+            .field("bits", &self.bits())
+            .field("pin", &"[redacted]")
+            .finish()
+    }
+}

@@ -1,0 +1,385 @@
+//! Opening a key on a token: the token found by its label, its PIN flags
+//! read before any login, one session logged in as the user, the private
+//! key found by label and id and checked (RSA, allowed to sign, 2048 bits
+//! or more). Only public attributes are read: the modulus and exponent,
+//! from the private key object or its public twin.
+
+use cryptoki::context::Pkcs11;
+use cryptoki::error::{Error, RvError};
+use cryptoki::object::{Attribute, AttributeType, KeyType, ObjectClass, ObjectHandle};
+use cryptoki::session::{Session, UserType};
+use cryptoki::slot::{Slot, TokenInfo};
+use cryptoki::types::RawAuthPin;
+
+use super::error::{HsmError, describe};
+use super::uri::KeyUri;
+
+/// The size floor for RS256, as for a PEM key.
+pub const MIN_KEY_BITS: usize = 2048;
+
+/// A logged-in session and the key it signs with.
+pub(super) struct Opened {
+    pub(super) session: Session,
+    pub(super) key: ObjectHandle,
+    pub(super) public: PublicKey,
+}
+
+/// The key's public half, as the token gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublicKey {
+    /// Big-endian, leading zeros removed.
+    pub modulus: Vec<u8>,
+    /// `None` when the token does not show it; signatures are then made
+    /// but not checked here.
+    pub exponent: Option<Vec<u8>>,
+}
+
+impl PublicKey {
+    /// The modulus's size in bits.
+    pub fn bits(&self) -> usize {
+        match self.modulus.first() {
+            Some(first) => (self.modulus.len() - 1) * 8 + (8 - first.leading_zeros() as usize),
+            None => 0,
+        }
+    }
+}
+
+/// The user PIN flags of a token (PKCS#11 `CK_TOKEN_INFO.flags`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PinFlags {
+    pub count_low: bool,
+    pub final_try: bool,
+    pub locked: bool,
+}
+
+impl PinFlags {
+    fn of(info: &TokenInfo) -> PinFlags {
+        PinFlags {
+            count_low: info.user_pin_count_low(),
+            final_try: info.user_pin_final_try(),
+            locked: info.user_pin_locked(),
+        }
+    }
+}
+
+/// Whether lanyard may try the PIN. A container that exits is restarted,
+/// and each restart would try again: on a real HSM that ends with a locked
+/// PIN, so a locked PIN or one with a single try left is never tried.
+/// `Ok(true)` when it may, but earlier tries have failed (`COUNT_LOW`).
+pub fn may_log_in(flags: PinFlags, token: &str) -> Result<bool, HsmError> {
+    if flags.locked {
+        return Err(HsmError::PinLocked {
+            token: token.into(),
+        });
+    }
+    if flags.final_try {
+        return Err(HsmError::PinFinalTry {
+            token: token.into(),
+        });
+    }
+    Ok(flags.count_low)
+}
+
+/// Where a key is, for messages.
+pub(super) struct Place<'a> {
+    pub(super) uri: &'a KeyUri,
+    pub(super) module: &'a str,
+}
+
+impl Place<'_> {
+    fn token(&self) -> String {
+        self.uri.token.clone()
+    }
+
+    fn object(&self) -> String {
+        self.uri.object_description()
+    }
+
+    fn failed(&self, call: &'static str, err: &Error) -> HsmError {
+        HsmError::Token {
+            token: self.token(),
+            module: self.module.into(),
+            call,
+            rv: describe(err),
+        }
+    }
+}
+
+/// Opens a session on the URI's token, logs in and finds the key.
+pub(super) fn open(
+    context: &Pkcs11,
+    place: &Place,
+    pin: Option<&RawAuthPin>,
+) -> Result<Opened, HsmError> {
+    let slot = find_token(context, place)?;
+    let info = context
+        .get_token_info(slot)
+        .map_err(|err| place.failed("C_GetTokenInfo", &err))?;
+    // Read-only: signing needs no more, and a read-only session cannot
+    // change the token whatever goes wrong.
+    let session = context
+        .open_ro_session_no_drop(slot)
+        .map_err(|err| place.failed("C_OpenSession", &err))?;
+    let opened = log_in(&session, &info, place, pin)
+        .and_then(|()| find_key(&session, place))
+        .and_then(|key| Ok((key, check_key(&session, key, place)?)));
+    match opened {
+        Ok((key, public)) => Ok(Opened {
+            session,
+            key,
+            public,
+        }),
+        Err(err) => {
+            let _ = session.close();
+            Err(err)
+        }
+    }
+}
+
+/// The slot whose token has the URI's label; else the labels present.
+fn find_token(context: &Pkcs11, place: &Place) -> Result<Slot, HsmError> {
+    let slots = context
+        .get_slots_with_initialized_token()
+        .map_err(|err| place.failed("C_GetSlotList", &err))?;
+    let mut present = Vec::new();
+    for slot in slots {
+        let info = context
+            .get_token_info(slot)
+            .map_err(|err| place.failed("C_GetTokenInfo", &err))?;
+        if info.label() == place.uri.token {
+            return Ok(slot);
+        }
+        present.push(info.label().to_string());
+    }
+    Err(HsmError::TokenNotFound {
+        token: place.token(),
+        module: place.module.into(),
+        present,
+    })
+}
+
+/// Logs the session in as the user, once the PIN flags allow a try.
+fn log_in(
+    session: &Session,
+    info: &TokenInfo,
+    place: &Place,
+    pin: Option<&RawAuthPin>,
+) -> Result<(), HsmError> {
+    if !info.login_required() {
+        return Ok(());
+    }
+    if may_log_in(PinFlags::of(info), &place.uri.token)? {
+        tracing::warn!(
+            token = %place.uri.token,
+            "the token reports failed PIN tries (CKF_USER_PIN_COUNT_LOW); logging in once with the PIN file"
+        );
+    }
+    let result = match pin {
+        Some(pin) => session.login_with_raw(UserType::User, pin),
+        // A PIN pad (protected authentication path) asks on the device.
+        None if info.protected_authentication_path() => session.login(UserType::User, None),
+        None => {
+            return Err(HsmError::NoPin {
+                token: place.token(),
+            });
+        }
+    };
+    match result {
+        // Login is per application and token, not per session: another
+        // key on this token (the credentials before a reload) may have
+        // logged in already.
+        Ok(()) | Err(Error::Pkcs11(RvError::UserAlreadyLoggedIn, _)) => Ok(()),
+        Err(Error::Pkcs11(RvError::PinIncorrect, _)) => Err(HsmError::PinIncorrect {
+            token: place.token(),
+            pin_file: pin_file(place),
+        }),
+        Err(Error::Pkcs11(RvError::PinLocked, _)) => Err(HsmError::PinLocked {
+            token: place.token(),
+        }),
+        Err(err) => Err(place.failed("C_Login", &err)),
+    }
+}
+
+fn pin_file(place: &Place) -> String {
+    place
+        .uri
+        .pin_file
+        .as_ref()
+        .map_or_else(|| "the PIN pad".into(), |p| p.display().to_string())
+}
+
+/// The template that finds the URI's key of `class`.
+fn template(uri: &KeyUri, class: ObjectClass) -> Vec<Attribute> {
+    let mut template = vec![Attribute::Class(class)];
+    if let Some(label) = &uri.object {
+        template.push(Attribute::Label(label.as_bytes().to_vec()));
+    }
+    if let Some(id) = &uri.id {
+        template.push(Attribute::Id(id.clone()));
+    }
+    template
+}
+
+fn find_key(session: &Session, place: &Place) -> Result<ObjectHandle, HsmError> {
+    let found = session
+        .find_objects(&template(place.uri, ObjectClass::PRIVATE_KEY))
+        .map_err(|err| place.failed("C_FindObjects", &err))?;
+    match found.as_slice() {
+        [key] => Ok(*key),
+        [] => Err(HsmError::ObjectNotFound {
+            object: place.object(),
+            token: place.token(),
+            module: place.module.into(),
+        }),
+        more => Err(HsmError::Ambiguous {
+            count: more.len(),
+            object: place.object(),
+            token: place.token(),
+        }),
+    }
+}
+
+/// RSA, allowed to sign, 2048 bits or more; its public half.
+fn check_key(session: &Session, key: ObjectHandle, place: &Place) -> Result<PublicKey, HsmError> {
+    let wanted = [
+        AttributeType::KeyType,
+        AttributeType::Sign,
+        AttributeType::Modulus,
+        AttributeType::PublicExponent,
+    ];
+    let attributes = session
+        .get_attributes(key, &wanted)
+        .map_err(|err| place.failed("C_GetAttributeValue", &err))?;
+    let (mut key_type, mut sign, mut public) = (None, None, read_public(&attributes));
+    for attribute in &attributes {
+        match attribute {
+            Attribute::KeyType(t) => key_type = Some(*t),
+            Attribute::Sign(s) => sign = Some(*s),
+            _ => {}
+        }
+    }
+    if let Some(other) = key_type.filter(|t| *t != KeyType::RSA) {
+        let shown = other.to_string();
+        return Err(HsmError::NotRsa {
+            object: place.object(),
+            token: place.token(),
+            key_type: shown.strip_prefix("CKK_").unwrap_or(&shown).to_string(),
+        });
+    }
+    // CKA_SIGN defaults to true where a token leaves it out.
+    if sign == Some(false) {
+        return Err(HsmError::NoSign {
+            object: place.object(),
+            token: place.token(),
+        });
+    }
+    if public.is_none() {
+        public = public_twin(session, place)?;
+    }
+    let public = public.ok_or_else(|| HsmError::NoModulus {
+        object: place.object(),
+        token: place.token(),
+    })?;
+    if public.bits() < MIN_KEY_BITS {
+        return Err(HsmError::TooShort {
+            object: place.object(),
+            token: place.token(),
+            bits: public.bits(),
+        });
+    }
+    Ok(public)
+}
+
+/// The modulus and exponent among `attributes`, if the modulus is there.
+fn read_public(attributes: &[Attribute]) -> Option<PublicKey> {
+    let mut public = PublicKey {
+        modulus: Vec::new(),
+        exponent: None,
+    };
+    for attribute in attributes {
+        match attribute {
+            Attribute::Modulus(m) => public.modulus = strip_zeros(m),
+            Attribute::PublicExponent(e) => public.exponent = Some(strip_zeros(e)),
+            _ => {}
+        }
+    }
+    (!public.modulus.is_empty()).then_some(public)
+}
+
+/// The public key object with the private key's label and id, for tokens
+/// that do not show a private key's modulus.
+fn public_twin(session: &Session, place: &Place) -> Result<Option<PublicKey>, HsmError> {
+    let found = session
+        .find_objects(&template(place.uri, ObjectClass::PUBLIC_KEY))
+        .map_err(|err| place.failed("C_FindObjects", &err))?;
+    let [twin] = found.as_slice() else {
+        return Ok(None);
+    };
+    let attributes = session
+        .get_attributes(
+            *twin,
+            &[AttributeType::Modulus, AttributeType::PublicExponent],
+        )
+        .map_err(|err| place.failed("C_GetAttributeValue", &err))?;
+    Ok(read_public(&attributes))
+}
+
+fn strip_zeros(bytes: &[u8]) -> Vec<u8> {
+    let first = bytes.iter().position(|b| *b != 0).unwrap_or(bytes.len());
+    bytes[first..].to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_locked_pin_or_its_final_try_is_never_tried() {
+        let token = "prod";
+        let flags = |count_low, final_try, locked| PinFlags {
+            count_low,
+            final_try,
+            locked,
+        };
+        assert_eq!(may_log_in(flags(false, false, false), token), Ok(false));
+        assert_eq!(may_log_in(flags(true, false, false), token), Ok(true));
+        for final_try in [flags(false, true, false), flags(true, true, false)] {
+            let err = may_log_in(final_try, token).unwrap_err();
+            assert_eq!(
+                err,
+                HsmError::PinFinalTry {
+                    token: "prod".into()
+                }
+            );
+            assert!(err.to_string().contains("CKF_USER_PIN_FINAL_TRY"), "{err}");
+            assert!(err.to_string().contains("does not spend it"), "{err}");
+        }
+        // Locked wins over a final try: it says what must be done.
+        for locked in [flags(false, false, true), flags(true, true, true)] {
+            let err = may_log_in(locked, token).unwrap_err();
+            assert_eq!(
+                err,
+                HsmError::PinLocked {
+                    token: "prod".into()
+                }
+            );
+            assert!(err.to_string().contains("CKF_USER_PIN_LOCKED"), "{err}");
+        }
+    }
+
+    #[test]
+    fn key_size_is_counted_from_the_modulus_first_bit() {
+        let size = |modulus: Vec<u8>| {
+            PublicKey {
+                modulus: strip_zeros(&modulus),
+                exponent: None,
+            }
+            .bits()
+        };
+        assert_eq!(size(vec![0x80; 256]), 2048);
+        assert_eq!(size([vec![0], vec![0xc0; 256]].concat()), 2048);
+        assert_eq!(size([vec![0x7f], vec![0xff; 255]].concat()), 2047);
+        assert_eq!(size(vec![0xff; 128]), 1024);
+        assert_eq!(size(vec![]), 0);
+    }
+}

@@ -1,0 +1,364 @@
+//! Keys that never leave a PKCS#11 token (issue 25), against a real
+//! module: Debian's SoftHSM2, with a token directory per test. The binary
+//! as users run it: `lanyard token`, `check` and `run` with a key in a
+//! token, every way such a key is refused at start-up (exit 2, a message
+//! naming the setting and what was looked for, never the PIN), and a
+//! token that goes away under a running lanyard.
+//!
+//! SoftHSM2 never locks a PIN and never reports a final try: that rule is
+//! a pure function of the token's flags, tested in src/hsm/open.rs.
+
+use crate::support;
+
+#[path = "hsm/inprocess.rs"]
+mod inprocess;
+#[path = "hsm/running.rs"]
+mod running;
+#[path = "hsm/softhsm.rs"]
+mod softhsm;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use http::StatusCode;
+use lanyard::mock::MockService;
+use running::Running;
+use softhsm::{MODULE, PIN, SoftHsm, TOKEN, in_child, is_child};
+use support::sidecar::get;
+use support::*;
+
+const RULE: &str = "rule-hsm";
+const FROM_ENV: &str = "SA_PRIVATE_KEY (environment variable SA_PRIVATE_KEY)";
+
+/// The fixture account's settings against `mock`, its key named by `uri`,
+/// and `hsm`'s configuration.
+fn vars(mock: &MockService, hsm: &SoftHsm, uri: &str) -> HashMap<String, String> {
+    env(&[
+        ("SERVICE_API_URL", &mock.api_url()),
+        ("SA_CLIENT_ID", CLIENT_ID),
+        ("SA_ORGANIZATION_ID", ORGANIZATION_ID),
+        ("SA_IAM_AUDIENCE", &mock.audience()),
+        ("SA_TOKEN_URI", &mock.token_url()),
+        ("SA_PRIVATE_KEY", uri),
+        ("SOFTHSM2_CONF", hsm.conf().to_str().unwrap()),
+    ])
+}
+
+/// A credentials file with no `private_key`, the rest of the account's.
+fn credentials_without_key(mock: &MockService, hsm: &SoftHsm) -> String {
+    let mut value: serde_json::Value =
+        serde_json::from_str(&credentials_json(mock, "unused")).unwrap();
+    value.as_object_mut().unwrap().remove("private_key");
+    let path = hsm.write("credentials.json", &value.to_string());
+    path.to_str().unwrap().to_string()
+}
+
+fn assert_no_pin(out: &std::process::Output) {
+    for stream in [&out.stdout, &out.stderr] {
+        assert!(!text(stream).contains(PIN), "the PIN is in the output");
+    }
+}
+
+/// The rule path through the proxy, which the mock answers 200 with a
+/// token it issued.
+fn rule_url(running: &Running) -> String {
+    format!(
+        "{}/organizations/{ORGANIZATION_ID}/projects/proj-demo/verifications/{RULE}",
+        running.proxy
+    )
+}
+
+#[tokio::test]
+async fn token_command_signs_in_the_token_and_the_mock_accepts() {
+    let mock = mock().await;
+    let hsm = SoftHsm::with_key("rsa2048.pkcs8.pem");
+    let out = lanyard(&["token"], &vars(&mock, &hsm, &hsm.uri())).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let token = text(&out.stdout);
+    let token = token.strip_suffix('\n').expect("one line");
+    assert_eq!(mock.token_owner(token).as_deref(), Some(CLIENT_ID));
+    assert_no_pin(&out);
+}
+
+#[tokio::test]
+async fn a_credentials_file_may_leave_the_key_to_sa_private_key() {
+    let mock = mock().await;
+    let hsm = SoftHsm::with_key("rsa2048.pkcs8.pem");
+    let vars = env(&[
+        ("SA_CREDENTIALS_FILE", &credentials_without_key(&mock, &hsm)),
+        ("SA_PRIVATE_KEY", &hsm.uri()),
+        ("SOFTHSM2_CONF", hsm.conf().to_str().unwrap()),
+    ]);
+    let out = lanyard(&["token"], &vars).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        mock.token_owner(text(&out.stdout).trim()).as_deref(),
+        Some(CLIENT_ID)
+    );
+    assert_no_pin(&out);
+}
+
+#[tokio::test]
+async fn check_says_where_the_key_is_and_proves_a_signature() {
+    let mock = mock().await;
+    let hsm = SoftHsm::with_key("rsa2048.pkcs8.pem");
+    let uri = hsm.uri().replace("object=sa-key", "object=sa-key;id=%01");
+    let out = lanyard(&["check"], &vars(&mock, &hsm, &uri)).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines[2],
+        format!(
+            "  ok    credentials  client id {CLIENT_ID}, organization {ORGANIZATION_ID}, RSA 2048-bit key"
+        )
+    );
+    let place = format!(
+        "  ok    key          RSA 2048-bit key `sa-key` (id 01) on PKCS#11 token `lanyard`, module {MODULE}; a test signature made there in "
+    );
+    assert!(lines[3].starts_with(&place), "{stdout}");
+    assert!(
+        lines[3].ends_with(" ms verifies with its public key"),
+        "{stdout}"
+    );
+    assert!(lines[4].starts_with("  ok    token "), "{stdout}");
+    assert_eq!(lines.last(), Some(&"all checks passed"));
+    assert_no_pin(&out);
+}
+
+/// A credentials file naming the key by URI is reloaded as any other: the
+/// URI and the PIN file are read again, and the key opened anew next to
+/// the one in use (one module, one login for both).
+#[tokio::test]
+async fn run_proxies_with_tokens_signed_in_the_token_and_a_reload_reopens_the_key() {
+    let mock = mock().await;
+    mock.add_rule("proj-demo", RULE);
+    let hsm = SoftHsm::with_key("rsa2048.pkcs8.pem");
+    let file = |uri: &str| {
+        let mut json: serde_json::Value =
+            serde_json::from_str(&credentials_json(&mock, uri)).unwrap();
+        json["private_key"] = uri.into();
+        json.to_string()
+    };
+    let creds = hsm.write("credentials.json", &file(&hsm.uri()));
+    let mut vars = vars(&mock, &hsm, "");
+    vars.remove("SA_PRIVATE_KEY");
+    vars.insert("SA_CREDENTIALS_FILE".into(), creds.display().to_string());
+    let mut running = Running::start(vars).await;
+    running
+        .wait_for("token obtained", Duration::from_secs(20))
+        .await;
+    assert_eq!(get(&rule_url(&running)).await.status, StatusCode::OK);
+
+    let moved = hsm.write("pin-moved", &format!("{PIN}\n"));
+    let uri = hsm.uri().replace(
+        &hsm.pin_file().display().to_string(),
+        &moved.display().to_string(),
+    );
+    std::fs::remove_file(hsm.pin_file()).unwrap();
+    std::fs::write(&creds, file(&uri)).unwrap();
+    running.signal("-HUP");
+    let limit = Duration::from_secs(20);
+    running
+        .wait_for("credentials file changed: new credentials in use", limit)
+        .await;
+    let renewed = running.wait_for("token obtained", limit).await;
+    assert_eq!(renewed["fields"]["generation"], 2);
+    assert_eq!(get(&rule_url(&running)).await.status, StatusCode::OK);
+
+    let (code, _) = running.stop().await;
+    assert_eq!(code, Some(0));
+}
+
+/// The token goes away under a running lanyard: the scheduled renewal
+/// fails with its own kind, counted; the held token keeps serving; and
+/// once the token is back (re-created, the same key imported), the module
+/// is finalized and initialised again and signing recovers.
+#[tokio::test]
+async fn a_token_lost_at_run_time_is_counted_while_the_held_token_serves_then_found_again() {
+    let mock = mock().await;
+    mock.add_rule("proj-demo", RULE);
+    // Renewal at 70-85% of 30 s; the token is sent until 27 s.
+    mock.set_expires_in(Some(30));
+    let hsm = SoftHsm::with_key("rsa2048.pkcs8.pem");
+    let mut running = Running::start(vars(&mock, &hsm, &hsm.uri())).await;
+    running
+        .wait_for("token obtained", Duration::from_secs(20))
+        .await;
+
+    hsm.delete_token(TOKEN);
+    let failed = running
+        .wait_for("token request failed", Duration::from_secs(40))
+        .await;
+    assert_eq!(failed["fields"]["kind"], "signing", "{failed}");
+    let error = failed["fields"]["error"].as_str().unwrap();
+    assert!(
+        error.starts_with(&format!("signing the assertion failed: {FROM_ENV}: ")),
+        "{error}"
+    );
+    assert_eq!(get(&rule_url(&running)).await.status, StatusCode::OK);
+    let metrics = get(&format!("{}/metrics", running.admin)).await;
+    let metrics = String::from_utf8_lossy(&metrics.body).into_owned();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with(r#"lanyard_token_requests_total{outcome="signing"} "#)),
+        "{metrics}"
+    );
+
+    hsm.init_token(TOKEN, PIN);
+    hsm.import("rsa2048.pkcs8.pem", TOKEN, softhsm::OBJECT, "01", PIN);
+    let renewed = running
+        .wait_for("token obtained", Duration::from_secs(40))
+        .await;
+    assert_eq!(renewed["fields"]["generation"], 2);
+    assert_eq!(get(&rule_url(&running)).await.status, StatusCode::OK);
+    let (code, log) = running.stop().await;
+    assert_eq!(code, Some(0));
+    assert!(log.contains("PKCS#11 session reopened"), "{log}");
+}
+
+/// Each way a key in a token is refused: the settings, and the line
+/// lanyard must print (exit 2, nothing started, never the PIN). Tokens
+/// beside `lanyard`: `ec` (an EC key), `short` (RSA 1024) and `nosign`
+/// (signing forbidden, which only the module can set: in a child).
+#[tokio::test]
+async fn every_problem_with_the_key_stops_start_up_with_exit_2_and_says_what_was_looked_for() {
+    if is_child() {
+        return SoftHsm::of_parent().forbid_signing("nosign");
+    }
+    let mock = mock().await;
+    let hsm = SoftHsm::with_key("rsa2048.pkcs8.pem");
+    for (token, fixture) in [
+        ("ec", "ec-p256.pkcs8.pem"),
+        ("short", "rsa1024.pem"),
+        ("nosign", "rsa2048.pkcs8.pem"),
+    ] {
+        hsm.init_token(token, PIN);
+        hsm.import(fixture, token, softhsm::OBJECT, "01", PIN);
+    }
+    in_child(
+        "every_problem_with_the_key_stops_start_up_with_exit_2_and_says_what_was_looked_for",
+        &hsm,
+    );
+    let uri = hsm.uri();
+    let pin_file = hsm.pin_file().display().to_string();
+    let wrong_pin = hsm.write("wrong-pin", "0000-not-it\n");
+    let not_a_module = hsm.write("module.so", "not a library\n");
+    let on = |token: &str| uri.replace("token=lanyard", &format!("token={token}"));
+    let problem = |why: &str| format!("{FROM_ENV}: {why}");
+    let cases: Vec<(String, String)> = vec![
+        (
+            uri.replace(MODULE, "/opt/hsm/libpkcs11.so"),
+            problem(
+                "module-path /opt/hsm/libpkcs11.so: no such file (is the vendor's PKCS#11 module in the image, or mounted there?)",
+            ),
+        ),
+        (
+            uri.replace(MODULE, &not_a_module.display().to_string()),
+            problem(&format!(
+                "module-path {} is not a PKCS#11 module: ",
+                not_a_module.display()
+            )),
+        ),
+        (
+            on("prod"),
+            problem(&format!(
+                "no token labelled `prod` in the PKCS#11 module {MODULE}; tokens present: "
+            )),
+        ),
+        (
+            uri.replace("object=sa-key", "object=other"),
+            problem(&format!(
+                "no private key `other` on token `lanyard` (module {MODULE})"
+            )),
+        ),
+        (
+            uri.replace("object=sa-key", "object=sa-key;id=%02"),
+            problem(&format!(
+                "no private key `sa-key` (id 02) on token `lanyard` (module {MODULE})"
+            )),
+        ),
+        (
+            uri.replace(&pin_file, &wrong_pin.display().to_string()),
+            problem(&format!(
+                "token `lanyard` refused the PIN from {} (CKR_PIN_INCORRECT); lanyard does not try it again, since every wrong try brings the token closer to locking the PIN: correct the PIN file",
+                wrong_pin.display()
+            )),
+        ),
+        (
+            uri.replace(&pin_file, "/run/secrets/absent"),
+            problem("the PIN file /run/secrets/absent (pin-source) cannot be read: no such file"),
+        ),
+        (
+            on("ec"),
+            problem("the key `sa-key` on token `ec` is of type EC; RS256 needs an RSA key"),
+        ),
+        (
+            on("short"),
+            problem(
+                "the key `sa-key` on token `short` is an RSA key of 1024 bits; 2048 bits or more are needed",
+            ),
+        ),
+        (
+            on("nosign"),
+            problem(
+                "the key `sa-key` on token `nosign` may not sign (its CKA_SIGN is false); import it with signing allowed",
+            ),
+        ),
+        (
+            format!("pkcs11:token=lanyard;object=sa-key?module-path={MODULE}&pin-value={PIN}"),
+            problem(
+                "gives the PIN as `pin-value`, which lanyard refuses: a PIN in a setting shows in `ps e`, in the environment of every process the container starts, and in crash reports; put the PIN in a file (a Kubernetes Secret) and give pin-source=file:/path/to/pin",
+            ),
+        ),
+        (
+            "pkcs11:token=lanyard;object=sa-key".into(),
+            problem(
+                "is not a PKCS#11 URI lanyard can use: it has no module-path: add ?module-path=/path/to/the/vendor's/pkcs11-module.so",
+            ),
+        ),
+    ];
+    for (uri, expected) in cases {
+        let out = lanyard(&["token"], &vars(&mock, &hsm, &uri)).await;
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{uri}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!("lanyard: {expected}")) && stderr.lines().count() == 1,
+            "{uri}:\n{stderr}"
+        );
+        assert!(out.stdout.is_empty());
+        assert_no_pin(&out);
+    }
+    // The labels present, whatever order the module lists its slots in.
+    let out = lanyard(&["token"], &vars(&mock, &hsm, &on("prod"))).await;
+    let stderr = text(&out.stderr);
+    for label in ["`lanyard`", "`ec`", "`short`", "`nosign`"] {
+        assert!(stderr.contains(label), "{stderr}");
+    }
+}
+
+/// The credentials file's `private_key` is named when the URI is there.
+#[tokio::test]
+async fn a_bad_uri_in_the_credentials_file_names_the_file() {
+    let mock = mock().await;
+    let hsm = SoftHsm::with_key("rsa2048.pkcs8.pem");
+    let mut json: serde_json::Value =
+        serde_json::from_str(&credentials_json(&mock, "unused")).unwrap();
+    json["private_key"] = hsm.uri().replace("token=lanyard", "token=prod").into();
+    let creds = hsm.write("credentials.json", &json.to_string());
+    let vars = env(&[
+        ("SA_CREDENTIALS_FILE", creds.to_str().unwrap()),
+        ("SOFTHSM2_CONF", hsm.conf().to_str().unwrap()),
+    ]);
+    let out = lanyard(&["token"], &vars).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "lanyard: SA_PRIVATE_KEY (key `private_key` in {}): no token labelled `prod` in the PKCS#11 module {MODULE}; tokens present: `lanyard`\n",
+            creds.display()
+        )
+    );
+    assert_no_pin(&out);
+}
