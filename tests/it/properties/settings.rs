@@ -381,7 +381,7 @@ fn setting_values_with_control_characters_stay_on_their_own_line() {
     assert_eq!(
         err.to_string().lines().collect::<Vec<_>>(),
         [
-            "LANYARD_LISTEN (flag --listen): `\\u{7f}` is not an address with a port (like 127.0.0.1:8080 or [::1]:8080)",
+            "LANYARD_LISTEN (flag --listen): `\\u{7f}` is not an address with a port (like 127.0.0.1:8080) or a Unix socket (like unix:/run/lanyard/lanyard.sock)",
             "LANYARD_LOG_FORMAT (environment variable LANYARD_LOG_FORMAT): `xml\\nSERVICE_API_URL: forged` is not a log format (use json or text)",
         ]
     );
