@@ -199,3 +199,15 @@ async fn the_connection_limit_holds_on_the_socket_as_on_tcp() {
     assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
     assert!(answer.contains("too_many_connections"), "{answer}");
 }
+
+#[tokio::test]
+async fn the_header_timeout_cuts_off_a_silent_client_on_the_socket_as_on_tcp() {
+    let running = start(&[("LANYARD_HEADER_TIMEOUT", "1s")]).await;
+    let mut silent = UnixStream::connect(&running.socket).await.unwrap();
+    silent.write_all(b"GET /v1/a HTTP/1.1\r\n").await.unwrap();
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), silent.read_to_end(&mut rest))
+        .await
+        .expect("the connection was closed at the header timeout")
+        .unwrap();
+}
