@@ -3,7 +3,8 @@
 //!
 //! - this file: [`Config`], what the command needs ([`Requirement`]), and
 //!   [`Config::load`], the steps from the sources to a checked `Config`.
-//! - `outbound`: the credentials and TLS roots, read and checked once.
+//! - `account`: the credentials and TLS roots the settings point at, read
+//!   and checked once.
 //! - [`credentials`]: the credentials file, the `SA_*` overrides and the
 //!   RSA key, merged into checked credentials.
 //! - `verifier`: what `lanyard verifier` reads beyond `run`'s settings.
@@ -29,10 +30,10 @@
 //! collected before failing, and each message names the setting and where
 //! its value came from; values of secret settings are never echoed.
 
+mod account;
 pub mod credentials;
 pub mod declaration;
 mod defaults;
-mod outbound;
 mod problems;
 pub mod settings;
 mod sources;
@@ -52,10 +53,10 @@ pub use credentials::CredentialSettings;
 pub use declaration::{AnySetting, DefaultValue, Setting, ShownDefault};
 // The defaults and settings other modules name; the rest of the table is
 // `config::settings::NAME`.
+pub use account::Account;
 pub use defaults::{
     DEFAULT_EXPIRY_MARGIN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEADER_BYTES, MIN_MAX_HEADER_BYTES,
 };
-pub use outbound::Account;
 pub use problems::ConfigError;
 pub use settings::{
     ALLOW_REMOTE, CONFIG_ENV, CREDENTIALS_FILE, LISTEN, PRIVATE_KEY, SERVICE_API_URL, SETTINGS,
@@ -189,10 +190,10 @@ impl Config {
         // What the settings point at comes last, so its problems follow
         // the settings' own; all of them show in one run.
         if need != Requirement::AdminOnly {
-            config.tls = outbound::tls(ca_file.as_ref(), &mut layers);
+            config.tls = account::tls(ca_file.as_ref(), &mut layers);
         }
         if need.credentials() && !config.demo {
-            config.account = outbound::account(&config.credentials, &mut layers);
+            config.account = account::account(&config.credentials, &mut layers);
         }
         if !layers.errors.is_empty() {
             return Err(ConfigError::new(layers.errors));
