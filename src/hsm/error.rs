@@ -49,6 +49,14 @@ pub enum HsmError {
         "token `{token}` refused the PIN from {pin_file} (CKR_PIN_INCORRECT); lanyard does not try it again, since every wrong try brings the token closer to locking the PIN: correct the PIN file"
     )]
     PinIncorrect { token: String, pin_file: String },
+    #[error(
+        "token `{token}` refused the login with the PIN from {pin_file} ({rv}); lanyard does not try it again, since the token may have counted it as a wrong try: correct the PIN or the token, then reload the credentials or restart lanyard"
+    )]
+    LoginRefused {
+        token: String,
+        pin_file: String,
+        rv: String,
+    },
     #[error("no private key {object} on token `{token}` (module {module})")]
     ObjectNotFound {
         object: String,
@@ -120,6 +128,20 @@ impl HsmError {
             HsmError::TokenNotFound { .. }
                 | HsmError::ObjectNotFound { .. }
                 | HsmError::Token { .. }
+        )
+    }
+
+    /// The token refused the PIN, or may have counted a try of it, or
+    /// will not let it be tried: at run time it is never offered again,
+    /// since each wrong try brings a real HSM closer to locking it. Only
+    /// new credentials (a reload, a restart) try the PIN file again.
+    pub fn refuses_pin(&self) -> bool {
+        matches!(
+            self,
+            HsmError::PinIncorrect { .. }
+                | HsmError::LoginRefused { .. }
+                | HsmError::PinLocked { .. }
+                | HsmError::PinFinalTry { .. }
         )
     }
 }

@@ -56,9 +56,10 @@ enum State {
     /// re-initialises the module (unless another key did meanwhile) and
     /// opens a new session.
     Lost { generation: u64 },
-    /// The token refused the PIN. It is never tried again: each wrong try
-    /// brings a real HSM closer to locking it. New credentials (a reload)
-    /// bring a new key.
+    /// The token refused the PIN, may have counted a try of it, or will
+    /// not let it be tried ([`HsmError::refuses_pin`]). It is never tried
+    /// again: each wrong try brings a real HSM closer to locking it. New
+    /// credentials (a reload) bring a new key.
     PinRefused(HsmError),
 }
 
@@ -220,12 +221,10 @@ impl HsmKey {
                 };
                 (State::Lost { generation }, Err(changed))
             }
-            Err((_, err @ HsmError::PinIncorrect { .. })) => {
-                (State::PinRefused(err.clone()), Err(err))
-            }
-            // Not found, locked, gone: looked for again next time, after
-            // another re-initialisation (a token re-created on disk shows
-            // only then).
+            Err((_, err)) if err.refuses_pin() => (State::PinRefused(err.clone()), Err(err)),
+            // Not found, gone, or a login that never reached the token:
+            // looked for again next time, after another re-initialisation
+            // (a token re-created on disk shows only then).
             Err((generation, err)) => (State::Lost { generation }, Err(err)),
         };
         *state = next;

@@ -189,15 +189,58 @@ fn log_in(
         // key on this token (the credentials before a reload) may have
         // logged in already.
         Ok(()) | Err(Error::Pkcs11(RvError::UserAlreadyLoggedIn, _)) => Ok(()),
-        Err(Error::Pkcs11(RvError::PinIncorrect, _)) => Err(HsmError::PinIncorrect {
+        Err(err) => Err(login_failed(&err, place)),
+    }
+}
+
+/// Why `C_Login` failed, as an error that says whether the PIN may be
+/// offered again ([`HsmError::refuses_pin`]). Every failure is final
+/// unless it proves the PIN never reached the token ([`pin_never_checked`]).
+fn login_failed(err: &Error, place: &Place) -> HsmError {
+    match err {
+        Error::Pkcs11(RvError::PinIncorrect, _) => HsmError::PinIncorrect {
             token: place.token(),
             pin_file: pin_file(place),
-        }),
-        Err(Error::Pkcs11(RvError::PinLocked, _)) => Err(HsmError::PinLocked {
+        },
+        Error::Pkcs11(RvError::PinLocked, _) => HsmError::PinLocked {
             token: place.token(),
-        }),
-        Err(err) => Err(place.failed("C_Login", &err)),
+        },
+        Error::Pkcs11(rv, _) if pin_never_checked(rv) => place.failed("C_Login", err),
+        _ => HsmError::LoginRefused {
+            token: place.token(),
+            pin_file: pin_file(place),
+            rv: describe(err),
+        },
     }
+}
+
+/// The `C_Login` failures that prove the token never checked the PIN, so
+/// that logging in again (after the module is initialised anew) cannot
+/// bring it closer to locking:
+/// - `CKR_TOKEN_NOT_PRESENT`: there is no token to check it;
+/// - `CKR_DEVICE_REMOVED`: the token went away; a token back in the slot
+///   that refuses the PIN says `CKR_PIN_INCORRECT`, which is final;
+/// - `CKR_SESSION_HANDLE_INVALID`, `CKR_SESSION_CLOSED`: the library had no
+///   session to log in on (a re-initialisation, or the token, ended it);
+/// - `CKR_CRYPTOKI_NOT_INITIALIZED`: the library refused the call before
+///   any token was involved.
+///
+/// Everything else is final, transient-looking ones included:
+/// `CKR_DEVICE_ERROR`, `CKR_FUNCTION_FAILED`, `CKR_GENERAL_ERROR` and
+/// vendor codes do not say whether the token counted the try before
+/// failing (a module may even report a wrong PIN in its own code), and a
+/// network HSM failing so at every refresh would spend a try each time.
+/// `CKR_PIN_INVALID`, `CKR_PIN_LEN_RANGE` and `CKR_PIN_EXPIRED` are about
+/// the PIN itself, which trying again cannot change.
+fn pin_never_checked(rv: &RvError) -> bool {
+    matches!(
+        rv,
+        RvError::TokenNotPresent
+            | RvError::DeviceRemoved
+            | RvError::SessionHandleInvalid
+            | RvError::SessionClosed
+            | RvError::CryptokiNotInitialized
+    )
 }
 
 fn pin_file(place: &Place) -> String {
@@ -365,6 +408,66 @@ mod tests {
             );
             assert!(err.to_string().contains("CKF_USER_PIN_LOCKED"), "{err}");
         }
+    }
+
+    #[test]
+    fn a_login_failure_is_final_unless_the_pin_never_reached_the_token() {
+        use cryptoki::context::Function;
+        let uri = KeyUri {
+            module: "/m.so".into(),
+            token: "prod".into(),
+            object: Some("sa-key".into()),
+            id: None,
+            pin_file: Some("/run/secrets/pin".into()),
+        };
+        let place = Place {
+            uri: &uri,
+            module: "/m.so",
+        };
+        let retried = [
+            RvError::TokenNotPresent,
+            RvError::DeviceRemoved,
+            RvError::SessionHandleInvalid,
+            RvError::SessionClosed,
+            RvError::CryptokiNotInitialized,
+        ];
+        let last = [
+            RvError::PinIncorrect,
+            RvError::PinLocked,
+            RvError::PinInvalid,
+            RvError::PinLenRange,
+            RvError::PinExpired,
+            RvError::UserPinNotInitialized,
+            RvError::DeviceError,
+            RvError::FunctionFailed,
+            RvError::GeneralError,
+            RvError::VendorDefined(0x8000_0101),
+            RvError::UnknownErrorCode(0x1234),
+        ];
+        let failed = |rv| login_failed(&Error::Pkcs11(rv, Function::Login), &place);
+        for rv in retried {
+            let err = failed(rv);
+            assert!(!err.refuses_pin(), "{rv:?}: {err}");
+            assert!(err.may_be_stale_view(), "{rv:?}: {err}");
+            assert!(err.to_string().contains("failed in C_Login"), "{err}");
+        }
+        for rv in last {
+            let err = failed(rv);
+            assert!(err.refuses_pin(), "{rv:?}: {err}");
+            assert!(!err.may_be_stale_view(), "{rv:?}: {err}");
+        }
+        let err = failed(RvError::PinExpired);
+        assert_eq!(
+            err.to_string(),
+            "token `prod` refused the login with the PIN from /run/secrets/pin (CKR_PIN_EXPIRED); lanyard does not try it again, since the token may have counted it as a wrong try: correct the PIN or the token, then reload the credentials or restart lanyard"
+        );
+        let vendor = failed(RvError::VendorDefined(0x8000_0101)).to_string();
+        assert!(
+            vendor.contains("(CKR_VENDOR_DEFINED (0x80000101))"),
+            "{vendor}"
+        );
+        // Not a PKCS#11 return value: cryptoki failed around the call.
+        assert!(login_failed(&Error::NullFunctionPointer, &place).refuses_pin());
     }
 
     #[test]
