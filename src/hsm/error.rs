@@ -109,6 +109,10 @@ pub enum HsmError {
         module: String,
         rv: String,
     },
+    #[error(
+        "token `{token}` (module {module}): the previous signature has not returned; the HSM may be unreachable, and no new signature starts until that one returns"
+    )]
+    StillSigning { token: String, module: String },
     #[error("token `{token}` (module {module}) failed in {call}: {rv}")]
     Token {
         token: String,

@@ -6,6 +6,7 @@
 //! a stuck one later): async code calls it from a blocking thread.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -41,7 +42,33 @@ pub struct HsmKey {
     /// this one, whose signatures the token endpoint and the verifier's
     /// derived session key were made for.
     public: PublicKey,
+    /// A signature is in the module: one at a time per session, and one
+    /// that does not return (a hung network HSM) is not queued behind.
+    signing: AtomicBool,
+    /// Locked only by the signature holding [`Turn`], so never waited on.
     state: Mutex<State>,
+}
+
+/// The key's one signature at a time, claimed before the module is called
+/// and given back when the call returns (or its thread unwinds). A caller
+/// that finds it taken fails at once instead of waiting: the signature
+/// before it may never return, and a thread per retry waiting behind it
+/// would pile up until the runtime's blocking pool is spent.
+struct Turn<'a>(&'a AtomicBool);
+
+impl<'a> Turn<'a> {
+    fn take(signing: &'a AtomicBool) -> Option<Turn<'a>> {
+        signing
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| Turn(signing))
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
 }
 
 /// The session, or why there is none.
@@ -95,6 +122,7 @@ impl HsmKey {
             pin,
             module,
             public,
+            signing: AtomicBool::new(false),
             state: Mutex::new(State::Open {
                 session,
                 key,
@@ -130,8 +158,15 @@ impl HsmKey {
 
     /// Signs `data` with RSASSA-PKCS1-v1_5 and SHA-256 (`CKM_SHA256_RSA_PKCS`,
     /// which is RS256). Blocks. After a failure the next call reopens the
-    /// session; after a refused PIN every call fails at once.
+    /// session; after a refused PIN every call fails at once, and so does
+    /// a call while another signature is in the module.
     pub fn sign(&self, data: &[u8]) -> Result<Vec<u8>, HsmError> {
+        let Some(_turn) = Turn::take(&self.signing) else {
+            return Err(HsmError::StillSigning {
+                token: self.uri.token.clone(),
+                module: self.module.shown().to_string(),
+            });
+        };
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         match &*state {
             State::PinRefused(err) => return Err(err.clone()),
@@ -165,6 +200,12 @@ impl HsmKey {
             *state = State::Lost { generation };
         }
         signed
+    }
+
+    /// Whether a signature is in the module now: async code asks before it
+    /// starts a blocking thread for the next one, which would only fail.
+    pub fn signing(&self) -> bool {
+        self.signing.load(Ordering::Acquire)
     }
 
     /// Signs `data` and checks the signature with the key's public half,
@@ -286,5 +327,30 @@ impl fmt::Debug for HsmKey {
             .field("bits", &self.bits())
             .field("pin", &"[redacted]")
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_signature_at_a_time_and_the_next_is_refused_not_queued() {
+        let signing = AtomicBool::new(false);
+        let first = Turn::take(&signing).expect("free");
+        assert!(signing.load(Ordering::Acquire));
+        assert!(Turn::take(&signing).is_none(), "taken while in flight");
+        drop(first);
+        assert!(!signing.load(Ordering::Acquire));
+        let again = Turn::take(&signing);
+        assert!(again.is_some(), "free once the signature returned");
+        drop(again);
+        // Given back even when the signing thread unwinds.
+        let unwound = std::panic::catch_unwind(|| {
+            let _turn = Turn::take(&signing).unwrap();
+            panic!("the module crashed");
+        });
+        assert!(unwound.is_err());
+        assert!(Turn::take(&signing).is_some());
     }
 }

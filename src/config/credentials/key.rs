@@ -53,6 +53,22 @@ impl SigningKey {
         }
     }
 
+    /// Why a signature cannot start now: the key's previous one, in a
+    /// token, has not returned (the caller gave up waiting on it). Async
+    /// code asks before it starts a blocking thread that would only fail.
+    pub fn still_signing(&self) -> Option<String> {
+        match &self.held {
+            Held::Hsm { key, setting } if key.signing() => Some(format!(
+                "{setting}: {}",
+                HsmError::StillSigning {
+                    token: key.token().to_string(),
+                    module: key.module_path().to_string(),
+                }
+            )),
+            _ => None,
+        }
+    }
+
     /// Signing may block: the key is in a token, behind a module that may
     /// wait on a device or the network.
     pub fn blocks(&self) -> bool {
