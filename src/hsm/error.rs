@@ -98,6 +98,14 @@ pub enum HsmError {
     )]
     BadSignature { object: String, token: String },
     #[error(
+        "token `{token}` returned a signature of {returned} bytes for a key whose modulus is {modulus_len} bytes; an RS256 signature is never longer than the modulus (RFC 8017 §8.2.1)"
+    )]
+    SignatureLength {
+        token: String,
+        returned: usize,
+        modulus_len: usize,
+    },
+    #[error(
         "the key {object} on token `{token}` is no longer the key lanyard started with (its modulus changed); reload the credentials or restart lanyard to use the new key"
     )]
     KeyChanged { object: String, token: String },

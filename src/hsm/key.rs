@@ -157,7 +157,7 @@ impl HsmKey {
     }
 
     /// Signs `data` with RSASSA-PKCS1-v1_5 and SHA-256 (`CKM_SHA256_RSA_PKCS`,
-    /// which is RS256). Blocks. After a failure the next call reopens the
+    /// which is RS256), exactly as long as the modulus. Blocks. After a failure the next call reopens the
     /// session; after a refused PIN every call fails at once, and so does
     /// a call while another signature is in the module.
     pub fn sign(&self, data: &[u8]) -> Result<Vec<u8>, HsmError> {
@@ -199,7 +199,12 @@ impl HsmKey {
         if signed.is_err() {
             *state = State::Lost { generation };
         }
-        signed
+        let modulus_len = self.public.modulus.len();
+        to_modulus_length(signed?, modulus_len).map_err(|returned| HsmError::SignatureLength {
+            token: self.uri.token.clone(),
+            returned,
+            modulus_len,
+        })
     }
 
     /// Whether a signature is in the module now: async code asks before it
@@ -281,6 +286,24 @@ impl HsmKey {
     }
 }
 
+/// An RSASSA-PKCS1-v1_5 signature is exactly as long as the modulus
+/// (RFC 8017 §8.2.1: k octets), and a JWS verifier may refuse any other
+/// length; some modules drop the leading zero bytes of a signature that
+/// has them (one in 256 starts with one). A shorter one is padded back
+/// with zeros, which is the same number; a longer one is refused with its
+/// length: no valid signature is that long.
+fn to_modulus_length(signature: Vec<u8>, modulus_len: usize) -> Result<Vec<u8>, usize> {
+    match signature.len() {
+        len if len == modulus_len => Ok(signature),
+        len if len > modulus_len => Err(len),
+        len => {
+            let mut padded = vec![0; modulus_len - len];
+            padded.extend_from_slice(&signature);
+            Ok(padded)
+        }
+    }
+}
+
 /// Opens the URI's key on the module: the session and the generation it
 /// was opened under; or why not, with the generation that saw it fail.
 fn open_in(
@@ -352,5 +375,20 @@ mod tests {
         });
         assert!(unwound.is_err());
         assert!(Turn::take(&signing).is_some());
+    }
+
+    #[test]
+    fn a_signature_is_exactly_as_long_as_the_modulus() {
+        let full: Vec<u8> = (1..=8).collect();
+        assert_eq!(to_modulus_length(full.clone(), 8), Ok(full));
+        // Leading zeros dropped by the module are put back.
+        assert_eq!(
+            to_modulus_length(vec![7, 8], 8),
+            Ok(vec![0, 0, 0, 0, 0, 0, 7, 8])
+        );
+        assert_eq!(to_modulus_length(vec![], 3), Ok(vec![0, 0, 0]));
+        // Longer than the modulus is no RS256 signature, zeros or not.
+        assert_eq!(to_modulus_length(vec![0; 9], 8), Err(9));
+        assert_eq!(to_modulus_length(vec![1; 257], 256), Err(257));
     }
 }
