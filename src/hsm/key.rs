@@ -325,6 +325,13 @@ fn open_in(
 }
 
 impl Drop for HsmKey {
+    /// Closes the session, which calls the module: it may block (a network
+    /// HSM gone, or the module's lock held by a re-initialisation), and old
+    /// credentials are often let go on the proxy's async threads (a reload
+    /// replacing them, a request that still held them), so the closing is
+    /// done on a blocking thread. It holds the module meanwhile; when the
+    /// key was the module's last, the module's `C_Finalize` comes there
+    /// too, unless this key's own handle on the module goes last.
     fn drop(&mut self) {
         let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
         let old = std::mem::replace(state, State::Lost { generation: 0 });
@@ -334,10 +341,22 @@ impl Drop for HsmKey {
             ..
         } = old
         {
-            // A session from before a re-initialisation is gone already,
-            // and its handle may be another key's now.
-            let _ = self.module.if_current(generation, || session.close());
+            let module = Arc::clone(&self.module);
+            off_async(move || {
+                // A session from before a re-initialisation is gone
+                // already, and its handle may be another key's now.
+                let _ = module.if_current(generation, || session.close());
+            });
         }
+    }
+}
+
+/// Runs `work`, which may block, on a blocking thread when called within
+/// the tokio runtime (whose async threads must not block), else here.
+fn off_async(work: impl FnOnce() + Send + 'static) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => drop(runtime.spawn_blocking(work)),
+        Err(_) => work(),
     }
 }
 
@@ -375,6 +394,25 @@ mod tests {
         });
         assert!(unwound.is_err());
         assert!(Turn::take(&signing).is_some());
+    }
+
+    #[tokio::test]
+    async fn closing_a_session_blocks_no_async_thread() {
+        let (sent, ran_on) = std::sync::mpsc::channel();
+        let here = std::thread::current().id();
+        off_async(move || sent.send(std::thread::current().id()).unwrap());
+        let ran_on = tokio::task::spawn_blocking(move || ran_on.recv().unwrap())
+            .await
+            .unwrap();
+        assert_ne!(ran_on, here);
+        // Outside the runtime (lanyard token's exit, tests), at once.
+        let (sent, ran_on) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            off_async(move || sent.send(std::thread::current().id()).unwrap());
+            assert_eq!(ran_on.recv().unwrap(), std::thread::current().id());
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

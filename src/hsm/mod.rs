@@ -10,7 +10,7 @@
 //! - `uri`: the URI parsed (pure) and the PIN file read.
 //! - `error`: [`HsmError`], every way a key cannot be used, and PKCS#11
 //!   return values named as the specification names them.
-//! - `module`: one initialised module per library per process, finalized
+//! - `module`: one module per library per process, loaded once, finalized
 //!   and initialised again when a token stops answering.
 //! - `open`: a session on the token, the PIN flags read before any login,
 //!   the key found and checked; the PIN rule ([`may_log_in`]) is pure.

@@ -37,8 +37,8 @@ pub(super) struct Module {
     shown: String,
     path: PathBuf,
     /// Read-locked for every call through the module, write-locked to
-    /// finalize it: PKCS#11 leaves a `C_Finalize` racing other calls
-    /// undefined.
+    /// initialise or finalize it and for nothing else: PKCS#11 leaves a
+    /// `C_Finalize` racing other calls undefined.
     loaded: RwLock<Loaded>,
 }
 
@@ -117,27 +117,38 @@ impl Module {
         &self,
         f: impl FnOnce(&Pkcs11, u64) -> Result<T, HsmError>,
     ) -> Result<T, HsmError> {
-        {
-            let loaded = self.loaded.read().unwrap_or_else(PoisonError::into_inner);
-            if let Some(context) = loaded.context() {
-                return f(context, loaded.generation);
+        loop {
+            {
+                let loaded = self.loaded.read().unwrap_or_else(PoisonError::into_inner);
+                if let Some(context) = loaded.context() {
+                    return f(context, loaded.generation);
+                }
             }
+            // Finalized again before `f` could run (another key lost its
+            // session meanwhile): initialised once more.
+            self.initialize_once()?;
         }
+    }
+
+    /// Loads and initialises the module unless that is done. The write
+    /// lock is held for `C_Initialize` alone: the login and the key lookup
+    /// that follow run under the read lock, so a token slow to answer them
+    /// holds up no other key's signature (nor a key being dropped).
+    fn initialize_once(&self) -> Result<(), HsmError> {
         let mut loaded = self.loaded.write().unwrap_or_else(PoisonError::into_inner);
-        if loaded.library.is_none() {
-            loaded.library = Some(self.load()?);
+        if loaded.context().is_some() {
+            return Ok(());
         }
-        if !loaded.initialized {
-            if let Some(library) = &loaded.library {
-                self.initialize(library)?;
-            }
-            loaded.initialized = true;
-            loaded.generation += 1;
-        }
-        match loaded.context() {
-            Some(context) => f(context, loaded.generation),
-            None => Err(self.failed("C_Initialize", "the module was not initialised".into())),
-        }
+        let library = match loaded.library.take() {
+            Some(library) => library,
+            None => self.load()?,
+        };
+        let initialized = self.initialize(&library);
+        loaded.library = Some(library);
+        initialized?;
+        loaded.initialized = true;
+        loaded.generation += 1;
+        Ok(())
     }
 
     /// Finalizes the module if it is still in the generation a lost session
