@@ -21,14 +21,25 @@ use super::module::{Module, module};
 use super::open::{Opened, Place, PublicKey, open};
 use super::uri::{KeyUri, hex, parse, read_pin};
 
-/// A signature the token made, and what was learnt making it.
-#[derive(Debug)]
+/// A signature the token made, and what was learnt making it. Its
+/// `Debug` leaves the signature out: over the binding label it is what the
+/// verifier's derived session key comes from.
 pub struct Proof {
     pub signature: Vec<u8>,
     /// How long the token took.
     pub took: Duration,
     /// Checked with the key's public half (the token shows its exponent).
     pub verified: bool,
+}
+
+impl fmt::Debug for Proof {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Proof")
+            .field("signature", &"[redacted]")
+            .field("took", &self.took)
+            .field("verified", &self.verified)
+            .finish()
+    }
 }
 
 /// A key in a token, opened and checked.
@@ -413,6 +424,19 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn a_proof_never_shows_its_signature() {
+        let proof = Proof {
+            signature: vec![0xab; 256],
+            took: Duration::from_millis(3),
+            verified: true,
+        };
+        assert_eq!(
+            format!("{proof:?}"),
+            "Proof { signature: \"[redacted]\", took: 3ms, verified: true }"
+        );
     }
 
     #[test]
