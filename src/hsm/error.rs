@@ -27,9 +27,12 @@ pub enum HsmError {
         call: &'static str,
         rv: String,
     },
-    #[error("no token labelled `{token}` in the PKCS#11 module {module}; {}", present_list(.present))]
+    #[error("module-path {module} is not the library the URI names: {why}")]
+    LibraryMismatch { module: String, why: String },
+    /// `wanted` is the label and the other attributes the URI gives.
+    #[error("no token {wanted} in the PKCS#11 module {module}; {}", present_list(.present))]
     TokenNotFound {
-        token: String,
+        wanted: String,
         module: String,
         present: Vec<String>,
     },
@@ -162,7 +165,6 @@ fn present_list(labels: &[String]) -> String {
     if labels.is_empty() {
         return "the module shows no initialised token".into();
     }
-    let labels: Vec<String> = labels.iter().map(|l| format!("`{l}`")).collect();
     format!("tokens present: {}", labels.join(", "))
 }
 
@@ -222,16 +224,16 @@ mod tests {
     #[test]
     fn token_not_found_lists_the_labels_present() {
         let err = HsmError::TokenNotFound {
-            token: "prod".into(),
+            wanted: "labelled `prod`".into(),
             module: "/m.so".into(),
-            present: vec!["a".into(), "b".into()],
+            present: vec!["`a`".into(), "`b`".into()],
         };
         assert_eq!(
             err.to_string(),
             "no token labelled `prod` in the PKCS#11 module /m.so; tokens present: `a`, `b`"
         );
         let none = HsmError::TokenNotFound {
-            token: "prod".into(),
+            wanted: "labelled `prod`".into(),
             module: "/m.so".into(),
             present: vec![],
         };

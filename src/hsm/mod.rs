@@ -7,7 +7,9 @@
 //! It knows nothing of credentials or assertions: config wraps an
 //! [`HsmKey`] in its signing key, and token signs with that.
 //!
-//! - `uri`: the URI parsed (pure) and the PIN file read.
+//! - `uri`: the URI parsed, what it says of the token and the library
+//!   matched against what the module shows (both pure), and the PIN file
+//!   read.
 //! - `error`: [`HsmError`], every way a key cannot be used, and PKCS#11
 //!   return values named as the specification names them.
 //! - `module`: one module per library per process, loaded once, finalized

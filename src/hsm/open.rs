@@ -12,7 +12,7 @@ use cryptoki::slot::{Slot, TokenInfo};
 use cryptoki::types::RawAuthPin;
 
 use super::error::{HsmError, describe};
-use super::uri::KeyUri;
+use super::uri::{KeyUri, LibrarySeen, TokenSeen};
 
 /// The size floor for RS256, as for a PEM key.
 pub const MIN_KEY_BITS: usize = 2048;
@@ -111,6 +111,7 @@ pub(super) fn open(
     place: &Place,
     pin: Option<&RawAuthPin>,
 ) -> Result<Opened, HsmError> {
+    check_library(context, place)?;
     let slot = find_token(context, place)?;
     let info = context
         .get_token_info(slot)
@@ -136,7 +137,31 @@ pub(super) fn open(
     }
 }
 
-/// The slot whose token has the URI's label; else the labels present.
+/// The library is the one the URI's `library-*` attributes name, if any.
+fn check_library(context: &Pkcs11, place: &Place) -> Result<(), HsmError> {
+    if !place.uri.library.given() {
+        return Ok(());
+    }
+    let info = context
+        .get_library_info()
+        .map_err(|err| place.failed("C_GetInfo", &err))?;
+    let version = info.library_version();
+    let seen = LibrarySeen {
+        manufacturer: info.manufacturer_id(),
+        description: info.library_description(),
+        version: (version.major(), version.minor()),
+    };
+    match place.uri.library.mismatch(&seen) {
+        None => Ok(()),
+        Some(why) => Err(HsmError::LibraryMismatch {
+            module: place.module.into(),
+            why,
+        }),
+    }
+}
+
+/// The slot whose token has the URI's label and its other attributes;
+/// else the tokens present.
 fn find_token(context: &Pkcs11, place: &Place) -> Result<Slot, HsmError> {
     let slots = context
         .get_slots_with_initialized_token()
@@ -146,13 +171,20 @@ fn find_token(context: &Pkcs11, place: &Place) -> Result<Slot, HsmError> {
         let info = context
             .get_token_info(slot)
             .map_err(|err| place.failed("C_GetTokenInfo", &err))?;
-        if info.label() == place.uri.token {
+        let seen = TokenSeen {
+            label: info.label(),
+            manufacturer: info.manufacturer_id(),
+            model: info.model(),
+            serial: info.serial_number(),
+            slot_id: slot.id(),
+        };
+        if place.uri.names_token(&seen) {
             return Ok(slot);
         }
-        present.push(info.label().to_string());
+        present.push(place.uri.present_description(&seen));
     }
     Err(HsmError::TokenNotFound {
-        token: place.token(),
+        wanted: place.uri.token_description(),
         module: place.module.into(),
         present,
     })
@@ -419,6 +451,8 @@ mod tests {
             object: Some("sa-key".into()),
             id: None,
             pin_file: Some("/run/secrets/pin".into()),
+            token_attributes: Default::default(),
+            library: Default::default(),
         };
         let place = Place {
             uri: &uri,

@@ -126,6 +126,49 @@ async fn check_says_where_the_key_is_and_proves_a_signature() {
     assert_no_pin(&out);
 }
 
+/// A URI as p11tool prints it, with the token's manufacturer, model,
+/// serial and slot, and the library's version: each matched, the key used.
+#[tokio::test]
+async fn a_uri_copied_from_p11tool_names_the_token_by_all_it_gives() {
+    let mock = mock().await;
+    let hsm = SoftHsm::with_key("rsa2048.pkcs8.pem");
+    let (serial, slot) = hsm.serial_and_slot(TOKEN);
+    let uri = hsm.uri().replace(
+        "pkcs11:token=lanyard",
+        &format!(
+            "pkcs11:model=SoftHSM%20v2;manufacturer=SoftHSM%20project;serial={serial};slot-id={slot};token=lanyard;type=private;library-version=2"
+        ),
+    );
+    let out = lanyard(&["token"], &vars(&mock, &hsm, &uri)).await;
+    let stderr = text(&out.stderr);
+    // The library's version is not the URI's: said, and nothing else.
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with(&format!(
+            "lanyard: {FROM_ENV}: module-path {MODULE} is not the library the URI names: its library-version is `2."
+        )) && stderr.ends_with("`, the URI says `2.0`\n"),
+        "{stderr}"
+    );
+    let uri = uri.replace(";library-version=2", "");
+    let out = lanyard(&["token"], &vars(&mock, &hsm, &uri)).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        mock.token_owner(text(&out.stdout).trim()).as_deref(),
+        Some(CLIENT_ID)
+    );
+    // Another serial is another token: the one present is listed with its.
+    let other = uri.replace(&format!("serial={serial}"), "serial=0000");
+    let out = lanyard(&["token"], &vars(&mock, &hsm, &other)).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "lanyard: {FROM_ENV}: no token labelled `lanyard`, manufacturer `SoftHSM project`, model `SoftHSM v2`, serial `0000`, slot-id `{slot}` in the PKCS#11 module {MODULE}; tokens present: `lanyard` (manufacturer `SoftHSM project`, model `SoftHSM v2`, serial `{serial}`, slot-id `{slot}`)\n"
+        )
+    );
+    assert_no_pin(&out);
+}
+
 /// A credentials file naming the key by URI is reloaded as any other: the
 /// URI and the PIN file are read again, and the key opened anew next to
 /// the one in use (one module, one login for both).
