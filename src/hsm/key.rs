@@ -218,6 +218,16 @@ impl HsmKey {
         })
     }
 
+    /// Whether the token refused the PIN at run time, so that no signature
+    /// will be made until new credentials bring a new key: a SIGHUP then
+    /// reloads them even when no file changed. A signature in flight holds
+    /// the state, and is no refusal.
+    pub fn pin_refused(&self) -> bool {
+        self.state
+            .try_lock()
+            .is_ok_and(|state| matches!(*state, State::PinRefused(_)))
+    }
+
     /// Whether a signature is in the module now: async code asks before it
     /// starts a blocking thread for the next one, which would only fail.
     pub fn signing(&self) -> bool {

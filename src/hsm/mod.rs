@@ -28,4 +28,4 @@ mod uri;
 pub use error::HsmError;
 pub use key::{HsmKey, Proof};
 pub use open::{MIN_KEY_BITS, PinFlags, may_log_in};
-pub use uri::is_pkcs11_uri;
+pub use uri::{is_pkcs11_uri, pin_digest, pin_file_of};

@@ -219,7 +219,9 @@ fn log_in(
     match result {
         // Login is per application and token, not per session: another
         // key on this token (the credentials before a reload) may have
-        // logged in already.
+        // logged in already. This key's PIN is then not tried: a new PIN
+        // file is checked only at the next login, after the module is
+        // initialised again, where a wrong PIN is refused as any other.
         Ok(()) | Err(Error::Pkcs11(RvError::UserAlreadyLoggedIn, _)) => Ok(()),
         Err(err) => Err(login_failed(&err, place)),
     }

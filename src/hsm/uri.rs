@@ -12,6 +12,7 @@
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
+use aws_lc_rs::hmac;
 use cryptoki::types::RawAuthPin;
 
 use super::error::HsmError;
@@ -353,6 +354,31 @@ fn pin_source(value: &str) -> Result<PathBuf, HsmError> {
 /// literals leave one or none). Nothing else is trimmed: a PIN may end in
 /// a space.
 pub fn read_pin(path: &Path) -> Result<RawAuthPin, HsmError> {
+    read_pin_bytes(path).map(|pin| RawAuthPin::new(Box::new(pin)))
+}
+
+/// The PIN file a key's URI names (`pin-source`), if the URI is one
+/// lanyard reads and names one.
+pub fn pin_file_of(uri: &str) -> Option<PathBuf> {
+    parse(uri).ok()?.pin_file
+}
+
+/// The PIN file's content, as [`read_pin`] reads it, as an HMAC-SHA256
+/// under `key`: enough to notice that the PIN changed. Keyed with a
+/// secret of the process, since a plain digest of a PIN of a few digits
+/// gives the PIN to anyone who tries them all.
+pub fn pin_digest(path: &Path, key: &hmac::Key) -> Result<[u8; 32], HsmError> {
+    let mut pin = read_pin_bytes(path)?;
+    let tag = hmac::sign(key, &pin);
+    // The copy read here is not the key's, which zeroes its own.
+    pin.fill(0);
+    std::hint::black_box(&pin);
+    let mut digest = [0; 32];
+    digest.copy_from_slice(tag.as_ref());
+    Ok(digest)
+}
+
+fn read_pin_bytes(path: &Path) -> Result<Vec<u8>, HsmError> {
     let unreadable = |why: String| HsmError::PinUnreadable {
         path: path.display().to_string(),
         why,
@@ -372,7 +398,7 @@ pub fn read_pin(path: &Path) -> Result<RawAuthPin, HsmError> {
     if pin.is_empty() {
         return Err(unreadable("it is empty".into()));
     }
-    Ok(RawAuthPin::new(Box::new(pin)))
+    Ok(pin)
 }
 
 /// Why a file cannot be read, in the words config uses for its files

@@ -213,6 +213,95 @@ async fn run_proxies_with_tokens_signed_in_the_token_and_a_reload_reopens_the_ke
     assert_eq!(code, Some(0));
 }
 
+/// Another PIN for the token, set under a running lanyard: no output may
+/// show it either.
+const NEW_PIN: &str = "Qx3v-user-8820";
+
+/// `lanyard run` with its key named in a credentials file, once the token
+/// has refused the PIN at run time: the token is re-created with
+/// [`NEW_PIN`], and the renewal fails, then the next attempt's login.
+async fn run_with_the_pin_refused(mock: &MockService, hsm: &SoftHsm) -> Running {
+    // Renewal at 70-85% of 12 s.
+    mock.set_expires_in(Some(12));
+    let mut json: serde_json::Value =
+        serde_json::from_str(&credentials_json(mock, "unused")).unwrap();
+    json["private_key"] = hsm.uri().into();
+    let creds = hsm.write("credentials.json", &json.to_string());
+    let mut vars = vars(mock, hsm, "");
+    vars.remove("SA_PRIVATE_KEY");
+    vars.insert("SA_CREDENTIALS_FILE".into(), creds.display().to_string());
+    let mut running = Running::start(vars).await;
+    running
+        .wait_for("token obtained", Duration::from_secs(20))
+        .await;
+    hsm.delete_token(TOKEN);
+    hsm.init_token(TOKEN, NEW_PIN);
+    hsm.import("rsa2048.pkcs8.pem", TOKEN, softhsm::OBJECT, "01", NEW_PIN);
+    loop {
+        let failed = running
+            .wait_for("token request failed", Duration::from_secs(30))
+            .await;
+        if failed["fields"]["error"]
+            .as_str()
+            .is_some_and(|error| error.contains("(CKR_PIN_INCORRECT)"))
+        {
+            return running;
+        }
+    }
+}
+
+async fn stop_with_no_pin(running: Running) {
+    let (code, log) = running.stop().await;
+    assert_eq!(code, Some(0));
+    assert!(!log.contains(NEW_PIN), "the new PIN is in the log");
+}
+
+/// The PIN file is watched with the credentials file: once the token has
+/// refused the PIN, a corrected PIN file is taken up as a changed
+/// credentials file is, and signing resumes.
+#[tokio::test]
+async fn a_corrected_pin_file_is_taken_up_after_the_token_refused_the_pin() {
+    let mock = mock().await;
+    let hsm = SoftHsm::with_key("rsa2048.pkcs8.pem");
+    let mut running = run_with_the_pin_refused(&mock, &hsm).await;
+    std::fs::write(hsm.pin_file(), format!("{NEW_PIN}\n")).unwrap();
+    let limit = Duration::from_secs(20);
+    running
+        .wait_for("credentials file changed: new credentials in use", limit)
+        .await;
+    let renewed = running.wait_for("token obtained", limit).await;
+    assert_eq!(renewed["fields"]["generation"], 2);
+    stop_with_no_pin(running).await;
+}
+
+/// A key whose PIN the token refused signs nothing more, whatever happens
+/// to the token; a SIGHUP loads it again from unchanged files, which tries
+/// the PIN file once more.
+#[tokio::test]
+async fn sighup_tries_the_pin_again_after_the_token_refused_it() {
+    let mock = mock().await;
+    let hsm = SoftHsm::with_key("rsa2048.pkcs8.pem");
+    let mut running = run_with_the_pin_refused(&mock, &hsm).await;
+    // The token is given back the PIN the file holds.
+    hsm.delete_token(TOKEN);
+    hsm.init_token(TOKEN, PIN);
+    hsm.import("rsa2048.pkcs8.pem", TOKEN, softhsm::OBJECT, "01", PIN);
+    running.signal("-HUP");
+    let limit = Duration::from_secs(20);
+    running
+        .wait_for(
+            "SIGHUP: the token refused the key's PIN; the credentials are loaded anew, and the PIN file's PIN tried once more",
+            limit,
+        )
+        .await;
+    running
+        .wait_for("credentials file changed: new credentials in use", limit)
+        .await;
+    let renewed = running.wait_for("token obtained", limit).await;
+    assert_eq!(renewed["fields"]["generation"], 2);
+    stop_with_no_pin(running).await;
+}
+
 /// The token goes away under a running lanyard: the scheduled renewal
 /// fails with its own kind, counted; the held token keeps serving; and
 /// once the token is back (re-created, the same key imported), the module

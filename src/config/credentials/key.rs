@@ -72,6 +72,12 @@ impl SigningKey {
         }
     }
 
+    /// The key is in a token that refused its PIN at run time: it signs
+    /// nothing until it is loaded anew.
+    pub fn pin_refused(&self) -> bool {
+        self.hsm().is_some_and(HsmKey::pin_refused)
+    }
+
     /// Signing may block: the key is in a token, behind a module that may
     /// wait on a device or the network.
     pub fn blocks(&self) -> bool {

@@ -14,7 +14,7 @@ mod key;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use file::{Fingerprint, read_file};
+pub use file::{Fingerprint, PinSeen, pin_seen, read_file};
 pub use key::{KeyError, MIN_KEY_BITS, SigningKey, load_key, parse_private_key};
 
 use super::declaration::Setting;
