@@ -76,6 +76,10 @@ fn main() -> ExitCode {
             Command::Verifier => lanyard::process::run_verifier(&config).await.map(|()| true),
         }
     });
+    // Dropping the runtime would wait for every blocking thread, and one
+    // may be inside a PKCS#11 module that never returns (a signature given
+    // up on after LANYARD_TOKEN_TIMEOUT): the process exits without it.
+    runtime.shutdown_background();
     match outcome {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),

@@ -3,16 +3,31 @@
 //! validated and, when good, used from then on with a fresh token, while
 //! the held token keeps serving. A bad file is logged and counted, and the
 //! previous credentials stay.
+//!
+//! A key in a PKCS#11 token reads a PIN file, which is watched with the
+//! credentials file: a corrected PIN is taken up as a changed file is.
+//! Only a keyed digest of it is kept, never the PIN. And a key whose PIN
+//! the token refused at run time signs nothing more (each wrong try brings
+//! the token closer to locking it), so a SIGHUP reloads it even when no
+//! file changed: the operator asks for one more try.
+//!
+//! A new PIN cannot always be checked at once: PKCS#11 logs in per
+//! application and token, not per session, so while another key's session
+//! on the token is still logged in (the credentials before the reload),
+//! the new key's `C_Login` answers `CKR_USER_ALREADY_LOGGED_IN` and its PIN
+//! is not tried. It is tried at the next login, after the module is
+//! initialised again, and refused then if wrong (hsm::open).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use aws_lc_rs::hmac;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use crate::config::credentials::{self, Credentials, Fingerprint};
+use crate::config::credentials::{self, Credentials, Fingerprint, PinSeen};
 use crate::config::{CredentialSettings, Source};
 use crate::metrics::Metrics;
 use crate::token::{Exchanger, TokenHandle};
@@ -48,20 +63,49 @@ pub struct Reloads {
     pub last_problem: Option<String>,
 }
 
-/// The file as last seen: its content, or why it could not be read.
+/// The files as last seen: the credentials file's content and, for a key
+/// in a token, its PIN file's; or why the credentials file could not be
+/// read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Seen {
-    Content(Fingerprint),
+    Content {
+        file: Fingerprint,
+        pin: Option<PinSeen>,
+    },
     Unreadable(String),
 }
 
-impl Seen {
-    fn of(read: &Result<Vec<u8>, String>) -> Seen {
-        match read {
-            Ok(bytes) => Seen::Content(Fingerprint::of(bytes)),
+/// The credentials file as read, and what was seen reading it.
+struct Read {
+    bytes: Result<Vec<u8>, String>,
+    seen: Seen,
+}
+
+impl Read {
+    /// Reads the credentials file, then the PIN file its key names. Blocks.
+    fn now(
+        path: &Path,
+        source: &Source,
+        settings: &CredentialSettings,
+        pin_key: Option<&hmac::Key>,
+    ) -> Read {
+        let bytes = credentials::read_file(path, source);
+        let seen = match &bytes {
+            Ok(content) => Seen::Content {
+                file: Fingerprint::of(content),
+                pin: pin_key.and_then(|key| credentials::pin_seen(settings, Some(content), key)),
+            },
             Err(why) => Seen::Unreadable(why.clone()),
-        }
+        };
+        Read { bytes, seen }
     }
+}
+
+/// A key of this process for the PIN file's digest; `None`, and the PIN
+/// file not watched, if the system gives no random bytes.
+fn pin_key() -> Option<hmac::Key> {
+    let rng = aws_lc_rs::rand::SystemRandom::new();
+    hmac::Key::generate(hmac::HMAC_SHA256, &rng).ok()
 }
 
 /// Starts the watcher. `check_now` (SIGHUP) makes it look at once.
@@ -81,19 +125,23 @@ pub fn spawn(
         exchanger,
         tokens,
         metrics,
+        pin_key: pin_key().map(Arc::new),
         seen: None,
         loaded: None,
         reloads,
     };
     let task = async move {
-        let seen = match watch.loaded {
-            Some(fingerprint) => Seen::Content(fingerprint),
+        // The PIN file as it is now is taken as the one the key read at
+        // start-up, a moment ago.
+        let seen = match (watch.loaded, watcher.read().await.seen) {
+            (Some(file), Seen::Content { pin, .. }) => Seen::Content { file, pin },
+            (Some(file), Seen::Unreadable(_)) => Seen::Content { file, pin: None },
             // Credentials given without a fingerprint (tests): whatever is
             // there now is taken as what was loaded.
-            None => Seen::of(&watcher.read().await),
+            (None, now) => now,
         };
-        if let Seen::Content(fingerprint) = &seen {
-            watcher.loaded = Some(*fingerprint);
+        if let Seen::Content { .. } = &seen {
+            watcher.loaded = Some(seen.clone());
         }
         watcher.seen = Some(seen);
         loop {
@@ -115,18 +163,29 @@ struct Watcher {
     exchanger: Arc<Exchanger>,
     tokens: TokenHandle,
     metrics: Metrics,
+    /// What the PIN file is digested under.
+    pin_key: Option<Arc<hmac::Key>>,
     seen: Option<Seen>,
     /// The content the credentials in use came from.
-    loaded: Option<Fingerprint>,
+    loaded: Option<Seen>,
     reloads: watch::Sender<Reloads>,
 }
 
 impl Watcher {
-    async fn read(&self) -> Result<Vec<u8>, String> {
+    async fn read(&self) -> Read {
         let (path, source) = (self.path.clone(), self.source.clone());
-        tokio::task::spawn_blocking(move || credentials::read_file(&path, &source))
-            .await
-            .unwrap_or_else(|err| Err(format!("reading the credentials file failed: {err}")))
+        let (settings, pin_key) = (self.settings.clone(), self.pin_key.clone());
+        tokio::task::spawn_blocking(move || {
+            Read::now(&path, &source, &settings, pin_key.as_deref())
+        })
+        .await
+        .unwrap_or_else(|err| {
+            let why = format!("reading the credentials file failed: {err}");
+            Read {
+                bytes: Err(why.clone()),
+                seen: Seen::Unreadable(why),
+            }
+        })
     }
 
     /// Credentials from the file's content, checked; off the async
@@ -142,39 +201,59 @@ impl Watcher {
     }
 
     async fn check(&mut self, asked: bool) {
-        let mut read = self.read().await;
-        let mut seen = Seen::of(&read);
-        if Some(&seen) == self.seen.as_ref() {
+        let read = self.read().await;
+        let unchanged = Some(&read.seen) == self.seen.as_ref();
+        let retry_pin = asked && self.exchanger.credentials().key.pin_refused();
+        if unchanged && !retry_pin {
             if asked {
                 tracing::info!("SIGHUP: the credentials file is unchanged");
             }
             return;
         }
-        for _ in 0..MAX_SETTLE_ROUNDS {
-            tokio::time::sleep(SETTLE).await;
-            let again = self.read().await;
-            let now = Seen::of(&again);
-            read = again;
-            if now == seen {
-                break;
-            }
-            seen = now;
-        }
-        if let Seen::Content(fingerprint) = &seen
-            && Some(*fingerprint) == self.loaded
+        let read = if unchanged {
+            read
+        } else {
+            self.settle(read).await
+        };
+        if retry_pin {
+            tracing::info!(
+                "SIGHUP: the token refused the key's PIN; the credentials are loaded anew, and the PIN file's PIN tried once more"
+            );
+        } else if matches!(read.seen, Seen::Content { .. })
+            && self.loaded.as_ref() == Some(&read.seen)
         {
             // Back to the content in use (a bad file fixed by restoring the
             // old one, or an edit undone while settling): nothing to do.
             tracing::info!("the credentials file holds the credentials in use again");
-            self.seen = Some(seen);
+            self.seen = Some(read.seen);
             self.reloads.send_modify(|r| r.restored += 1);
             return;
         }
-        self.seen = Some(seen.clone());
-        let loaded = match read {
+        self.seen = Some(read.seen.clone());
+        let loaded = match read.bytes {
             Ok(bytes) => self.load(bytes).await,
             Err(why) => Err(why),
         };
+        self.apply(loaded, read.seen);
+    }
+
+    /// Reads again until two reads agree, so a writer caught half-way is
+    /// not judged; the last read.
+    async fn settle(&self, mut read: Read) -> Read {
+        for _ in 0..MAX_SETTLE_ROUNDS {
+            tokio::time::sleep(SETTLE).await;
+            let again = self.read().await;
+            let settled = again.seen == read.seen;
+            read = again;
+            if settled {
+                break;
+            }
+        }
+        read
+    }
+
+    /// Uses the credentials loaded from what was `seen`, or says why not.
+    fn apply(&mut self, loaded: Result<Credentials, String>, seen: Seen) {
         match loaded {
             Ok(credentials) => {
                 let previous = self.exchanger.credentials();
@@ -186,8 +265,8 @@ impl Watcher {
                     "credentials file changed: new credentials in use"
                 );
                 self.exchanger.replace_credentials(credentials);
-                if let Seen::Content(fingerprint) = seen {
-                    self.loaded = Some(fingerprint);
+                if let Seen::Content { .. } = &seen {
+                    self.loaded = Some(seen);
                 }
                 self.tokens.renew_for_new_credentials();
                 self.metrics

@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::time::Instant;
 
 use bytes::Bytes;
@@ -12,6 +13,7 @@ use http_body_util::Empty;
 use crate::Secret;
 use crate::config::Config;
 use crate::config::credentials::{Credentials, SigningKey};
+use crate::config::settings::TOKEN_TIMEOUT;
 use crate::outbound::{self, FailureKind};
 use crate::target::TargetUrl;
 
@@ -95,9 +97,7 @@ pub async fn check(config: &Config) -> Result<CheckReport, Failure> {
             creds.key.bits()
         ),
     );
-    if creds.key.hsm().is_some() {
-        check_hsm_key(&creds.key, &mut report).await;
-    }
+    check_hsm_key(&creds.key, config.token_timeout, &mut report).await;
     let Some(token) = check_token(&access, &creds, &mut report).await else {
         report.push(CheckStatus::Skip, "upstream", "needs a token");
         return Ok(report);
@@ -133,23 +133,36 @@ pub async fn check(config: &Config) -> Result<CheckReport, Failure> {
 const PROBE: &[u8] = b"lanyard check: a test signature";
 
 /// Where a key in a token is, and a signature made there and verified
-/// with the key's public half.
-async fn check_hsm_key(key: &Arc<SigningKey>, report: &mut CheckReport) {
+/// with the key's public half, within `limit` (`LANYARD_TOKEN_TIMEOUT`, as
+/// the token request has): a token that does not answer is reported, not
+/// waited on.
+async fn check_hsm_key(key: &Arc<SigningKey>, limit: Duration, report: &mut CheckReport) {
+    let Some(hsm) = key.hsm() else {
+        return;
+    };
+    let place = format!(
+        "RSA {}-bit key {} on PKCS#11 token `{}`, module {}",
+        hsm.bits(),
+        hsm.object(),
+        hsm.token(),
+        hsm.module_path()
+    );
     let key = Arc::clone(key);
-    let proved = tokio::task::spawn_blocking(move || {
-        let hsm = key.hsm()?;
-        let place = format!(
-            "RSA {}-bit key {} on PKCS#11 token `{}`, module {}",
-            hsm.bits(),
-            hsm.object(),
-            hsm.token(),
-            hsm.module_path()
-        );
-        Some((place, hsm.sign_verified(PROBE)))
-    })
-    .await;
+    let signing = tokio::task::spawn_blocking(move || match key.hsm() {
+        Some(hsm) => hsm.sign_verified(PROBE).map_err(|err| err.to_string()),
+        None => Err("the key is not in a token".to_string()),
+    });
+    let proved = match tokio::time::timeout(limit, signing).await {
+        Ok(Ok(proved)) => proved,
+        Ok(Err(_)) => Err("the signing thread ended".into()),
+        Err(_) => Err(format!(
+            "no signature within {} ms ({}); the HSM may be unreachable",
+            limit.as_millis(),
+            TOKEN_TIMEOUT.env
+        )),
+    };
     match proved {
-        Ok(Some((place, Ok(proof)))) => {
+        Ok(proof) => {
             let verified = if proof.verified {
                 "verifies with its public key"
             } else {
@@ -162,10 +175,7 @@ async fn check_hsm_key(key: &Arc<SigningKey>, report: &mut CheckReport) {
                 format!("{place}; a test signature made there in {took} ms {verified}"),
             );
         }
-        Ok(Some((place, Err(why)))) => {
-            report.push(CheckStatus::Fail, "key", format!("{place}: {why}"));
-        }
-        Ok(None) | Err(_) => report.push(CheckStatus::Fail, "key", "the signing thread ended"),
+        Err(why) => report.push(CheckStatus::Fail, "key", format!("{place}: {why}")),
     }
 }
 

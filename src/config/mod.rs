@@ -193,6 +193,7 @@ impl Config {
             config.tls = account::tls(ca_file.as_ref(), &mut layers);
         }
         if need.credentials() && !config.demo {
+            config.credentials.key_timeout = config.token_timeout;
             config.account = account::account(&config.credentials, &mut layers);
         }
         if !layers.errors.is_empty() {
@@ -295,6 +296,8 @@ fn credential_settings(l: &mut Layers<'_>) -> CredentialSettings {
         token_uri: l.optional(&TOKEN_URI),
         organization_id: l.optional(&ORGANIZATION_ID),
         org_id: l.optional(&ORG_ID),
+        // Set from LANYARD_TOKEN_TIMEOUT once it is read (Config::load).
+        ..CredentialSettings::default()
     }
 }
 

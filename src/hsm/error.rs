@@ -27,9 +27,12 @@ pub enum HsmError {
         call: &'static str,
         rv: String,
     },
-    #[error("no token labelled `{token}` in the PKCS#11 module {module}; {}", present_list(.present))]
+    #[error("module-path {module} is not the library the URI names: {why}")]
+    LibraryMismatch { module: String, why: String },
+    /// `wanted` is the label and the other attributes the URI gives.
+    #[error("no token {wanted} in the PKCS#11 module {module}; {}", present_list(.present))]
     TokenNotFound {
-        token: String,
+        wanted: String,
         module: String,
         present: Vec<String>,
     },
@@ -49,6 +52,14 @@ pub enum HsmError {
         "token `{token}` refused the PIN from {pin_file} (CKR_PIN_INCORRECT); lanyard does not try it again, since every wrong try brings the token closer to locking the PIN: correct the PIN file"
     )]
     PinIncorrect { token: String, pin_file: String },
+    #[error(
+        "token `{token}` refused the login with the PIN from {pin_file} ({rv}); lanyard does not try it again, since the token may have counted it as a wrong try: correct the PIN or the token, then reload the credentials or restart lanyard"
+    )]
+    LoginRefused {
+        token: String,
+        pin_file: String,
+        rv: String,
+    },
     #[error("no private key {object} on token `{token}` (module {module})")]
     ObjectNotFound {
         object: String,
@@ -90,6 +101,14 @@ pub enum HsmError {
     )]
     BadSignature { object: String, token: String },
     #[error(
+        "token `{token}` returned a signature of {returned} bytes for a key whose modulus is {modulus_len} bytes; an RS256 signature is never longer than the modulus (RFC 8017 §8.2.1)"
+    )]
+    SignatureLength {
+        token: String,
+        returned: usize,
+        modulus_len: usize,
+    },
+    #[error(
         "the key {object} on token `{token}` is no longer the key lanyard started with (its modulus changed); reload the credentials or restart lanyard to use the new key"
     )]
     KeyChanged { object: String, token: String },
@@ -101,6 +120,10 @@ pub enum HsmError {
         module: String,
         rv: String,
     },
+    #[error(
+        "token `{token}` (module {module}): the previous signature has not returned; the HSM may be unreachable, and no new signature starts until that one returns"
+    )]
+    StillSigning { token: String, module: String },
     #[error("token `{token}` (module {module}) failed in {call}: {rv}")]
     Token {
         token: String,
@@ -122,13 +145,26 @@ impl HsmError {
                 | HsmError::Token { .. }
         )
     }
+
+    /// The token refused the PIN, or may have counted a try of it, or
+    /// will not let it be tried: at run time it is never offered again,
+    /// since each wrong try brings a real HSM closer to locking it. Only
+    /// new credentials (a reload, a restart) try the PIN file again.
+    pub fn refuses_pin(&self) -> bool {
+        matches!(
+            self,
+            HsmError::PinIncorrect { .. }
+                | HsmError::LoginRefused { .. }
+                | HsmError::PinLocked { .. }
+                | HsmError::PinFinalTry { .. }
+        )
+    }
 }
 
 fn present_list(labels: &[String]) -> String {
     if labels.is_empty() {
         return "the module shows no initialised token".into();
     }
-    let labels: Vec<String> = labels.iter().map(|l| format!("`{l}`")).collect();
     format!("tokens present: {}", labels.join(", "))
 }
 
@@ -188,16 +224,16 @@ mod tests {
     #[test]
     fn token_not_found_lists_the_labels_present() {
         let err = HsmError::TokenNotFound {
-            token: "prod".into(),
+            wanted: "labelled `prod`".into(),
             module: "/m.so".into(),
-            present: vec!["a".into(), "b".into()],
+            present: vec!["`a`".into(), "`b`".into()],
         };
         assert_eq!(
             err.to_string(),
             "no token labelled `prod` in the PKCS#11 module /m.so; tokens present: `a`, `b`"
         );
         let none = HsmError::TokenNotFound {
-            token: "prod".into(),
+            wanted: "labelled `prod`".into(),
             module: "/m.so".into(),
             present: vec![],
         };

@@ -6,6 +6,7 @@
 //! a stuck one later): async code calls it from a blocking thread.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -20,14 +21,25 @@ use super::module::{Module, module};
 use super::open::{Opened, Place, PublicKey, open};
 use super::uri::{KeyUri, hex, parse, read_pin};
 
-/// A signature the token made, and what was learnt making it.
-#[derive(Debug)]
+/// A signature the token made, and what was learnt making it. Its
+/// `Debug` leaves the signature out: over the binding label it is what the
+/// verifier's derived session key comes from.
 pub struct Proof {
     pub signature: Vec<u8>,
     /// How long the token took.
     pub took: Duration,
     /// Checked with the key's public half (the token shows its exponent).
     pub verified: bool,
+}
+
+impl fmt::Debug for Proof {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Proof")
+            .field("signature", &"[redacted]")
+            .field("took", &self.took)
+            .field("verified", &self.verified)
+            .finish()
+    }
 }
 
 /// A key in a token, opened and checked.
@@ -41,7 +53,33 @@ pub struct HsmKey {
     /// this one, whose signatures the token endpoint and the verifier's
     /// derived session key were made for.
     public: PublicKey,
+    /// A signature is in the module: one at a time per session, and one
+    /// that does not return (a hung network HSM) is not queued behind.
+    signing: AtomicBool,
+    /// Locked only by the signature holding [`Turn`], so never waited on.
     state: Mutex<State>,
+}
+
+/// The key's one signature at a time, claimed before the module is called
+/// and given back when the call returns (or its thread unwinds). A caller
+/// that finds it taken fails at once instead of waiting: the signature
+/// before it may never return, and a thread per retry waiting behind it
+/// would pile up until the runtime's blocking pool is spent.
+struct Turn<'a>(&'a AtomicBool);
+
+impl<'a> Turn<'a> {
+    fn take(signing: &'a AtomicBool) -> Option<Turn<'a>> {
+        signing
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| Turn(signing))
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
 }
 
 /// The session, or why there is none.
@@ -56,9 +94,10 @@ enum State {
     /// re-initialises the module (unless another key did meanwhile) and
     /// opens a new session.
     Lost { generation: u64 },
-    /// The token refused the PIN. It is never tried again: each wrong try
-    /// brings a real HSM closer to locking it. New credentials (a reload)
-    /// bring a new key.
+    /// The token refused the PIN, may have counted a try of it, or will
+    /// not let it be tried ([`HsmError::refuses_pin`]). It is never tried
+    /// again: each wrong try brings a real HSM closer to locking it. New
+    /// credentials (a reload) bring a new key.
     PinRefused(HsmError),
 }
 
@@ -94,6 +133,7 @@ impl HsmKey {
             pin,
             module,
             public,
+            signing: AtomicBool::new(false),
             state: Mutex::new(State::Open {
                 session,
                 key,
@@ -128,9 +168,16 @@ impl HsmKey {
     }
 
     /// Signs `data` with RSASSA-PKCS1-v1_5 and SHA-256 (`CKM_SHA256_RSA_PKCS`,
-    /// which is RS256). Blocks. After a failure the next call reopens the
-    /// session; after a refused PIN every call fails at once.
+    /// which is RS256), exactly as long as the modulus. Blocks. After a failure the next call reopens the
+    /// session; after a refused PIN every call fails at once, and so does
+    /// a call while another signature is in the module.
     pub fn sign(&self, data: &[u8]) -> Result<Vec<u8>, HsmError> {
+        let Some(_turn) = Turn::take(&self.signing) else {
+            return Err(HsmError::StillSigning {
+                token: self.uri.token.clone(),
+                module: self.module.shown().to_string(),
+            });
+        };
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         match &*state {
             State::PinRefused(err) => return Err(err.clone()),
@@ -163,7 +210,28 @@ impl HsmKey {
         if signed.is_err() {
             *state = State::Lost { generation };
         }
-        signed
+        let modulus_len = self.public.modulus.len();
+        to_modulus_length(signed?, modulus_len).map_err(|returned| HsmError::SignatureLength {
+            token: self.uri.token.clone(),
+            returned,
+            modulus_len,
+        })
+    }
+
+    /// Whether the token refused the PIN at run time, so that no signature
+    /// will be made until new credentials bring a new key: a SIGHUP then
+    /// reloads them even when no file changed. A signature in flight holds
+    /// the state, and is no refusal.
+    pub fn pin_refused(&self) -> bool {
+        self.state
+            .try_lock()
+            .is_ok_and(|state| matches!(*state, State::PinRefused(_)))
+    }
+
+    /// Whether a signature is in the module now: async code asks before it
+    /// starts a blocking thread for the next one, which would only fail.
+    pub fn signing(&self) -> bool {
+        self.signing.load(Ordering::Acquire)
     }
 
     /// Signs `data` and checks the signature with the key's public half,
@@ -220,12 +288,10 @@ impl HsmKey {
                 };
                 (State::Lost { generation }, Err(changed))
             }
-            Err((_, err @ HsmError::PinIncorrect { .. })) => {
-                (State::PinRefused(err.clone()), Err(err))
-            }
-            // Not found, locked, gone: looked for again next time, after
-            // another re-initialisation (a token re-created on disk shows
-            // only then).
+            Err((_, err)) if err.refuses_pin() => (State::PinRefused(err.clone()), Err(err)),
+            // Not found, gone, or a login that never reached the token:
+            // looked for again next time, after another re-initialisation
+            // (a token re-created on disk shows only then).
             Err((generation, err)) => (State::Lost { generation }, Err(err)),
         };
         *state = next;
@@ -237,6 +303,24 @@ impl HsmKey {
             token: self.uri.token.clone(),
             module: self.module.shown().to_string(),
             rv,
+        }
+    }
+}
+
+/// An RSASSA-PKCS1-v1_5 signature is exactly as long as the modulus
+/// (RFC 8017 §8.2.1: k octets), and a JWS verifier may refuse any other
+/// length; some modules drop the leading zero bytes of a signature that
+/// has them (one in 256 starts with one). A shorter one is padded back
+/// with zeros, which is the same number; a longer one is refused with its
+/// length: no valid signature is that long.
+fn to_modulus_length(signature: Vec<u8>, modulus_len: usize) -> Result<Vec<u8>, usize> {
+    match signature.len() {
+        len if len == modulus_len => Ok(signature),
+        len if len > modulus_len => Err(len),
+        len => {
+            let mut padded = vec![0; modulus_len - len];
+            padded.extend_from_slice(&signature);
+            Ok(padded)
         }
     }
 }
@@ -262,6 +346,13 @@ fn open_in(
 }
 
 impl Drop for HsmKey {
+    /// Closes the session, which calls the module: it may block (a network
+    /// HSM gone, or the module's lock held by a re-initialisation), and old
+    /// credentials are often let go on the proxy's async threads (a reload
+    /// replacing them, a request that still held them), so the closing is
+    /// done on a blocking thread. It holds the module meanwhile; when the
+    /// key was the module's last, the module's `C_Finalize` comes there
+    /// too, unless this key's own handle on the module goes last.
     fn drop(&mut self) {
         let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
         let old = std::mem::replace(state, State::Lost { generation: 0 });
@@ -271,10 +362,22 @@ impl Drop for HsmKey {
             ..
         } = old
         {
-            // A session from before a re-initialisation is gone already,
-            // and its handle may be another key's now.
-            let _ = self.module.if_current(generation, || session.close());
+            let module = Arc::clone(&self.module);
+            off_async(move || {
+                // A session from before a re-initialisation is gone
+                // already, and its handle may be another key's now.
+                let _ = module.if_current(generation, || session.close());
+            });
         }
+    }
+}
+
+/// Runs `work`, which may block, on a blocking thread when called within
+/// the tokio runtime (whose async threads must not block), else here.
+fn off_async(work: impl FnOnce() + Send + 'static) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => drop(runtime.spawn_blocking(work)),
+        Err(_) => work(),
     }
 }
 
@@ -287,5 +390,77 @@ impl fmt::Debug for HsmKey {
             .field("bits", &self.bits())
             .field("pin", &"[redacted]")
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_signature_at_a_time_and_the_next_is_refused_not_queued() {
+        let signing = AtomicBool::new(false);
+        let first = Turn::take(&signing).expect("free");
+        assert!(signing.load(Ordering::Acquire));
+        assert!(Turn::take(&signing).is_none(), "taken while in flight");
+        drop(first);
+        assert!(!signing.load(Ordering::Acquire));
+        let again = Turn::take(&signing);
+        assert!(again.is_some(), "free once the signature returned");
+        drop(again);
+        // Given back even when the signing thread unwinds.
+        let unwound = std::panic::catch_unwind(|| {
+            let _turn = Turn::take(&signing).unwrap();
+            panic!("the module crashed");
+        });
+        assert!(unwound.is_err());
+        assert!(Turn::take(&signing).is_some());
+    }
+
+    #[tokio::test]
+    async fn closing_a_session_blocks_no_async_thread() {
+        let (sent, ran_on) = std::sync::mpsc::channel();
+        let here = std::thread::current().id();
+        off_async(move || sent.send(std::thread::current().id()).unwrap());
+        let ran_on = tokio::task::spawn_blocking(move || ran_on.recv().unwrap())
+            .await
+            .unwrap();
+        assert_ne!(ran_on, here);
+        // Outside the runtime (lanyard token's exit, tests), at once.
+        let (sent, ran_on) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            off_async(move || sent.send(std::thread::current().id()).unwrap());
+            assert_eq!(ran_on.recv().unwrap(), std::thread::current().id());
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_proof_never_shows_its_signature() {
+        let proof = Proof {
+            signature: vec![0xab; 256],
+            took: Duration::from_millis(3),
+            verified: true,
+        };
+        assert_eq!(
+            format!("{proof:?}"),
+            "Proof { signature: \"[redacted]\", took: 3ms, verified: true }"
+        );
+    }
+
+    #[test]
+    fn a_signature_is_exactly_as_long_as_the_modulus() {
+        let full: Vec<u8> = (1..=8).collect();
+        assert_eq!(to_modulus_length(full.clone(), 8), Ok(full));
+        // Leading zeros dropped by the module are put back.
+        assert_eq!(
+            to_modulus_length(vec![7, 8], 8),
+            Ok(vec![0, 0, 0, 0, 0, 0, 7, 8])
+        );
+        assert_eq!(to_modulus_length(vec![], 3), Ok(vec![0, 0, 0]));
+        // Longer than the modulus is no RS256 signature, zeros or not.
+        assert_eq!(to_modulus_length(vec![0; 9], 8), Err(9));
+        assert_eq!(to_modulus_length(vec![1; 257], 256), Err(257));
     }
 }

@@ -7,10 +7,12 @@
 //! It knows nothing of credentials or assertions: config wraps an
 //! [`HsmKey`] in its signing key, and token signs with that.
 //!
-//! - `uri`: the URI parsed (pure) and the PIN file read.
+//! - `uri`: the URI parsed, what it says of the token and the library
+//!   matched against what the module shows (both pure), and the PIN file
+//!   read.
 //! - `error`: [`HsmError`], every way a key cannot be used, and PKCS#11
 //!   return values named as the specification names them.
-//! - `module`: one initialised module per library per process, finalized
+//! - `module`: one module per library per process, loaded once, finalized
 //!   and initialised again when a token stops answering.
 //! - `open`: a session on the token, the PIN flags read before any login,
 //!   the key found and checked; the PIN rule ([`may_log_in`]) is pure.
@@ -26,4 +28,4 @@ mod uri;
 pub use error::HsmError;
 pub use key::{HsmKey, Proof};
 pub use open::{MIN_KEY_BITS, PinFlags, may_log_in};
-pub use uri::is_pkcs11_uri;
+pub use uri::{is_pkcs11_uri, pin_digest, pin_file_of};

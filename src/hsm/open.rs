@@ -12,7 +12,7 @@ use cryptoki::slot::{Slot, TokenInfo};
 use cryptoki::types::RawAuthPin;
 
 use super::error::{HsmError, describe};
-use super::uri::KeyUri;
+use super::uri::{KeyUri, LibrarySeen, TokenSeen};
 
 /// The size floor for RS256, as for a PEM key.
 pub const MIN_KEY_BITS: usize = 2048;
@@ -111,6 +111,7 @@ pub(super) fn open(
     place: &Place,
     pin: Option<&RawAuthPin>,
 ) -> Result<Opened, HsmError> {
+    check_library(context, place)?;
     let slot = find_token(context, place)?;
     let info = context
         .get_token_info(slot)
@@ -136,7 +137,31 @@ pub(super) fn open(
     }
 }
 
-/// The slot whose token has the URI's label; else the labels present.
+/// The library is the one the URI's `library-*` attributes name, if any.
+fn check_library(context: &Pkcs11, place: &Place) -> Result<(), HsmError> {
+    if !place.uri.library.given() {
+        return Ok(());
+    }
+    let info = context
+        .get_library_info()
+        .map_err(|err| place.failed("C_GetInfo", &err))?;
+    let version = info.library_version();
+    let seen = LibrarySeen {
+        manufacturer: info.manufacturer_id(),
+        description: info.library_description(),
+        version: (version.major(), version.minor()),
+    };
+    match place.uri.library.mismatch(&seen) {
+        None => Ok(()),
+        Some(why) => Err(HsmError::LibraryMismatch {
+            module: place.module.into(),
+            why,
+        }),
+    }
+}
+
+/// The slot whose token has the URI's label and its other attributes;
+/// else the tokens present.
 fn find_token(context: &Pkcs11, place: &Place) -> Result<Slot, HsmError> {
     let slots = context
         .get_slots_with_initialized_token()
@@ -146,13 +171,20 @@ fn find_token(context: &Pkcs11, place: &Place) -> Result<Slot, HsmError> {
         let info = context
             .get_token_info(slot)
             .map_err(|err| place.failed("C_GetTokenInfo", &err))?;
-        if info.label() == place.uri.token {
+        let seen = TokenSeen {
+            label: info.label(),
+            manufacturer: info.manufacturer_id(),
+            model: info.model(),
+            serial: info.serial_number(),
+            slot_id: slot.id(),
+        };
+        if place.uri.names_token(&seen) {
             return Ok(slot);
         }
-        present.push(info.label().to_string());
+        present.push(place.uri.present_description(&seen));
     }
     Err(HsmError::TokenNotFound {
-        token: place.token(),
+        wanted: place.uri.token_description(),
         module: place.module.into(),
         present,
     })
@@ -187,17 +219,62 @@ fn log_in(
     match result {
         // Login is per application and token, not per session: another
         // key on this token (the credentials before a reload) may have
-        // logged in already.
+        // logged in already. This key's PIN is then not tried: a new PIN
+        // file is checked only at the next login, after the module is
+        // initialised again, where a wrong PIN is refused as any other.
         Ok(()) | Err(Error::Pkcs11(RvError::UserAlreadyLoggedIn, _)) => Ok(()),
-        Err(Error::Pkcs11(RvError::PinIncorrect, _)) => Err(HsmError::PinIncorrect {
+        Err(err) => Err(login_failed(&err, place)),
+    }
+}
+
+/// Why `C_Login` failed, as an error that says whether the PIN may be
+/// offered again ([`HsmError::refuses_pin`]). Every failure is final
+/// unless it proves the PIN never reached the token ([`pin_never_checked`]).
+fn login_failed(err: &Error, place: &Place) -> HsmError {
+    match err {
+        Error::Pkcs11(RvError::PinIncorrect, _) => HsmError::PinIncorrect {
             token: place.token(),
             pin_file: pin_file(place),
-        }),
-        Err(Error::Pkcs11(RvError::PinLocked, _)) => Err(HsmError::PinLocked {
+        },
+        Error::Pkcs11(RvError::PinLocked, _) => HsmError::PinLocked {
             token: place.token(),
-        }),
-        Err(err) => Err(place.failed("C_Login", &err)),
+        },
+        Error::Pkcs11(rv, _) if pin_never_checked(rv) => place.failed("C_Login", err),
+        _ => HsmError::LoginRefused {
+            token: place.token(),
+            pin_file: pin_file(place),
+            rv: describe(err),
+        },
     }
+}
+
+/// The `C_Login` failures that prove the token never checked the PIN, so
+/// that logging in again (after the module is initialised anew) cannot
+/// bring it closer to locking:
+/// - `CKR_TOKEN_NOT_PRESENT`: there is no token to check it;
+/// - `CKR_DEVICE_REMOVED`: the token went away; a token back in the slot
+///   that refuses the PIN says `CKR_PIN_INCORRECT`, which is final;
+/// - `CKR_SESSION_HANDLE_INVALID`, `CKR_SESSION_CLOSED`: the library had no
+///   session to log in on (a re-initialisation, or the token, ended it);
+/// - `CKR_CRYPTOKI_NOT_INITIALIZED`: the library refused the call before
+///   any token was involved.
+///
+/// Everything else is final, transient-looking ones included:
+/// `CKR_DEVICE_ERROR`, `CKR_FUNCTION_FAILED`, `CKR_GENERAL_ERROR` and
+/// vendor codes do not say whether the token counted the try before
+/// failing (a module may even report a wrong PIN in its own code), and a
+/// network HSM failing so at every refresh would spend a try each time.
+/// `CKR_PIN_INVALID`, `CKR_PIN_LEN_RANGE` and `CKR_PIN_EXPIRED` are about
+/// the PIN itself, which trying again cannot change.
+fn pin_never_checked(rv: &RvError) -> bool {
+    matches!(
+        rv,
+        RvError::TokenNotPresent
+            | RvError::DeviceRemoved
+            | RvError::SessionHandleInvalid
+            | RvError::SessionClosed
+            | RvError::CryptokiNotInitialized
+    )
 }
 
 fn pin_file(place: &Place) -> String {
@@ -365,6 +442,68 @@ mod tests {
             );
             assert!(err.to_string().contains("CKF_USER_PIN_LOCKED"), "{err}");
         }
+    }
+
+    #[test]
+    fn a_login_failure_is_final_unless_the_pin_never_reached_the_token() {
+        use cryptoki::context::Function;
+        let uri = KeyUri {
+            module: "/m.so".into(),
+            token: "prod".into(),
+            object: Some("sa-key".into()),
+            id: None,
+            pin_file: Some("/run/secrets/pin".into()),
+            token_attributes: Default::default(),
+            library: Default::default(),
+        };
+        let place = Place {
+            uri: &uri,
+            module: "/m.so",
+        };
+        let retried = [
+            RvError::TokenNotPresent,
+            RvError::DeviceRemoved,
+            RvError::SessionHandleInvalid,
+            RvError::SessionClosed,
+            RvError::CryptokiNotInitialized,
+        ];
+        let last = [
+            RvError::PinIncorrect,
+            RvError::PinLocked,
+            RvError::PinInvalid,
+            RvError::PinLenRange,
+            RvError::PinExpired,
+            RvError::UserPinNotInitialized,
+            RvError::DeviceError,
+            RvError::FunctionFailed,
+            RvError::GeneralError,
+            RvError::VendorDefined(0x8000_0101),
+            RvError::UnknownErrorCode(0x1234),
+        ];
+        let failed = |rv| login_failed(&Error::Pkcs11(rv, Function::Login), &place);
+        for rv in retried {
+            let err = failed(rv);
+            assert!(!err.refuses_pin(), "{rv:?}: {err}");
+            assert!(err.may_be_stale_view(), "{rv:?}: {err}");
+            assert!(err.to_string().contains("failed in C_Login"), "{err}");
+        }
+        for rv in last {
+            let err = failed(rv);
+            assert!(err.refuses_pin(), "{rv:?}: {err}");
+            assert!(!err.may_be_stale_view(), "{rv:?}: {err}");
+        }
+        let err = failed(RvError::PinExpired);
+        assert_eq!(
+            err.to_string(),
+            "token `prod` refused the login with the PIN from /run/secrets/pin (CKR_PIN_EXPIRED); lanyard does not try it again, since the token may have counted it as a wrong try: correct the PIN or the token, then reload the credentials or restart lanyard"
+        );
+        let vendor = failed(RvError::VendorDefined(0x8000_0101)).to_string();
+        assert!(
+            vendor.contains("(CKR_VENDOR_DEFINED (0x80000101))"),
+            "{vendor}"
+        );
+        // Not a PKCS#11 return value: cryptoki failed around the call.
+        assert!(login_failed(&Error::NullFunctionPointer, &place).refuses_pin());
     }
 
     #[test]

@@ -2,17 +2,24 @@
 //! which key, and which file holds the PIN. Parsing is pure; only
 //! [`read_pin`] touches the file system.
 //!
-//! Only the attributes lanyard honours are accepted. An attribute it would
-//! ignore (`serial`, `slot-id`, a vendor's `x-...`) could be the one that
-//! tells two tokens apart, so silently dropping it could sign with the
-//! wrong key; refusing it says so at start-up instead.
+//! Only the attributes lanyard honours are accepted: those naming the
+//! token, the key and the library, each matched against what the module
+//! shows (`select`). An attribute it would ignore (a vendor's `x-...`,
+//! `slot-description`) could be the one that tells two tokens apart, so
+//! silently dropping it could sign with the wrong key; refusing it says so
+//! at start-up instead.
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
+use aws_lc_rs::hmac;
 use cryptoki::types::RawAuthPin;
 
 use super::error::HsmError;
+pub use select::{LibraryAttributes, LibrarySeen, TokenAttributes, TokenSeen};
+use select::{parse_slot_id, parse_version};
+
+mod select;
 
 /// The URI scheme, compared without regard to case (RFC 3986 §3.1).
 const SCHEME: &str = "pkcs11:";
@@ -32,6 +39,10 @@ pub struct KeyUri {
     pub id: Option<Vec<u8>>,
     /// `pin-source`: the file holding the user PIN.
     pub pin_file: Option<PathBuf>,
+    /// `manufacturer`, `model`, `serial`, `slot-id`.
+    pub token_attributes: TokenAttributes,
+    /// `library-manufacturer`, `library-description`, `library-version`.
+    pub library: LibraryAttributes,
 }
 
 impl KeyUri {
@@ -44,6 +55,30 @@ impl KeyUri {
             (None, Some(id)) => format!("with id {id}"),
             (None, None) => "(unnamed)".into(),
         }
+    }
+
+    /// Whether `seen` is the token the URI names.
+    pub fn names_token(&self, seen: &TokenSeen) -> bool {
+        seen.label == self.token && self.token_attributes.matches(seen)
+    }
+
+    /// The token looked for, in messages: ``labelled `prod`, serial `42` ``.
+    pub fn token_description(&self) -> String {
+        format!(
+            "labelled `{}`{}",
+            self.token,
+            self.token_attributes.describe()
+        )
+    }
+
+    /// A token present, in the list of those present, with what it has of
+    /// the attributes the URI gives.
+    pub fn present_description(&self, seen: &TokenSeen) -> String {
+        format!(
+            "`{}`{}",
+            seen.label,
+            self.token_attributes.describe_seen(seen)
+        )
     }
 }
 
@@ -68,6 +103,8 @@ struct Parts {
     object: Option<String>,
     id: Option<Vec<u8>>,
     pin_file: Option<PathBuf>,
+    token_attributes: TokenAttributes,
+    library: LibraryAttributes,
     seen: Vec<String>,
 }
 
@@ -118,7 +155,17 @@ impl Parts {
                     )));
                 }
             },
-            "pin-value" | "pin-source" | "module-path" | "module-name" => {
+            "manufacturer" => self.token_attributes.manufacturer = Some(text(name, value)?),
+            "model" => self.token_attributes.model = Some(text(name, value)?),
+            "serial" => self.token_attributes.serial = Some(text(name, value)?),
+            "slot-id" => self.token_attributes.slot_id = Some(slot_id(value)?),
+            "library-manufacturer" => self.library.manufacturer = Some(text(name, value)?),
+            "library-description" => self.library.description = Some(text(name, value)?),
+            "library-version" => self.library.version = Some(library_version(value)?),
+            // Refused whatever its value, which is never quoted, wherever
+            // it is put.
+            "pin-value" => return Err(HsmError::PinValue),
+            "pin-source" | "module-path" | "module-name" => {
                 return Err(uri_error(format!(
                     "`{name}` belongs in the query, after `?`"
                 )));
@@ -134,9 +181,12 @@ impl Parts {
             "pin-source" => self.pin_file = Some(pin_source(&text(name, value)?)?),
             // Refused whatever its value, which is never quoted.
             "pin-value" => return Err(HsmError::PinValue),
+            // A name is looked up in p11-kit's module registry, which
+            // lanyard does not read: what it loads is the one file an
+            // absolute module-path names, whatever the host's configuration.
             "module-name" => {
                 return Err(uri_error(
-                    "`module-name` is not supported: give the module's file as module-path=/path/to/module.so"
+                    "`module-name` is not supported: it names a module registered with p11-kit, and lanyard loads only the file module-path names; give the module's file as module-path=/path/to/module.so"
                         .into(),
                 ));
             }
@@ -166,6 +216,8 @@ impl Parts {
             object: self.object,
             id: self.id,
             pin_file: self.pin_file,
+            token_attributes: self.token_attributes,
+            library: self.library,
         })
     }
 }
@@ -176,7 +228,7 @@ fn uri_error(why: String) -> HsmError {
 
 fn unknown(name: &str) -> HsmError {
     uri_error(format!(
-        "`{}` is not an attribute lanyard reads (the path takes token, object, id and type; the query module-path and pin-source)",
+        "`{}` is not an attribute lanyard reads (the path takes token, object, id, type, manufacturer, model, serial, slot-id, library-manufacturer, library-description and library-version; the query module-path and pin-source)",
         shown(name)
     ))
 }
@@ -216,8 +268,11 @@ fn decode(name: &str, value: &str) -> Result<Vec<u8>, HsmError> {
             i += 1;
             continue;
         }
+        // Two hex digits, checked as such: from_str_radix alone takes a
+        // sign, so `%+1` would decode.
         let digits = bytes
             .get(i + 1..i + 3)
+            .filter(|pair| pair.iter().all(u8::is_ascii_hexdigit))
             .and_then(|pair| std::str::from_utf8(pair).ok())
             .and_then(|pair| u8::from_str_radix(pair, 16).ok());
         let Some(byte) = digits else {
@@ -236,6 +291,16 @@ fn decode(name: &str, value: &str) -> Result<Vec<u8>, HsmError> {
 fn text(name: &str, value: &str) -> Result<String, HsmError> {
     String::from_utf8(decode(name, value)?)
         .map_err(|_| uri_error(format!("`{}` is not UTF-8 once decoded", shown(name))))
+}
+
+fn slot_id(value: &str) -> Result<u64, HsmError> {
+    parse_slot_id(&text("slot-id", value)?)
+        .ok_or_else(|| uri_error("slot-id must be a decimal number".into()))
+}
+
+fn library_version(value: &str) -> Result<(u8, u8), HsmError> {
+    parse_version(&text("library-version", value)?)
+        .ok_or_else(|| uri_error("library-version must be a version such as 2 or 2.6".into()))
 }
 
 /// `module-path`: an absolute path, so that the library loaded does not
@@ -289,6 +354,31 @@ fn pin_source(value: &str) -> Result<PathBuf, HsmError> {
 /// literals leave one or none). Nothing else is trimmed: a PIN may end in
 /// a space.
 pub fn read_pin(path: &Path) -> Result<RawAuthPin, HsmError> {
+    read_pin_bytes(path).map(|pin| RawAuthPin::new(Box::new(pin)))
+}
+
+/// The PIN file a key's URI names (`pin-source`), if the URI is one
+/// lanyard reads and names one.
+pub fn pin_file_of(uri: &str) -> Option<PathBuf> {
+    parse(uri).ok()?.pin_file
+}
+
+/// The PIN file's content, as [`read_pin`] reads it, as an HMAC-SHA256
+/// under `key`: enough to notice that the PIN changed. Keyed with a
+/// secret of the process, since a plain digest of a PIN of a few digits
+/// gives the PIN to anyone who tries them all.
+pub fn pin_digest(path: &Path, key: &hmac::Key) -> Result<[u8; 32], HsmError> {
+    let mut pin = read_pin_bytes(path)?;
+    let tag = hmac::sign(key, &pin);
+    // The copy read here is not the key's, which zeroes its own.
+    pin.fill(0);
+    std::hint::black_box(&pin);
+    let mut digest = [0; 32];
+    digest.copy_from_slice(tag.as_ref());
+    Ok(digest)
+}
+
+fn read_pin_bytes(path: &Path) -> Result<Vec<u8>, HsmError> {
     let unreadable = |why: String| HsmError::PinUnreadable {
         path: path.display().to_string(),
         why,
@@ -308,7 +398,7 @@ pub fn read_pin(path: &Path) -> Result<RawAuthPin, HsmError> {
     if pin.is_empty() {
         return Err(unreadable("it is empty".into()));
     }
-    Ok(RawAuthPin::new(Box::new(pin)))
+    Ok(pin)
 }
 
 /// Why a file cannot be read, in the words config uses for its files

@@ -79,9 +79,10 @@ impl AssertionSigner {
     /// `jti`. A key in a token signs on a blocking thread: its module may
     /// wait on a device or a network HSM, which must not stall the proxy's
     /// threads; and one that does not answer within `limit` is a failed
-    /// attempt, so the refresher retries rather than waits for ever (the
-    /// thread stays blocked until the module returns; the key's lock keeps
-    /// the next signature behind it).
+    /// attempt, so the refresher retries rather than waits for ever. The
+    /// thread stays blocked until the module returns; until then every
+    /// attempt fails at once, with no thread started, rather than each
+    /// leaving one more blocked thread behind.
     pub async fn sign_fresh(
         &self,
         clock: &dyn Clock,
@@ -94,6 +95,9 @@ impl AssertionSigner {
         let input = self.signing_input(issued, Uuid::new_v4())?;
         if !self.key.blocks() {
             return complete(&self.key, input);
+        }
+        if let Some(why) = self.key.still_signing() {
+            return Err(SignError::new(why));
         }
         let key = Arc::clone(&self.key);
         let signing = tokio::task::spawn_blocking(move || complete(&key, input));

@@ -126,6 +126,49 @@ async fn check_says_where_the_key_is_and_proves_a_signature() {
     assert_no_pin(&out);
 }
 
+/// A URI as p11tool prints it, with the token's manufacturer, model,
+/// serial and slot, and the library's version: each matched, the key used.
+#[tokio::test]
+async fn a_uri_copied_from_p11tool_names_the_token_by_all_it_gives() {
+    let mock = mock().await;
+    let hsm = SoftHsm::with_key("rsa2048.pkcs8.pem");
+    let (serial, slot) = hsm.serial_and_slot(TOKEN);
+    let uri = hsm.uri().replace(
+        "pkcs11:token=lanyard",
+        &format!(
+            "pkcs11:model=SoftHSM%20v2;manufacturer=SoftHSM%20project;serial={serial};slot-id={slot};token=lanyard;type=private;library-version=2"
+        ),
+    );
+    let out = lanyard(&["token"], &vars(&mock, &hsm, &uri)).await;
+    let stderr = text(&out.stderr);
+    // The library's version is not the URI's: said, and nothing else.
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with(&format!(
+            "lanyard: {FROM_ENV}: module-path {MODULE} is not the library the URI names: its library-version is `2."
+        )) && stderr.ends_with("`, the URI says `2.0`\n"),
+        "{stderr}"
+    );
+    let uri = uri.replace(";library-version=2", "");
+    let out = lanyard(&["token"], &vars(&mock, &hsm, &uri)).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        mock.token_owner(text(&out.stdout).trim()).as_deref(),
+        Some(CLIENT_ID)
+    );
+    // Another serial is another token: the one present is listed with its.
+    let other = uri.replace(&format!("serial={serial}"), "serial=0000");
+    let out = lanyard(&["token"], &vars(&mock, &hsm, &other)).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "lanyard: {FROM_ENV}: no token labelled `lanyard`, manufacturer `SoftHSM project`, model `SoftHSM v2`, serial `0000`, slot-id `{slot}` in the PKCS#11 module {MODULE}; tokens present: `lanyard` (manufacturer `SoftHSM project`, model `SoftHSM v2`, serial `{serial}`, slot-id `{slot}`)\n"
+        )
+    );
+    assert_no_pin(&out);
+}
+
 /// A credentials file naming the key by URI is reloaded as any other: the
 /// URI and the PIN file are read again, and the key opened anew next to
 /// the one in use (one module, one login for both).
@@ -168,6 +211,95 @@ async fn run_proxies_with_tokens_signed_in_the_token_and_a_reload_reopens_the_ke
 
     let (code, _) = running.stop().await;
     assert_eq!(code, Some(0));
+}
+
+/// Another PIN for the token, set under a running lanyard: no output may
+/// show it either.
+const NEW_PIN: &str = "Qx3v-user-8820";
+
+/// `lanyard run` with its key named in a credentials file, once the token
+/// has refused the PIN at run time: the token is re-created with
+/// [`NEW_PIN`], and the renewal fails, then the next attempt's login.
+async fn run_with_the_pin_refused(mock: &MockService, hsm: &SoftHsm) -> Running {
+    // Renewal at 70-85% of 12 s.
+    mock.set_expires_in(Some(12));
+    let mut json: serde_json::Value =
+        serde_json::from_str(&credentials_json(mock, "unused")).unwrap();
+    json["private_key"] = hsm.uri().into();
+    let creds = hsm.write("credentials.json", &json.to_string());
+    let mut vars = vars(mock, hsm, "");
+    vars.remove("SA_PRIVATE_KEY");
+    vars.insert("SA_CREDENTIALS_FILE".into(), creds.display().to_string());
+    let mut running = Running::start(vars).await;
+    running
+        .wait_for("token obtained", Duration::from_secs(20))
+        .await;
+    hsm.delete_token(TOKEN);
+    hsm.init_token(TOKEN, NEW_PIN);
+    hsm.import("rsa2048.pkcs8.pem", TOKEN, softhsm::OBJECT, "01", NEW_PIN);
+    loop {
+        let failed = running
+            .wait_for("token request failed", Duration::from_secs(30))
+            .await;
+        if failed["fields"]["error"]
+            .as_str()
+            .is_some_and(|error| error.contains("(CKR_PIN_INCORRECT)"))
+        {
+            return running;
+        }
+    }
+}
+
+async fn stop_with_no_pin(running: Running) {
+    let (code, log) = running.stop().await;
+    assert_eq!(code, Some(0));
+    assert!(!log.contains(NEW_PIN), "the new PIN is in the log");
+}
+
+/// The PIN file is watched with the credentials file: once the token has
+/// refused the PIN, a corrected PIN file is taken up as a changed
+/// credentials file is, and signing resumes.
+#[tokio::test]
+async fn a_corrected_pin_file_is_taken_up_after_the_token_refused_the_pin() {
+    let mock = mock().await;
+    let hsm = SoftHsm::with_key("rsa2048.pkcs8.pem");
+    let mut running = run_with_the_pin_refused(&mock, &hsm).await;
+    std::fs::write(hsm.pin_file(), format!("{NEW_PIN}\n")).unwrap();
+    let limit = Duration::from_secs(20);
+    running
+        .wait_for("credentials file changed: new credentials in use", limit)
+        .await;
+    let renewed = running.wait_for("token obtained", limit).await;
+    assert_eq!(renewed["fields"]["generation"], 2);
+    stop_with_no_pin(running).await;
+}
+
+/// A key whose PIN the token refused signs nothing more, whatever happens
+/// to the token; a SIGHUP loads it again from unchanged files, which tries
+/// the PIN file once more.
+#[tokio::test]
+async fn sighup_tries_the_pin_again_after_the_token_refused_it() {
+    let mock = mock().await;
+    let hsm = SoftHsm::with_key("rsa2048.pkcs8.pem");
+    let mut running = run_with_the_pin_refused(&mock, &hsm).await;
+    // The token is given back the PIN the file holds.
+    hsm.delete_token(TOKEN);
+    hsm.init_token(TOKEN, PIN);
+    hsm.import("rsa2048.pkcs8.pem", TOKEN, softhsm::OBJECT, "01", PIN);
+    running.signal("-HUP");
+    let limit = Duration::from_secs(20);
+    running
+        .wait_for(
+            "SIGHUP: the token refused the key's PIN; the credentials are loaded anew, and the PIN file's PIN tried once more",
+            limit,
+        )
+        .await;
+    running
+        .wait_for("credentials file changed: new credentials in use", limit)
+        .await;
+    let renewed = running.wait_for("token obtained", limit).await;
+    assert_eq!(renewed["fields"]["generation"], 2);
+    stop_with_no_pin(running).await;
 }
 
 /// The token goes away under a running lanyard: the scheduled renewal

@@ -1,11 +1,16 @@
 //! The credentials file downloaded once from the Portal (docs/service.md
 //! §2.2): read only if it is a regular file of at most a mebibyte, parsed
 //! into its fields without ever quoting them, and fingerprinted so a
-//! watcher can tell when it changed.
+//! watcher can tell when it changed; with it, the PIN file of a key in a
+//! token, digested under a key of the watcher's.
 
+use std::fmt;
 use std::io::Read;
 use std::path::Path;
 
+use aws_lc_rs::hmac;
+
+use super::CredentialSettings;
 use crate::Secret;
 use crate::config::sources::{Source, io_reason};
 
@@ -124,6 +129,51 @@ impl Fingerprint {
     }
 }
 
+/// The PIN file of a key in a token, as the credentials watcher compares
+/// it: a keyed digest of its content ([`crate::hsm::pin_digest`]), never
+/// the PIN, or why it cannot be read.
+#[derive(Clone, PartialEq, Eq)]
+pub enum PinSeen {
+    Digest([u8; 32]),
+    Unreadable(String),
+}
+
+impl fmt::Debug for PinSeen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PinSeen::Digest(_) => f.write_str("PinSeen::Digest([redacted])"),
+            PinSeen::Unreadable(why) => f.debug_tuple("PinSeen::Unreadable").field(why).finish(),
+        }
+    }
+}
+
+/// The PIN file of the key the settings and the file's content give, when
+/// it is in a token and its URI names one: `SA_PRIVATE_KEY` first, else
+/// the file's `private_key`, as loading takes them. `None` for a PEM key,
+/// a URI that does not parse (loading says why), or no PIN file.
+pub fn pin_seen(
+    settings: &CredentialSettings,
+    file: Option<&[u8]>,
+    key: &hmac::Key,
+) -> Option<PinSeen> {
+    let in_file;
+    let value = match &settings.private_key {
+        Some(given) => &given.value,
+        None => {
+            in_file = parse_file(file?).ok()?.private_key?;
+            &in_file
+        }
+    };
+    if !crate::hsm::is_pkcs11_uri(value.expose()) {
+        return None;
+    }
+    let path = crate::hsm::pin_file_of(value.expose())?;
+    Some(match crate::hsm::pin_digest(&path, key) {
+        Ok(digest) => PinSeen::Digest(digest),
+        Err(why) => PinSeen::Unreadable(why.to_string()),
+    })
+}
+
 pub(super) fn file_source(path: &Path, field: &'static str) -> Source {
     Source::File {
         path: path.to_path_buf(),
@@ -188,6 +238,55 @@ mod tests {
             errors,
             ["field `type` is missing (expected `service_account`)"]
         );
+    }
+
+    #[test]
+    fn the_pin_file_is_seen_as_a_keyed_digest_never_as_the_pin() {
+        let temp = tempfile::tempdir().unwrap();
+        let pin = temp.path().join("pin");
+        std::fs::write(&pin, "4417\n").unwrap();
+        let uri = format!(
+            "pkcs11:token=t;object=o?module-path=/m.so&pin-source=file:{}",
+            pin.display()
+        );
+        let file = |key: &str| {
+            serde_json::json!({"type": "service_account", "private_key": key})
+                .to_string()
+                .into_bytes()
+        };
+        let rng = aws_lc_rs::rand::SystemRandom::new();
+        let key = hmac::Key::generate(hmac::HMAC_SHA256, &rng).unwrap();
+        let settings = CredentialSettings::default();
+        let seen = |content: &[u8]| pin_seen(&settings, Some(content), &key);
+        let first = seen(&file(&uri)).expect("a PIN file");
+        assert!(matches!(first, PinSeen::Digest(_)));
+        assert_eq!(format!("{first:?}"), "PinSeen::Digest([redacted])");
+        // The same PIN, trailing newline aside, is the same; another is not.
+        std::fs::write(&pin, "4417").unwrap();
+        assert_eq!(seen(&file(&uri)), Some(first.clone()));
+        std::fs::write(&pin, "4418\n").unwrap();
+        assert_ne!(seen(&file(&uri)), Some(first.clone()));
+        // Keyed: not the plain SHA-256 of the PIN, which gives the PIN away.
+        let plain = Fingerprint::of(b"4418");
+        assert!(!matches!(seen(&file(&uri)), Some(PinSeen::Digest(d)) if d == plain.0));
+        std::fs::remove_file(&pin).unwrap();
+        let gone = seen(&file(&uri));
+        assert!(matches!(&gone, Some(PinSeen::Unreadable(why)) if why.contains("no such file")));
+        // A PEM key, or a URI naming no PIN file, has none to watch.
+        assert_eq!(seen(&file("-----BEGIN PRIVATE KEY-----")), None);
+        assert_eq!(
+            seen(&file("pkcs11:token=t;object=o?module-path=/m.so")),
+            None
+        );
+        // SA_PRIVATE_KEY wins over the file's private_key, as in loading.
+        let from_env = CredentialSettings {
+            private_key: Some(crate::config::Sourced {
+                value: Secret::new("-----BEGIN PRIVATE KEY-----"),
+                source: Source::Env("SA_PRIVATE_KEY"),
+            }),
+            ..CredentialSettings::default()
+        };
+        assert_eq!(pin_seen(&from_env, Some(&file(&uri)), &key), None);
     }
 
     #[test]

@@ -5,13 +5,16 @@
 
 use std::fmt;
 use std::io::BufReader;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rustls_pki_types::pem::SectionKind;
 
 use crate::Secret;
-use crate::hsm::{HsmError, HsmKey};
+use crate::config::settings::TOKEN_TIMEOUT;
+use crate::hsm::{HsmError, HsmKey, Proof};
 
 /// The seed's reference key size, and the floor for RS256 today.
 pub const MIN_KEY_BITS: usize = crate::hsm::MIN_KEY_BITS;
@@ -51,6 +54,28 @@ impl SigningKey {
                 .map(|signature| URL_SAFE_NO_PAD.encode(signature))
                 .map_err(|err| format!("{setting}: {err}")),
         }
+    }
+
+    /// Why a signature cannot start now: the key's previous one, in a
+    /// token, has not returned (the caller gave up waiting on it). Async
+    /// code asks before it starts a blocking thread that would only fail.
+    pub fn still_signing(&self) -> Option<String> {
+        match &self.held {
+            Held::Hsm { key, setting } if key.signing() => Some(format!(
+                "{setting}: {}",
+                HsmError::StillSigning {
+                    token: key.token().to_string(),
+                    module: key.module_path().to_string(),
+                }
+            )),
+            _ => None,
+        }
+    }
+
+    /// The key is in a token that refused its PIN at run time: it signs
+    /// nothing until it is loaded anew.
+    pub fn pin_refused(&self) -> bool {
+        self.hsm().is_some_and(HsmKey::pin_refused)
     }
 
     /// Signing may block: the key is in a token, behind a module that may
@@ -116,15 +141,24 @@ fn pem_binding_secret(pair: &aws_lc_rs::rsa::KeyPair) -> Result<[u8; 32], KeyErr
 /// a PKCS#11 URI opens the key in its token (blocking: start-up and
 /// reloads call this off the async threads); anything else is read as
 /// PEM. `setting` names where the value came from, for the failures that
-/// come at run time.
-pub fn load_key(value: &str, setting: &str) -> Result<SigningKey, KeyError> {
+/// come at run time; a key in a token that is not open and signing within
+/// `limit` is refused.
+pub fn load_key(value: &str, setting: &str, limit: Duration) -> Result<SigningKey, KeyError> {
     if !crate::hsm::is_pkcs11_uri(value) {
         return parse_private_key(value);
     }
-    let key = HsmKey::open(value)?;
-    // Signed and verified with the public half: the token signs RS256
-    // with this key, proven before anything starts.
-    let proof = key.sign_verified(BINDING_LABEL)?;
+    let uri = value.to_string();
+    let (key, proof) = within(limit, move || {
+        let key = HsmKey::open(&uri)?;
+        // Signed and verified with the public half: the token signs RS256
+        // with this key, proven before anything starts.
+        let proof = key.sign_verified(BINDING_LABEL)?;
+        Ok::<(HsmKey, Proof), HsmError>((key, proof))
+    })
+    .map_err(|late| match late {
+        Late::Elapsed => KeyError::NoAnswer(limit),
+        Late::Ended => KeyError::OpenEnded,
+    })??;
     Ok(SigningKey {
         bits: key.bits(),
         binding_secret: binding_secret(&proof.signature)?,
@@ -132,6 +166,38 @@ pub fn load_key(value: &str, setting: &str) -> Result<SigningKey, KeyError> {
             key: Box::new(key),
             setting: setting.to_string(),
         },
+    })
+}
+
+/// Why [`within`] has no result.
+#[derive(Debug, PartialEq, Eq)]
+enum Late {
+    Elapsed,
+    /// The thread ended without one (it panicked).
+    Ended,
+}
+
+/// Runs `work` on a thread of its own and waits for it at most `limit`.
+/// Opening a key calls its module, which may wait for ever on a network
+/// HSM gone; start-up and a reload then fail, saying so, rather than hang.
+/// Work given up on carries on and is dropped when it ends (a key opened
+/// late closes its session then).
+fn within<T: Send + 'static>(
+    limit: Duration,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Late> {
+    let (done, result) = mpsc::channel();
+    let spawned = std::thread::Builder::new()
+        .name("lanyard-pkcs11-open".into())
+        .spawn(move || {
+            let _ = done.send(work());
+        });
+    if spawned.is_err() {
+        return Err(Late::Ended);
+    }
+    result.recv_timeout(limit).map_err(|err| match err {
+        RecvTimeoutError::Timeout => Late::Elapsed,
+        RecvTimeoutError::Disconnected => Late::Ended,
     })
 }
 
@@ -171,6 +237,14 @@ pub enum KeyError {
     TooLong,
     #[error("{0}")]
     Hsm(#[from] HsmError),
+    #[error(
+        "the PKCS#11 module did not open the key and sign within {} ms ({}); is the HSM reachable?",
+        .0.as_millis(),
+        TOKEN_TIMEOUT.env
+    )]
+    NoAnswer(Duration),
+    #[error("names a key in a PKCS#11 token, and the thread opening it ended without an answer")]
+    OpenEnded,
 }
 
 /// Parses a PEM RSA private key (PKCS#8 or PKCS#1), accepting literal `\n`
@@ -269,6 +343,22 @@ mod tests {
         assert_eq!(pkcs8.binding_secret(), pkcs1.binding_secret());
         assert_ne!(pkcs8.binding_secret(), &[0; 32]);
         assert!(!format!("{pkcs8:?}").contains(&format!("{:?}", pkcs8.binding_secret())));
+    }
+
+    #[test]
+    fn opening_a_key_that_never_answers_is_given_up_after_the_limit() {
+        // An answer, or a thread that ends, is not waited for to the limit.
+        let ample = Duration::from_secs(60);
+        assert_eq!(within(ample, || 7), Ok(7));
+        let panicked = within(ample, || -> u8 { panic!("the module crashed") });
+        assert_eq!(panicked, Err(Late::Ended));
+        let (_never, hangs) = mpsc::channel::<()>();
+        let hung = within(Duration::from_millis(20), move || hangs.recv());
+        assert_eq!(hung, Err(Late::Elapsed));
+        assert_eq!(
+            KeyError::NoAnswer(Duration::from_secs(10)).to_string(),
+            "the PKCS#11 module did not open the key and sign within 10000 ms (LANYARD_TOKEN_TIMEOUT); is the HSM reachable?"
+        );
     }
 
     #[test]

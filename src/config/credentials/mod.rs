@@ -12,11 +12,13 @@ mod file;
 mod key;
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-pub use file::{Fingerprint, read_file};
+pub use file::{Fingerprint, PinSeen, pin_seen, read_file};
 pub use key::{KeyError, MIN_KEY_BITS, SigningKey, load_key, parse_private_key};
 
 use super::declaration::Setting;
+use super::defaults::DEFAULT_TOKEN_TIMEOUT;
 use super::problems::ConfigError;
 use super::settings::{
     CLIENT_ID, CREDENTIALS_FILE, IAM_AUDIENCE, ORG_ID, ORGANIZATION_ID, PRIVATE_KEY, TOKEN_URI,
@@ -28,7 +30,7 @@ use file::{FileFields, file_prefix, file_source, parse_file};
 
 /// The credentials-related settings, unresolved: the credentials file is
 /// read and merged with these by [`load`].
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct CredentialSettings {
     pub file: Option<Sourced<PathBuf>>,
     pub client_id: Option<Sourced<String>>,
@@ -38,6 +40,25 @@ pub struct CredentialSettings {
     pub organization_id: Option<Sourced<String>>,
     /// `ORG_ID`, the fallback for the organization id.
     pub org_id: Option<Sourced<String>>,
+    /// How long a key in a token has to open and sign its first signature
+    /// (`LANYARD_TOKEN_TIMEOUT`, as a token request has): an HSM that does
+    /// not answer fails start-up or the reload rather than holding it.
+    pub key_timeout: Duration,
+}
+
+impl Default for CredentialSettings {
+    fn default() -> Self {
+        CredentialSettings {
+            file: None,
+            client_id: None,
+            private_key: None,
+            iam_audience: None,
+            token_uri: None,
+            organization_id: None,
+            org_id: None,
+            key_timeout: DEFAULT_TOKEN_TIMEOUT,
+        }
+    }
 }
 
 /// Everything needed to obtain a token for one service account.
@@ -249,7 +270,7 @@ impl Merge<'_> {
             return None;
         };
         let setting = format!("{} ({})", PRIVATE_KEY.env, given.source);
-        load_key(given.value.expose(), &setting)
+        load_key(given.value.expose(), &setting, settings.key_timeout)
             .map_err(|why| self.errors.push(format!("{setting}: {why}")))
             .ok()
     }

@@ -9,6 +9,8 @@ fn key(token: &str, object: Option<&str>, id: Option<&[u8]>, pin: Option<&str>) 
         object: object.map(str::to_string),
         id: id.map(<[u8]>::to_vec),
         pin_file: pin.map(PathBuf::from),
+        token_attributes: TokenAttributes::default(),
+        library: LibraryAttributes::default(),
     }
 }
 
@@ -55,6 +57,201 @@ fn uris_lanyard_reads() {
     }
 }
 
+/// As `p11tool --list-token-urls` and `p11-kit list-modules` print them:
+/// matched against the token and the library rather than refused.
+#[test]
+fn uris_from_p11tool_and_p11_kit_are_read_whole() {
+    let uri = format!(
+        "pkcs11:model=SoftHSM%20v2;manufacturer=SoftHSM%20project;serial=1a2b3c4d5e6f7081;token=lanyard;object=sa-key;type=private;slot-id=1044;library-manufacturer=SoftHSM;library-description=Implementation%20of%20PKCS11;library-version=2.6?{MODULE}"
+    );
+    let mut expected = key("lanyard", Some("sa-key"), None, None);
+    expected.token_attributes = TokenAttributes {
+        manufacturer: Some("SoftHSM project".into()),
+        model: Some("SoftHSM v2".into()),
+        serial: Some("1a2b3c4d5e6f7081".into()),
+        slot_id: Some(1044),
+    };
+    expected.library = LibraryAttributes {
+        manufacturer: Some("SoftHSM".into()),
+        description: Some("Implementation of PKCS11".into()),
+        version: Some((2, 6)),
+    };
+    assert_eq!(parse(&uri), Ok(expected));
+    let versions = [
+        ("2", Some((2, 0))),
+        ("2.6", Some((2, 6))),
+        ("10.255", Some((10, 255))),
+        ("2.x", None),
+        ("2.", None),
+        (".6", None),
+        ("1.2.3", None),
+        ("+2", None),
+        ("256", None),
+    ];
+    for (version, expected) in versions {
+        assert_eq!(select::parse_version(version), expected, "{version}");
+    }
+    let slots = [
+        ("0", Some(0)),
+        ("1044", Some(1044)),
+        ("+1", None),
+        ("-1", None),
+        ("0x10", None),
+        ("", None),
+    ];
+    for (slot, expected) in slots {
+        assert_eq!(select::parse_slot_id(slot), expected, "{slot}");
+    }
+}
+
+#[test]
+fn each_attribute_given_must_match_the_token() {
+    let seen = TokenSeen {
+        label: "lanyard",
+        manufacturer: "SoftHSM project",
+        model: "SoftHSM v2",
+        serial: "1a2b",
+        slot_id: 7,
+    };
+    let with = |attributes: TokenAttributes| {
+        let mut uri = key("lanyard", Some("sa-key"), None, None);
+        uri.token_attributes = attributes;
+        uri
+    };
+    let some = |value: &str| Some(value.to_string());
+    let cases = [
+        (TokenAttributes::default(), true),
+        (
+            TokenAttributes {
+                manufacturer: some("SoftHSM project"),
+                model: some("SoftHSM v2"),
+                serial: some("1a2b"),
+                slot_id: Some(7),
+            },
+            true,
+        ),
+        (
+            TokenAttributes {
+                serial: some("1a2c"),
+                ..TokenAttributes::default()
+            },
+            false,
+        ),
+        (
+            TokenAttributes {
+                slot_id: Some(8),
+                ..TokenAttributes::default()
+            },
+            false,
+        ),
+        (
+            TokenAttributes {
+                manufacturer: some("Thales"),
+                ..TokenAttributes::default()
+            },
+            false,
+        ),
+        (
+            TokenAttributes {
+                model: some("softhsm v2"),
+                ..TokenAttributes::default()
+            },
+            false,
+        ),
+    ];
+    for (attributes, matches) in cases {
+        assert_eq!(
+            with(attributes.clone()).names_token(&seen),
+            matches,
+            "{attributes:?}"
+        );
+    }
+    // The label still has to match.
+    let other = key("other", Some("sa-key"), None, None);
+    assert!(!other.names_token(&seen));
+}
+
+#[test]
+fn a_token_not_found_is_described_by_what_the_uri_gives() {
+    let seen = TokenSeen {
+        label: "lanyard",
+        manufacturer: "SoftHSM project",
+        model: "SoftHSM v2",
+        serial: "1a2b",
+        slot_id: 7,
+    };
+    let mut uri = key("lanyard", Some("sa-key"), None, None);
+    uri.token_attributes = TokenAttributes {
+        serial: Some("1a2c".into()),
+        slot_id: Some(7),
+        ..TokenAttributes::default()
+    };
+    assert_eq!(
+        uri.token_description(),
+        "labelled `lanyard`, serial `1a2c`, slot-id `7`"
+    );
+    assert_eq!(
+        uri.present_description(&seen),
+        "`lanyard` (serial `1a2b`, slot-id `7`)"
+    );
+    let plain = key("lanyard", Some("sa-key"), None, None);
+    assert_eq!(plain.token_description(), "labelled `lanyard`");
+    assert_eq!(plain.present_description(&seen), "`lanyard`");
+}
+
+#[test]
+fn each_library_attribute_given_must_match_the_library() {
+    let seen = LibrarySeen {
+        manufacturer: "SoftHSM",
+        description: "Implementation of PKCS11",
+        version: (2, 6),
+    };
+    let some = |value: &str| Some(value.to_string());
+    let cases = [
+        (LibraryAttributes::default(), None),
+        (
+            LibraryAttributes {
+                manufacturer: some("SoftHSM"),
+                description: some("Implementation of PKCS11"),
+                version: Some((2, 6)),
+            },
+            None,
+        ),
+        (
+            LibraryAttributes {
+                manufacturer: some("Thales"),
+                ..LibraryAttributes::default()
+            },
+            Some("its library-manufacturer is `SoftHSM`, the URI says `Thales`"),
+        ),
+        (
+            LibraryAttributes {
+                description: some("Luna"),
+                ..LibraryAttributes::default()
+            },
+            Some("its library-description is `Implementation of PKCS11`, the URI says `Luna`"),
+        ),
+        (
+            LibraryAttributes {
+                version: Some((2, 0)),
+                ..LibraryAttributes::default()
+            },
+            Some("its library-version is `2.6`, the URI says `2.0`"),
+        ),
+    ];
+    for (attributes, mismatch) in cases {
+        assert_eq!(
+            attributes.given(),
+            attributes != LibraryAttributes::default()
+        );
+        assert_eq!(
+            attributes.mismatch(&seen).as_deref(),
+            mismatch,
+            "{attributes:?}"
+        );
+    }
+}
+
 #[test]
 fn uris_lanyard_refuses_say_why() {
     let cases = [
@@ -76,12 +273,12 @@ fn uris_lanyard_refuses_say_why() {
             "`token` appears twice",
         ),
         (
-            "pkcs11:token=t;object=o;serial=42?module-path=/m.so",
-            "`serial` is not an attribute lanyard reads (the path takes token, object, id and type; the query module-path and pin-source)",
+            "pkcs11:token=t;object=o;slot-description=s?module-path=/m.so",
+            "`slot-description` is not an attribute lanyard reads (the path takes token, object, id, type, manufacturer, model, serial, slot-id, library-manufacturer, library-description and library-version; the query module-path and pin-source)",
         ),
         (
             "pkcs11:token=t;object=o?module-path=/m.so&x-vendor=1",
-            "`x-vendor` is not an attribute lanyard reads (the path takes token, object, id and type; the query module-path and pin-source)",
+            "`x-vendor` is not an attribute lanyard reads (the path takes token, object, id, type, manufacturer, model, serial, slot-id, library-manufacturer, library-description and library-version; the query module-path and pin-source)",
         ),
         (
             "pkcs11:token=t;object=o;type=cert?module-path=/m.so",
@@ -101,14 +298,56 @@ fn uris_lanyard_refuses_say_why() {
         ),
         (
             "pkcs11:token=t;object=o?module-name=softhsm2",
-            "`module-name` is not supported: give the module's file as module-path=/path/to/module.so",
+            "`module-name` is not supported: it names a module registered with p11-kit, and lanyard loads only the file module-path names; give the module's file as module-path=/path/to/module.so",
         ),
         (
             "pkcs11:token=t;object=o;module-path=/m.so",
             "`module-path` belongs in the query, after `?`",
         ),
         (
+            "pkcs11:token=t;object=o;4417?module-path=/m.so",
+            "an attribute has no `=` (attributes are name=value, separated by `;` before the `?` and by `&` after it)",
+        ),
+    ];
+    for (uri, why) in cases {
+        assert_eq!(parse(uri), Err(HsmError::Uri(why.into())), "{uri}");
+    }
+}
+
+#[test]
+fn values_lanyard_refuses_say_why() {
+    let cases = [
+        (
+            "pkcs11:token=t;object=o;slot-id=0x01?module-path=/m.so",
+            "slot-id must be a decimal number",
+        ),
+        (
+            "pkcs11:token=t;object=o;slot-id=+1?module-path=/m.so",
+            "slot-id must be a decimal number",
+        ),
+        (
+            "pkcs11:token=t;object=o;library-version=v2?module-path=/m.so",
+            "library-version must be a version such as 2 or 2.6",
+        ),
+        (
+            "pkcs11:token=t;object=o;serial=1;serial=2?module-path=/m.so",
+            "`serial` appears twice",
+        ),
+        (
             "pkcs11:token=t;object=%zz?module-path=/m.so",
+            "a `%` in `object` is not followed by two hex digits",
+        ),
+        // from_str_radix takes a sign; a URI's hex digits do not.
+        (
+            "pkcs11:token=t;object=o;id=%+1?module-path=/m.so",
+            "a `%` in `id` is not followed by two hex digits",
+        ),
+        (
+            "pkcs11:token=t%+f;object=o?module-path=/m.so",
+            "a `%` in `token` is not followed by two hex digits",
+        ),
+        (
+            "pkcs11:token=t;object=o%4?module-path=/m.so",
             "a `%` in `object` is not followed by two hex digits",
         ),
         (
@@ -118,10 +357,6 @@ fn uris_lanyard_refuses_say_why() {
         (
             "pkcs11:token=;object=o?module-path=/m.so",
             "`token` is empty",
-        ),
-        (
-            "pkcs11:token=t;object=o;4417?module-path=/m.so",
-            "an attribute has no `=` (attributes are name=value, separated by `;` before the `?` and by `&` after it)",
         ),
     ];
     for (uri, why) in cases {
@@ -138,6 +373,9 @@ fn pin_value_is_refused_and_never_repeated() {
     assert!(message.contains("`ps e`"), "{message}");
     assert!(message.contains("pin-source=file:"), "{message}");
     assert!(!message.contains("Zq8w"), "{message}");
+    // In the path too, where it does not belong either: the same refusal.
+    let in_path = "pkcs11:token=t;object=o;pin-value=Zq8w-4417?module-path=/m.so";
+    assert_eq!(parse(in_path), Err(HsmError::PinValue));
     // Even when the value is what is malformed, or the name is mangled.
     for uri in [
         "pkcs11:token=t;object=o?module-path=/m.so&pin-value=%zzZq8w",

@@ -14,6 +14,8 @@ use super::softhsm::{MODULE, OBJECT, PIN, SoftHsm, TOKEN, in_child, is_child};
 use crate::support::fixture;
 
 const SETTING: &str = "SA_PRIVATE_KEY (environment variable SA_PRIVATE_KEY)";
+/// How long the key has to open and sign, LANYARD_TOKEN_TIMEOUT's default.
+const LIMIT: Duration = Duration::from_secs(10);
 
 fn signer(key: SigningKey) -> AssertionSigner {
     AssertionSigner {
@@ -39,7 +41,7 @@ fn a_key_imported_into_the_hsm_signs_and_derives_exactly_as_its_pem() {
         );
     }
     let hsm = SoftHsm::of_parent();
-    let in_hsm = load_key(&hsm.uri(), SETTING).unwrap();
+    let in_hsm = load_key(&hsm.uri(), SETTING, LIMIT).unwrap();
     let pem = parse_private_key(&fixture("rsa2048.pkcs8.pem")).unwrap();
     assert_eq!(in_hsm.binding_secret(), pem.binding_secret());
     assert_eq!(in_hsm.bits(), 2048);
@@ -66,7 +68,7 @@ fn a_token_that_went_away_is_found_again_at_the_next_signature() {
         );
     }
     let hsm = SoftHsm::of_parent();
-    let key = load_key(&hsm.uri(), SETTING).unwrap();
+    let key = load_key(&hsm.uri(), SETTING, LIMIT).unwrap();
     let before = key.sign_rs256(b"probe").unwrap();
 
     hsm.delete_token(TOKEN);
@@ -108,7 +110,7 @@ fn a_pin_refused_at_run_time_is_never_tried_again() {
         );
     }
     let hsm = SoftHsm::of_parent();
-    let key = load_key(&hsm.uri(), SETTING).unwrap();
+    let key = load_key(&hsm.uri(), SETTING, LIMIT).unwrap();
     hsm.delete_token(TOKEN);
     hsm.init_token(TOKEN, "another-pin-0000");
     hsm.import("rsa2048.pkcs8.pem", TOKEN, OBJECT, "01", "another-pin-0000");
@@ -125,5 +127,5 @@ fn a_pin_refused_at_run_time_is_never_tried_again() {
     hsm.import("rsa2048.pkcs8.pem", TOKEN, OBJECT, "01", PIN);
     assert_eq!(key.sign_rs256(b"probe").unwrap_err(), refused);
     // New credentials (a reload) are a new key, which tries the PIN file.
-    load_key(&hsm.uri(), SETTING).unwrap();
+    load_key(&hsm.uri(), SETTING, LIMIT).unwrap();
 }

@@ -134,6 +134,31 @@ impl SoftHsm {
         ]);
     }
 
+    /// The serial number and slot id of the token `label`, as
+    /// `softhsm2-util --show-slots` prints them (and p11tool puts them in
+    /// a URI).
+    pub fn serial_and_slot(&self, label: &str) -> (String, u64) {
+        let out = Command::new("softhsm2-util")
+            .arg("--show-slots")
+            .env("SOFTHSM2_CONF", self.conf())
+            .output()
+            .unwrap();
+        let (mut slot, mut serial) = (None, None);
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            if let Some(id) = line.strip_prefix("Slot ") {
+                slot = id.trim().parse().ok();
+            }
+            let field = |name: &str| Some(line.trim().strip_prefix(name)?.trim().to_string());
+            if let Some(number) = field("Serial number:") {
+                serial = Some(number);
+            }
+            if field("Label:").as_deref() == Some(label) {
+                return (serial.unwrap(), slot.unwrap());
+            }
+        }
+        panic!("no token `{label}` in softhsm2-util --show-slots");
+    }
+
     pub fn delete_token(&self, label: &str) {
         self.util(&["--delete-token", "--token", label]);
     }
