@@ -39,6 +39,7 @@ use crate::client_body::{ClientBody, ClientBodyError};
 use crate::config::Config;
 use crate::error::{FORBIDDEN_HINT, ProxyError};
 use crate::metrics::{METHODS, Metrics, RequestSeries, method_index};
+use crate::otel::spans::HttpSpan;
 use crate::outbound::{Connector, FailureKind};
 use crate::pool::{Pool, PooledBody, SendError, UpstreamLimit};
 use crate::server::{self, Abort, Handler, Peer};
@@ -223,6 +224,7 @@ impl Proxy {
     fn forward(
         &self,
         req: Request<Incoming>,
+        trace: &HttpSpan,
     ) -> impl Future<Output = Result<Response<UpstreamResponse>, Refusal>> {
         async move {
             // CONNECT would make lanyard a tunnel; an upstream honouring TRACE
@@ -259,6 +261,7 @@ impl Proxy {
             // The pool picks HTTP/1.1 or HTTP/2 for the upstream by ALPN.
             parts.version = Version::HTTP_11;
             upstream_headers(&mut parts.headers, &token);
+            trace.propagate(&mut parts.headers);
 
             // The cold paths are boxed: a future holds every branch's state, and
             // hyper moves the handler's future into place for each request, so
@@ -268,11 +271,12 @@ impl Proxy {
                 BodyPlan::Whole(bytes, reservation) => (bytes, reservation),
                 BodyPlan::Streaming(body) => {
                     let request = Request::from_parts(parts, Either::Right(body));
-                    let response = Box::pin(self.send(request, None)).await?;
+                    let response = Box::pin(self.send(request, None, trace)).await?;
                     return Ok(self.unauthorized_passes(response, token));
                 }
                 BodyPlan::Copied(body, copied) => {
-                    return Box::pin(self.forward_copied(parts, body, copied, token)).await;
+                    let copied = self.forward_copied(parts, body, copied, token, trace);
+                    return Box::pin(copied).await;
                 }
             };
             // The one copy a replayable request costs: kept for a retry after
@@ -287,12 +291,13 @@ impl Proxy {
                 .send(
                     Request::from_parts(parts, Either::Left(Full::new(bytes))),
                     Some(&replay),
+                    trace,
                 )
                 .await?;
             if response.status() != StatusCode::UNAUTHORIZED {
                 return Ok(response);
             }
-            Box::pin(self.retry_unauthorized(response, &token, replay)).await
+            Box::pin(self.retry_unauthorized(response, &token, replay, trace)).await
         }
     }
 
@@ -304,6 +309,7 @@ impl Proxy {
         body: StreamedBody,
         copied: oneshot::Receiver<(Bytes, Reservation)>,
         token: Arc<Token>,
+        trace: &HttpSpan,
     ) -> Result<Response<UpstreamResponse>, Refusal> {
         // Kept for a replay, should the whole body arrive.
         let (method, uri, headers) = (
@@ -312,7 +318,7 @@ impl Proxy {
             parts.headers.clone(),
         );
         let request = Request::from_parts(parts, Either::Right(body));
-        let response = self.send(request, None).await?;
+        let response = self.send(request, None, trace).await?;
         if response.status() != StatusCode::UNAUTHORIZED {
             return Ok(response);
         }
@@ -328,7 +334,8 @@ impl Proxy {
             headers,
             body,
         };
-        self.retry_unauthorized(response, &token, replay).await
+        self.retry_unauthorized(response, &token, replay, trace)
+            .await
     }
 
     /// A 401 to a request that cannot be retried goes back to the client,
@@ -351,6 +358,7 @@ impl Proxy {
         unauthorized: Response<UpstreamResponse>,
         rejected: &Arc<Token>,
         mut replay: Replay,
+        trace: &HttpSpan,
     ) -> Result<Response<UpstreamResponse>, Refusal> {
         // No new token: `WhenNoNewToken::PassThe401On`, the proxy's answer.
         let AfterRejection::Retry(token) = self.rejections.after_401(rejected).await else {
@@ -360,7 +368,8 @@ impl Proxy {
         replay
             .headers
             .insert(header::AUTHORIZATION, token.authorization().clone());
-        self.send(replay.request(), Some(&replay)).await
+        trace.resent();
+        self.send(replay.request(), Some(&replay), trace).await
     }
 
     #[allow(
@@ -371,6 +380,7 @@ impl Proxy {
         &self,
         request: Request<UpstreamBody>,
         replay: Option<&Replay>,
+        trace: &HttpSpan,
     ) -> impl Future<Output = Result<Response<UpstreamResponse>, Refusal>> {
         async move {
             // An upstream may close a pooled connection (its idle timeout) just
@@ -388,6 +398,7 @@ impl Proxy {
             let answer = match (first, replay) {
                 (Ok(Err(err)), Some(replay)) if err.closed_unanswered() => {
                     tracing::debug!(error = %err, "the upstream closed the connection without answering; sending the request once more");
+                    trace.resent();
                     Box::pin(tokio::time::timeout_at(
                         deadline,
                         self.pool.send(replay.request()),
@@ -492,16 +503,24 @@ impl Handler for Proxy {
             let _in_flight = InFlightGauge::enter(&self.metrics);
             let path =
                 tracing::enabled!(tracing::Level::DEBUG).then(|| req.uri().path().to_owned());
+            // A disabled span, and nothing more, with tracing off.
+            let trace = HttpSpan::proxied(req.method(), req.uri(), req.headers(), &self.upstream);
 
             // An aborted exchange has no status to count.
-            let response = match self.forward(req).await {
-                Ok(response) => response.map(Either::Left),
-                Err(Refusal::Answer(error)) => error.response().map(Either::Right),
-                Err(Refusal::Abort) => return Err(Abort),
+            let (response, error) = match self.forward(req, &trace).await {
+                Ok(response) => (response.map(Either::Left), None),
+                Err(Refusal::Answer(error)) => {
+                    (error.response().map(Either::Right), Some(error.code()))
+                }
+                Err(Refusal::Abort) => {
+                    trace.failed("aborted");
+                    return Err(Abort);
+                }
             };
 
             let elapsed = started.elapsed();
             let status = response.status();
+            trace.answered(status, error);
             self.request_series.observe(method, status, elapsed);
             if let Some(path) = path {
                 tracing::debug!(
