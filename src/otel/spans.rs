@@ -12,7 +12,9 @@
 use std::cell::Cell;
 
 use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header::HeaderName};
+use opentelemetry::Context;
 use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry::trace::TraceContextExt as _;
 use opentelemetry_http::{HeaderExtractor, HeaderInjector};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use tracing::field::Empty;
@@ -76,7 +78,10 @@ impl HttpSpan {
             url.path = uri.path(),
         );
         if !span.is_disabled() {
-            let parent = TraceContextPropagator::new().extract(&HeaderExtractor(headers));
+            // From nothing but the headers: the thread's own context is
+            // another request's business.
+            let parent = TraceContextPropagator::new()
+                .extract_with_context(&Context::new(), &HeaderExtractor(headers));
             let _ = span.set_parent(parent);
         }
         HttpSpan::new(span)
@@ -121,9 +126,14 @@ impl HttpSpan {
         if self.span.is_disabled() {
             return;
         }
+        // Only a context of lanyard's own replaces the app's: a span some
+        // other subscriber enabled has none.
+        let context = self.span.context();
+        if !context.span().span_context().is_valid() {
+            return;
+        }
         headers.remove(TRACEPARENT);
         headers.remove(TRACESTATE);
-        let context = self.span.context();
         TraceContextPropagator::new().inject_context(&context, &mut HeaderInjector(headers));
         // The propagator writes an empty `tracestate` when there is none.
         if headers.get(TRACESTATE).is_some_and(HeaderValue::is_empty) {
