@@ -30,6 +30,13 @@
 #                           (say, one built from the commit before a
 #                           change) as the target `baseline`, and report
 #                           lanyard / baseline: a before/after in one run
+#   --otel                  the lanyard under test traces: it exports every
+#                           span by OTLP/HTTP to bench/otlp_sink.py, a
+#                           receiver on loopback (the baseline does not).
+#                           With --baseline set to the same binary, tracing
+#                           on against off; without --otel, --baseline set
+#                           to a build from before tracing measures what
+#                           tracing off costs (nothing, it should read)
 #   --no-build              use the binaries already in target/release
 #   --keep                  keep the work directory (kept anyway on failure)
 #
@@ -92,6 +99,7 @@ build=1
 keep=0
 floor=0
 baseline_bin=
+otel=0
 body_bytes=$((1024 * 1024))
 
 usage() {
@@ -144,6 +152,7 @@ while (($#)); do
         shift 2
         ;;
     --no-build) build=0 && shift ;;
+    --otel) otel=1 && shift ;;
     --floor) floor=1 && shift ;;
     --keep) keep=1 && shift ;;
     -h | --help) usage && exit 0 ;;
@@ -162,7 +171,7 @@ for c in "${conc_list[@]}" "${body_conc_list[@]}"; do
 done
 
 # Settings of the caller's own sidecar would change what is measured.
-unset SERVICE_API_URL DEMO_MOCK ORG_ID PROJECT_ID RULE_ID "${!SA_@}" "${!LANYARD_@}"
+unset SERVICE_API_URL DEMO_MOCK ORG_ID PROJECT_ID RULE_ID "${!SA_@}" "${!LANYARD_@}" "${!OTEL_@}"
 
 # nginx lives in /usr/sbin, which a normal user's PATH may lack.
 find_nginx() {
@@ -220,7 +229,10 @@ baseline_pid=
 idle_lanyard_pid=
 probe_pid=
 mock_pid=
+sink_pid=
 failed=0
+# Variables for the next start_lanyard only (--otel's).
+lanyard_env=()
 
 stop_pid() {
     if [[ -n ${1-} ]] && kill -0 "$1" 2>/dev/null; then
@@ -230,7 +242,7 @@ stop_pid() {
 
 cleanup() {
     local pid
-    for pid in "$probe_pid" "$idle_lanyard_pid" "$lanyard_pid" "$baseline_pid" "$proxy_pid" "$bare_pid" "$upstream_pid" "$mock_pid"; do
+    for pid in "$probe_pid" "$idle_lanyard_pid" "$lanyard_pid" "$baseline_pid" "$proxy_pid" "$bare_pid" "$upstream_pid" "$mock_pid" "$sink_pid"; do
         stop_pid "$pid"
     done
     wait 2>/dev/null || true
@@ -316,7 +328,7 @@ render() {
 # background with its log in $work/$1.log; sets started_pid, started_proxy
 # and started_admin.
 start_lanyard() {
-    env SERVICE_API_URL="$upstream_url" SA_CREDENTIALS_FILE="$credentials" \
+    env "${lanyard_env[@]}" SERVICE_API_URL="$upstream_url" SA_CREDENTIALS_FILE="$credentials" \
         LANYARD_LISTEN=127.0.0.1:0 LANYARD_ADMIN_LISTEN=127.0.0.1:0 \
         "${2:-$lanyard_bin}" run >"$work/$1.log" 2>&1 &
     started_pid=$!
@@ -406,7 +418,16 @@ idle_exit=$stopped_exit
 idle_lanyard_pid=
 
 # --- the lanyard and nginx under test -------------------------------------
+if ((otel)); then
+    python3 bench/otlp_sink.py "$work/otlp.port" "$work/otlp.stats" &
+    sink_pid=$!
+    wait_for_line '^[0-9]+$' 10 "$work/otlp.port" || fatal "the OTLP sink did not start"
+    # Batches every second, the queue and batch sizes the defaults.
+    lanyard_env=(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$(cat "$work/otlp.port")"
+        OTEL_SERVICE_NAME=lanyard-bench OTEL_BSP_SCHEDULE_DELAY=1000)
+fi
 start_lanyard lanyard
+lanyard_env=()
 lanyard_pid=$started_pid
 lanyard_url=$started_proxy
 lanyard_admin=$started_admin
@@ -443,7 +464,7 @@ proxy_pid=$!
 wait_for_200 "$proxy_url/" || fatal "the nginx proxy did not answer"
 echo "bench: nginx proxy $proxy_url with $workers worker processes ($workers_from;" \
     "lanyard has $runtime_threads proxy threads of $all_threads)"
-echo "bench: lanyard $lanyard_url (pid $lanyard_pid)"
+echo "bench: lanyard $lanyard_url (pid $lanyard_pid)$( ((otel)) && echo ", tracing to the OTLP sink")"
 
 # Both proxies must send a bearer token; lanyard's must be the mock's.
 nginx_auth=$(curl -fsS "$proxy_url/bench-authorization") || fatal "no answer through nginx"
@@ -579,6 +600,13 @@ token_total=${token_total%.*}
 lanyard_answers=$(metric lanyard_proxy_requests_total "$m")
 lanyard_non_2xx=$(metric lanyard_proxy_requests_total "$m" 'code="[^2]')
 upstream_errors=$(metric lanyard_upstream_errors_total "$m")
+spans_dropped=$(metric lanyard_otel_spans_dropped_total "$m")
+if ((otel)); then
+    kill -TERM "$sink_pid" 2>/dev/null || true
+    wait "$sink_pid" 2>/dev/null || true
+    sink_pid=
+    otlp_stats=$(cat "$work/otlp.stats" 2>/dev/null || echo "no stats")
+fi
 if [[ -n $baseline_bin ]]; then
     hwm_baseline=$(status_kib "$baseline_pid" VmHWM)
     curl -fsS "$baseline_admin/metrics" >"$work/metrics-baseline.txt" || fatal "cannot scrape the baseline's /metrics"
@@ -747,6 +775,9 @@ row "  tokens the mock issued in all" "$mock_issued (the run's, plus one per tim
 row "lanyard answers / non-2xx / upstream errors" "${lanyard_answers%.*} / ${lanyard_non_2xx%.*} / ${upstream_errors%.*}"
 row "failed requests seen by wrk (all targets)" "$total_errors"
 row "lanyard exit on SIGTERM (run / RSS process)" "$lanyard_exit / $idle_exit"
+if ((otel)); then
+    row "spans: the sink received / lanyard dropped" "$otlp_stats / ${spans_dropped%.*}"
+fi
 if [[ -n $baseline_bin ]]; then
     row "baseline RSS before the load / peak (VmHWM)" "$(mib "$baseline_rss_ready") / $(mib "$hwm_baseline")"
     row "baseline token requests during the run" "$baseline_token_total ($baseline_token_success success)"

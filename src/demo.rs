@@ -11,6 +11,7 @@ use tokio::net::TcpListener;
 use crate::Failure;
 use crate::access::ServiceAccess;
 use crate::config::Config;
+use crate::otel::Telemetry;
 use crate::process::{
     Components, Process, ProxyListener, Signals, bind, bind_admin, bind_proxy, bind_verifier,
     failed, stop_on_signals,
@@ -45,7 +46,12 @@ pub struct Demo {
 impl Demo {
     /// Starts the mock on a loopback port, makes a key pair and an account
     /// for it, and starts lanyard against the mock.
-    pub async fn start(config: &Config, listeners: DemoListeners) -> Result<Demo, Failure> {
+    /// Its spans are exported by `telemetry`.
+    pub async fn start(
+        config: &Config,
+        listeners: DemoListeners,
+        telemetry: &Telemetry,
+    ) -> Result<Demo, Failure> {
         use crate::config::WalletBaseUrl;
         use crate::config::credentials::{Credentials, parse_private_key};
         use crate::mock::{MockAccount, MockService, generate_rsa_key};
@@ -103,6 +109,7 @@ impl Demo {
                 .map(|listener| (listener, ProxyConfig::from_config(config, service))),
             verifier: listeners.verifier.map(|listener| (listener, verifier)),
             shutdown_grace: config.shutdown_grace,
+            spans_dropped: telemetry.spans_dropped(),
         };
         let process = Process::start(components)?;
         Ok(Demo { mock, process })
@@ -167,7 +174,7 @@ impl Demo {
 
 /// `lanyard demo` (and `DEMO_MOCK=true lanyard run`): the mock, the proxy
 /// and the verifier until SIGTERM or SIGINT.
-pub async fn run(config: &Config) -> Result<(), Failure> {
+pub async fn run(config: &Config, telemetry: &Telemetry) -> Result<(), Failure> {
     let mut signals = Signals::install()?;
     let listeners = DemoListeners {
         admin: bind_admin(config)?,
@@ -178,27 +185,28 @@ pub async fn run(config: &Config) -> Result<(), Failure> {
             config.max_connections,
         )?),
     };
-    serve(config, listeners, &mut signals).await
+    serve(config, listeners, telemetry, &mut signals).await
 }
 
 /// `DEMO_MOCK=true lanyard verifier`: the mock and the verifier, where
 /// `lanyard verifier` would listen.
-pub async fn run_verifier(config: &Config) -> Result<(), Failure> {
+pub async fn run_verifier(config: &Config, telemetry: &Telemetry) -> Result<(), Failure> {
     let mut signals = Signals::install()?;
     let listeners = DemoListeners {
         admin: bind_admin(config)?,
         proxy: None,
         verifier: Some(bind_verifier(config)?),
     };
-    serve(config, listeners, &mut signals).await
+    serve(config, listeners, telemetry, &mut signals).await
 }
 
 async fn serve(
     config: &Config,
     listeners: DemoListeners,
+    telemetry: &Telemetry,
     signals: &mut Signals,
 ) -> Result<(), Failure> {
-    let demo = Demo::start(config, listeners).await?;
+    let demo = Demo::start(config, listeners, telemetry).await?;
     // Ignore a closed stdout: the banner is a courtesy.
     let _ = writeln!(std::io::stdout().lock(), "{}", demo.banner());
     let Demo { mock, process } = demo;

@@ -15,6 +15,7 @@
 //! - `throttle`: a repeating warning logged at most once an interval.
 //! - [`outbound`]: rustls roots, the outbound connector, error chains walked once, failure classification.
 //! - [`metrics`]: the Prometheus metrics, registered into an owned registry, and the request path's cached series.
+//! - [`otel`]: OpenTelemetry tracing from the standard `OTEL_*` variables: every span and attribute exported, the W3C trace context, the bounded export queue and its drop count.
 //! - [`access`]: settings into the connector, the token exchanger and the credentials watch: how lanyard reaches the service.
 //! - [`commands`]: what `lanyard token`, `check` and `healthcheck` do.
 //! - [`process`]: the process composed of its components (token refresher, admin listener, and the proxy, the verifier or both, each from its own config type) and the drain that stops them; `lanyard run` and `lanyard verifier`.
@@ -46,6 +47,7 @@ mod failure;
 pub mod hsm;
 pub mod metrics;
 pub mod mock;
+pub mod otel;
 pub mod outbound;
 pub mod pool;
 pub mod process;

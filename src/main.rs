@@ -11,7 +11,11 @@ use lanyard::Failure;
 use lanyard::cli::{Cli, Command};
 use lanyard::commands;
 use lanyard::config::{Config, LogFormat, ProcessEnv, Requirement};
-use tracing_subscriber::EnvFilter;
+use lanyard::otel::{Telemetry, spans};
+use tracing_subscriber::filter::FilterExt as _;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{EnvFilter, Layer as _};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -27,10 +31,20 @@ fn main() -> ExitCode {
         Ok(config) => config,
         Err(err) => return fail(&Failure::Config(err)),
     };
-    init_tracing(LogFormat::for_stderr(config.log_format));
-    for warning in &config.warnings {
+    // Only what serves is traced: `token`, `check` and `healthcheck` (a
+    // container's probe, every few seconds) would only wait on the
+    // collector at exit.
+    let (telemetry, otel_warnings) = match command {
+        Command::Run | Command::Verifier | Command::Demo => {
+            Telemetry::from_env(&ProcessEnv, config.ca_file.as_deref())
+        }
+        Command::Token | Command::Check | Command::Healthcheck => (Telemetry::off(), Vec::new()),
+    };
+    init_tracing(LogFormat::for_stderr(config.log_format), &telemetry);
+    for warning in config.warnings.iter().chain(&otel_warnings) {
         tracing::warn!("{warning}");
     }
+    telemetry.announce();
 
     // One thread carries the token refresher and the commands; the admin
     // listener has a thread of its own, and the proxy LANYARD_WORKER_THREADS
@@ -46,36 +60,9 @@ fn main() -> ExitCode {
             )));
         }
     };
-    let outcome = runtime.block_on(async {
-        match command {
-            Command::Token => commands::token(&config).await.map(|token| {
-                // The one place a token is printed, by request.
-                let mut stdout = std::io::stdout().lock();
-                let _ = writeln!(stdout, "{}", token.expose());
-                true
-            }),
-            Command::Check => commands::check(&config).await.map(|report| {
-                // A closed stdout (`lanyard check | head -1`) is not a reason
-                // to panic; the exit code still tells.
-                let _ = write!(std::io::stdout().lock(), "{}", report.render());
-                report.passed()
-            }),
-            Command::Healthcheck => {
-                let health = commands::healthcheck(&config).await;
-                // Docker keeps the output of the last checks in `docker
-                // inspect`, so say why in one line.
-                let _ = writeln!(std::io::stdout().lock(), "{}", health.summary);
-                Ok(health.ready)
-            }
-            Command::Demo => lanyard::demo::run(&config).await.map(|()| true),
-            Command::Run if config.demo => lanyard::demo::run(&config).await.map(|()| true),
-            Command::Run => lanyard::process::run(&config).await.map(|()| true),
-            Command::Verifier if config.demo => {
-                lanyard::demo::run_verifier(&config).await.map(|()| true)
-            }
-            Command::Verifier => lanyard::process::run_verifier(&config).await.map(|()| true),
-        }
-    });
+    let outcome = runtime.block_on(execute(command, &config, &telemetry));
+    // The requests have drained; their spans go out, within a bound.
+    telemetry.shutdown();
     // Dropping the runtime would wait for every blocking thread, and one
     // may be inside a PKCS#11 module that never returns (a signature given
     // up on after LANYARD_TOKEN_TIMEOUT): the process exits without it.
@@ -84,6 +71,47 @@ fn main() -> ExitCode {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(failure) => fail(&failure),
+    }
+}
+
+/// Runs `command`: whether it succeeded (`check` and `healthcheck` can
+/// fail without an error), or how it failed.
+async fn execute(
+    command: Command,
+    config: &Config,
+    telemetry: &Telemetry,
+) -> Result<bool, Failure> {
+    match command {
+        Command::Token => commands::token(config).await.map(|token| {
+            // The one place a token is printed, by request.
+            let mut stdout = std::io::stdout().lock();
+            let _ = writeln!(stdout, "{}", token.expose());
+            true
+        }),
+        Command::Check => commands::check(config).await.map(|report| {
+            // A closed stdout (`lanyard check | head -1`) is not a reason
+            // to panic; the exit code still tells.
+            let _ = write!(std::io::stdout().lock(), "{}", report.render());
+            report.passed()
+        }),
+        Command::Healthcheck => {
+            let health = commands::healthcheck(config).await;
+            // Docker keeps the output of the last checks in `docker
+            // inspect`, so say why in one line.
+            let _ = writeln!(std::io::stdout().lock(), "{}", health.summary);
+            Ok(health.ready)
+        }
+        Command::Demo => lanyard::demo::run(config, telemetry).await.map(|()| true),
+        Command::Run if config.demo => lanyard::demo::run(config, telemetry).await.map(|()| true),
+        Command::Run => lanyard::process::run(config, telemetry)
+            .await
+            .map(|()| true),
+        Command::Verifier if config.demo => lanyard::demo::run_verifier(config, telemetry)
+            .await
+            .map(|()| true),
+        Command::Verifier => lanyard::process::run_verifier(config, telemetry)
+            .await
+            .map(|()| true),
     }
 }
 
@@ -99,8 +127,9 @@ fn fail(failure: &Failure) -> ExitCode {
     ExitCode::from(failure.exit_code())
 }
 
-/// Logs go to stderr, so `lanyard token`'s stdout holds only the token.
-fn init_tracing(format: LogFormat) {
+/// Logs go to stderr, so `lanyard token`'s stdout holds only the token;
+/// spans go to OpenTelemetry, when `telemetry` exports them.
+fn init_tracing(format: LogFormat, telemetry: &Telemetry) {
     // An empty RUST_LOG counts as unset, as empty settings do.
     let given = std::env::var_os("RUST_LOG").filter(|v| !v.is_empty());
     let (filter, bad_filter) = match given.map(|_| EnvFilter::try_from_default_env()) {
@@ -108,13 +137,25 @@ fn init_tracing(format: LogFormat) {
         Some(Err(err)) => (EnvFilter::new("info"), Some(err)),
         None => (EnvFilter::new("info"), None),
     };
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let logged = filter.and(spans::not_exported());
+    let registry = tracing_subscriber::registry();
     match format {
-        LogFormat::Json => builder.json().with_current_span(true).init(),
-        // Colour codes only where a person reads them, not in a log file.
-        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => {
+            let log = tracing_subscriber::fmt::layer()
+                .json()
+                .with_current_span(true)
+                .with_writer(std::io::stderr)
+                .with_filter(logged);
+            registry.with(log).with(telemetry.layer()).init();
+        }
+        LogFormat::Text => {
+            // Colour codes only where a person reads them, not in a log file.
+            let log = tracing_subscriber::fmt::layer()
+                .with_ansi(std::io::stderr().is_terminal())
+                .with_writer(std::io::stderr)
+                .with_filter(logged);
+            registry.with(log).with(telemetry.layer()).init();
+        }
     }
     if let Some(err) = bad_filter {
         tracing::warn!(error = %err, "RUST_LOG is not a valid filter; logging at info");

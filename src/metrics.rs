@@ -36,7 +36,19 @@ pub struct Metrics {
     pub verifier_connections: IntGauge,
     pub verifier_connections_refused: IntCounter,
     pub verifier_connections_evicted: IntCounter,
+    pub otel_spans_dropped: IntCounter,
     pub build_info: IntGaugeVec,
+}
+
+/// `lanyard_otel_spans_dropped_total`, made apart from the others: the
+/// span exporter starts with logging, before the process's registry, and
+/// counts into it from then on; [`Metrics::register`] registers it.
+pub fn spans_dropped_counter() -> IntCounter {
+    IntCounter::new(
+        "lanyard_otel_spans_dropped_total",
+        "OpenTelemetry spans that never reached the collector: the export queue was full, or their export failed.",
+    )
+    .unwrap_or_else(|_| unreachable!("a valid metric name"))
 }
 
 /// Every outcome of a verification session (README "The verifier"): a
@@ -45,8 +57,12 @@ pub struct Metrics {
 pub const VERIFIER_OUTCOMES: [&str; 5] = ["started", "verified", "declined", "expired", "failed"];
 
 impl Metrics {
-    /// Creates and registers every metric.
-    pub fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
+    /// Creates and registers every metric, `spans_dropped` as made by
+    /// [`spans_dropped_counter`].
+    pub fn register(
+        registry: &Registry,
+        spans_dropped: IntCounter,
+    ) -> Result<Self, prometheus::Error> {
         let metrics = Metrics {
             token_requests: IntCounterVec::new(
                 Opts::new(
@@ -134,6 +150,7 @@ impl Metrics {
                 "lanyard_verifier_connections_evicted_total",
                 "Connections with no request in flight that the verifier's listener closed at LANYARD_MAX_CONNECTIONS to take a new one.",
             )?,
+            otel_spans_dropped: spans_dropped,
             build_info: IntGaugeVec::new(
                 Opts::new(
                     "lanyard_build_info",
@@ -158,6 +175,7 @@ impl Metrics {
         registry.register(Box::new(metrics.verifier_connections.clone()))?;
         registry.register(Box::new(metrics.verifier_connections_refused.clone()))?;
         registry.register(Box::new(metrics.verifier_connections_evicted.clone()))?;
+        registry.register(Box::new(metrics.otel_spans_dropped.clone()))?;
         registry.register(Box::new(metrics.build_info.clone()))?;
         metrics
             .build_info
@@ -179,9 +197,9 @@ impl Metrics {
     }
 
     /// A registry with these metrics and the standard `process_*` ones.
-    pub fn with_registry() -> Result<(Self, Registry), prometheus::Error> {
+    pub fn with_registry(spans_dropped: IntCounter) -> Result<(Self, Registry), prometheus::Error> {
         let registry = Registry::new();
-        let metrics = Self::register(&registry)?;
+        let metrics = Self::register(&registry, spans_dropped)?;
         #[cfg(target_os = "linux")]
         registry.register(Box::new(
             prometheus::process_collector::ProcessCollector::for_self(),
@@ -192,7 +210,8 @@ impl Metrics {
     /// For tests and tools that need metrics but do not export them.
     pub fn unregistered() -> Self {
         // Registering into a fresh registry cannot collide.
-        Self::register(&Registry::new()).unwrap_or_else(|_| unreachable!("fresh registry"))
+        Self::register(&Registry::new(), spans_dropped_counter())
+            .unwrap_or_else(|_| unreachable!("fresh registry"))
     }
 }
 

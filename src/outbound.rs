@@ -30,6 +30,18 @@ pub type Connector = HttpsConnector<HttpConnector>;
 /// Builds the TLS client configuration: the system's roots plus the PEM
 /// certificates in `ca_file`, if given.
 pub fn tls_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, String> {
+    let roots = roots(ca_file)?;
+    if roots.is_empty() {
+        tracing::warn!(
+            "no trusted CA certificates: https to the token endpoint or upstream will fail; install the system CA bundle or set LANYARD_CA_FILE"
+        );
+    }
+    client_config(roots)
+}
+
+/// The system's roots plus the PEM certificates in `ca_file`, if given:
+/// what every outbound connection trusts.
+pub fn roots(ca_file: Option<&Path>) -> Result<RootCertStore, String> {
     let mut roots = RootCertStore::empty();
     let native = rustls_native_certs::load_native_certs();
     for err in &native.errors {
@@ -48,12 +60,11 @@ pub fn tls_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, String
             })?;
         }
     }
-    if roots.is_empty() {
-        tracing::warn!(
-            "no trusted CA certificates: https to the token endpoint or upstream will fail; install the system CA bundle or set LANYARD_CA_FILE"
-        );
-    }
+    Ok(roots)
+}
 
+/// A TLS client configuration trusting `roots`.
+pub fn client_config(roots: RootCertStore) -> Result<rustls::ClientConfig, String> {
     // An explicit provider, so the library works without a process-wide
     // default being installed first.
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());

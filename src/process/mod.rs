@@ -30,6 +30,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use prometheus::IntCounter;
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
@@ -39,7 +40,7 @@ use crate::Failure;
 use crate::access::ServiceAccess;
 use crate::admin::Admin;
 use crate::config::{Config, ConfigError};
-use crate::metrics::Metrics;
+use crate::metrics::{self, Metrics};
 use crate::proxy::{self, ProxyConfig};
 use crate::reload;
 use crate::server::{self, Drained};
@@ -72,6 +73,10 @@ pub struct Components {
     pub verifier: Option<(TcpListener, VerifierConfig)>,
     /// How long the client listeners drain for (`LANYARD_SHUTDOWN_GRACE`).
     pub shutdown_grace: Duration,
+    /// Where the span exporter counts its drops, registered with the
+    /// other metrics (`otel::Telemetry::spans_dropped`); a counter of its
+    /// own when nothing exports.
+    pub spans_dropped: IntCounter,
 }
 
 /// The proxy's listener: TCP, or a Unix socket with the file to remove
@@ -132,6 +137,7 @@ impl Components {
             proxy: None,
             verifier: None,
             shutdown_grace: config.shutdown_grace,
+            spans_dropped: metrics::spans_dropped_counter(),
         })
     }
 }
@@ -165,9 +171,10 @@ impl Process {
             proxy,
             verifier,
             shutdown_grace,
+            spans_dropped,
         } = components;
         let addrs = Addresses::of(&admin, proxy.as_ref(), verifier.as_ref())?;
-        let (metrics, registry) = Metrics::with_registry()
+        let (metrics, registry) = Metrics::with_registry(spans_dropped)
             .map_err(|err| Failure::Runtime(format!("cannot register metrics: {err}")))?;
         let (proxy, socket_file) = match proxy {
             Some((listener, config)) => (Some((listener.listener, config)), listener.socket),

@@ -3,6 +3,7 @@
 
 use crate::Failure;
 use crate::config::Config;
+use crate::otel::Telemetry;
 
 use super::*;
 
@@ -102,19 +103,26 @@ pub async fn stop_on_signals(process: Process, signals: &mut Signals) -> Result<
     }
 }
 
-/// `lanyard run`: the proxy until SIGTERM or SIGINT.
-pub async fn run(config: &Config) -> Result<(), Failure> {
+/// `lanyard run`: the proxy until SIGTERM or SIGINT, its spans exported
+/// by `telemetry`.
+pub async fn run(config: &Config, telemetry: &Telemetry) -> Result<(), Failure> {
     let mut signals = Signals::install()?;
-    let components = Components::proxy(config, bind_admin(config)?, bind_proxy(config)?)?;
+    let components = Components {
+        spans_dropped: telemetry.spans_dropped(),
+        ..Components::proxy(config, bind_admin(config)?, bind_proxy(config)?)?
+    };
     let process = Process::start(components)?;
     stop_on_signals(process, &mut signals).await
 }
 
 /// `lanyard verifier`: the verifier and the admin listener until SIGTERM
 /// or SIGINT; no proxy.
-pub async fn run_verifier(config: &Config) -> Result<(), Failure> {
+pub async fn run_verifier(config: &Config, telemetry: &Telemetry) -> Result<(), Failure> {
     let mut signals = Signals::install()?;
-    let components = Components::verifier(config, bind_admin(config)?, bind_verifier(config)?)?;
+    let components = Components {
+        spans_dropped: telemetry.spans_dropped(),
+        ..Components::verifier(config, bind_admin(config)?, bind_verifier(config)?)?
+    };
     let process = Process::start(components)?;
     stop_on_signals(process, &mut signals).await
 }

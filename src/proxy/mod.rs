@@ -8,9 +8,11 @@
 //! sent again once when the upstream closed a pooled connection under it
 //! without answering.
 //!
+//! - `absolute`: the absolute-form check.
 //! - [`body`]: request bodies: whole or streamed, the replay copy and its budget.
 //! - [`headers`]: hop-by-hop headers.
 
+mod absolute;
 mod body;
 mod headers;
 
@@ -24,23 +26,24 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::HeaderValue;
-use http::uri::Authority;
 use http::{HeaderMap, Method, Request, Response, StatusCode, Uri, Version, header};
 use http_body_util::{Either, Full};
 use hyper::body::Incoming;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use absolute::accepts_target;
 use body::{BodyPlan, ReplayBudget, Reservation, plan_body};
 
 use crate::client_body::{ClientBody, ClientBodyError};
 use crate::config::Config;
 use crate::error::{FORBIDDEN_HINT, ProxyError};
 use crate::metrics::{METHODS, Metrics, RequestSeries, method_index};
+use crate::otel::spans::HttpSpan;
 use crate::outbound::{Connector, FailureKind};
 use crate::pool::{Pool, PooledBody, SendError, UpstreamLimit};
 use crate::server::{self, Abort, Handler, Peer};
-use crate::target::{TargetUrl, has_dot_segment, host_ip, is_loopback_host};
+use crate::target::{TargetUrl, has_dot_segment};
 use crate::throttle::{self, Throttle};
 use crate::token::{AfterRejection, RejectionRule, Token, TokenHandle, WhenNoNewToken};
 
@@ -221,6 +224,7 @@ impl Proxy {
     fn forward(
         &self,
         req: Request<Incoming>,
+        trace: &HttpSpan,
     ) -> impl Future<Output = Result<Response<UpstreamResponse>, Refusal>> {
         async move {
             // CONNECT would make lanyard a tunnel; an upstream honouring TRACE
@@ -257,6 +261,7 @@ impl Proxy {
             // The pool picks HTTP/1.1 or HTTP/2 for the upstream by ALPN.
             parts.version = Version::HTTP_11;
             upstream_headers(&mut parts.headers, &token);
+            trace.propagate(&mut parts.headers);
 
             // The cold paths are boxed: a future holds every branch's state, and
             // hyper moves the handler's future into place for each request, so
@@ -266,11 +271,12 @@ impl Proxy {
                 BodyPlan::Whole(bytes, reservation) => (bytes, reservation),
                 BodyPlan::Streaming(body) => {
                     let request = Request::from_parts(parts, Either::Right(body));
-                    let response = Box::pin(self.send(request, None)).await?;
+                    let response = Box::pin(self.send(request, None, trace)).await?;
                     return Ok(self.unauthorized_passes(response, token));
                 }
                 BodyPlan::Copied(body, copied) => {
-                    return Box::pin(self.forward_copied(parts, body, copied, token)).await;
+                    let copied = self.forward_copied(parts, body, copied, token, trace);
+                    return Box::pin(copied).await;
                 }
             };
             // The one copy a replayable request costs: kept for a retry after
@@ -285,12 +291,13 @@ impl Proxy {
                 .send(
                     Request::from_parts(parts, Either::Left(Full::new(bytes))),
                     Some(&replay),
+                    trace,
                 )
                 .await?;
             if response.status() != StatusCode::UNAUTHORIZED {
                 return Ok(response);
             }
-            Box::pin(self.retry_unauthorized(response, &token, replay)).await
+            Box::pin(self.retry_unauthorized(response, &token, replay, trace)).await
         }
     }
 
@@ -302,6 +309,7 @@ impl Proxy {
         body: StreamedBody,
         copied: oneshot::Receiver<(Bytes, Reservation)>,
         token: Arc<Token>,
+        trace: &HttpSpan,
     ) -> Result<Response<UpstreamResponse>, Refusal> {
         // Kept for a replay, should the whole body arrive.
         let (method, uri, headers) = (
@@ -310,7 +318,7 @@ impl Proxy {
             parts.headers.clone(),
         );
         let request = Request::from_parts(parts, Either::Right(body));
-        let response = self.send(request, None).await?;
+        let response = self.send(request, None, trace).await?;
         if response.status() != StatusCode::UNAUTHORIZED {
             return Ok(response);
         }
@@ -326,7 +334,8 @@ impl Proxy {
             headers,
             body,
         };
-        self.retry_unauthorized(response, &token, replay).await
+        self.retry_unauthorized(response, &token, replay, trace)
+            .await
     }
 
     /// A 401 to a request that cannot be retried goes back to the client,
@@ -349,6 +358,7 @@ impl Proxy {
         unauthorized: Response<UpstreamResponse>,
         rejected: &Arc<Token>,
         mut replay: Replay,
+        trace: &HttpSpan,
     ) -> Result<Response<UpstreamResponse>, Refusal> {
         // No new token: `WhenNoNewToken::PassThe401On`, the proxy's answer.
         let AfterRejection::Retry(token) = self.rejections.after_401(rejected).await else {
@@ -358,7 +368,8 @@ impl Proxy {
         replay
             .headers
             .insert(header::AUTHORIZATION, token.authorization().clone());
-        self.send(replay.request(), Some(&replay)).await
+        trace.resent();
+        self.send(replay.request(), Some(&replay), trace).await
     }
 
     #[allow(
@@ -369,6 +380,7 @@ impl Proxy {
         &self,
         request: Request<UpstreamBody>,
         replay: Option<&Replay>,
+        trace: &HttpSpan,
     ) -> impl Future<Output = Result<Response<UpstreamResponse>, Refusal>> {
         async move {
             // An upstream may close a pooled connection (its idle timeout) just
@@ -386,6 +398,7 @@ impl Proxy {
             let answer = match (first, replay) {
                 (Ok(Err(err)), Some(replay)) if err.closed_unanswered() => {
                     tracing::debug!(error = %err, "the upstream closed the connection without answering; sending the request once more");
+                    trace.resent();
                     Box::pin(tokio::time::timeout_at(
                         deadline,
                         self.pool.send(replay.request()),
@@ -467,16 +480,6 @@ fn upstream_headers(headers: &mut http::HeaderMap, token: &Token) {
     headers.insert(header::AUTHORIZATION, token.authorization().clone());
 }
 
-/// Whether an HTTP/1 absolute-form target may be served: it names the
-/// upstream itself, or lanyard's own listener.
-fn accepts_target(upstream: &TargetUrl, target: &Authority, listen: Option<SocketAddr>) -> bool {
-    let names_lanyard = listen.is_some_and(|listen| {
-        target.port_u16() == Some(listen.port())
-            && (is_loopback_host(target.host()) || host_ip(target.host()) == Some(listen.ip()))
-    });
-    upstream.is_named_by(target) || names_lanyard
-}
-
 impl Handler for Proxy {
     type Body = ProxyBody;
 
@@ -500,16 +503,24 @@ impl Handler for Proxy {
             let _in_flight = InFlightGauge::enter(&self.metrics);
             let path =
                 tracing::enabled!(tracing::Level::DEBUG).then(|| req.uri().path().to_owned());
+            // A disabled span, and nothing more, with tracing off.
+            let trace = HttpSpan::proxied(req.method(), req.uri(), req.headers(), &self.upstream);
 
             // An aborted exchange has no status to count.
-            let response = match self.forward(req).await {
-                Ok(response) => response.map(Either::Left),
-                Err(Refusal::Answer(error)) => error.response().map(Either::Right),
-                Err(Refusal::Abort) => return Err(Abort),
+            let (response, error) = match self.forward(req, &trace).await {
+                Ok(response) => (response.map(Either::Left), None),
+                Err(Refusal::Answer(error)) => {
+                    (error.response().map(Either::Right), Some(error.code()))
+                }
+                Err(Refusal::Abort) => {
+                    trace.failed("aborted");
+                    return Err(Abort);
+                }
             };
 
             let elapsed = started.elapsed();
             let status = response.status();
+            trace.answered(status, error);
             self.request_series.observe(method, status, elapsed);
             if let Some(path) = path {
                 tracing::debug!(
@@ -558,42 +569,5 @@ impl<'a> InFlightGauge<'a> {
 impl Drop for InFlightGauge<'_> {
     fn drop(&mut self) {
         self.0.proxy_in_flight.dec();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn absolute_form_targets_are_checked_against_the_upstream() {
-        let up = TargetUrl::parse("https://api.example.com/v1", false).unwrap();
-        let listen: SocketAddr = "127.0.0.1:8080".parse().unwrap();
-        let ok = [
-            "api.example.com",
-            "API.example.com:443",
-            "127.0.0.1:8080",
-            "localhost:8080",
-            "[::1]:8080",
-        ];
-        for target in ok {
-            assert!(
-                accepts_target(&up, &target.parse().unwrap(), Some(listen)),
-                "{target}"
-            );
-        }
-        let refused = [
-            "evil.example.com",
-            "api.example.com:8443",
-            "api.example.com.evil.com",
-            "127.0.0.1:5432",
-            "localhost",
-        ];
-        for target in refused {
-            assert!(
-                !accepts_target(&up, &target.parse().unwrap(), Some(listen)),
-                "{target}"
-            );
-        }
     }
 }

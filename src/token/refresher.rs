@@ -31,6 +31,7 @@ use super::schedule::{
     self, Declined, FailedRequest, ForcedFacts, ForcedSpacing, InFlight, RejectionAnswer,
 };
 use crate::metrics::Metrics;
+use crate::otel::spans::TokenSpan;
 
 pub use super::handle::{RefreshState, TokenHandle, Unavailable};
 pub use super::schedule::RefreshPolicy;
@@ -170,6 +171,8 @@ async fn run<S: TokenSource>(source: S, mut refresher: Refresher) {
             Attempt::Forced => InFlight::Forced,
         };
         refresher.sending(requested);
+        // Its duration is the request's; a disabled span when tracing is off.
+        let span = TokenSpan::start(attempt == Attempt::Forced);
         let fetch = source.fetch();
         tokio::pin!(fetch);
         // Reports are answered while the request runs, so that a request
@@ -184,7 +187,10 @@ async fn run<S: TokenSource>(source: S, mut refresher: Refresher) {
                 }
             }
         };
-        refresher.record(result, requested, attempt);
+        match refresher.record(result, requested, attempt) {
+            Ok(generation) => span.ended("success", Some(generation)),
+            Err(kind) => span.ended(kind, None),
+        }
     }
 }
 
@@ -359,13 +365,14 @@ impl Refresher {
 
     /// Applies the outcome of a token request sent at `requested`, and
     /// publishes it with what readiness reads: when the renewal falls due,
-    /// the failures since, and the next attempt.
+    /// the failures since, and the next attempt. The new token's
+    /// generation, or the failure's kind.
     fn record(
         &mut self,
         result: Result<Issued, ExchangeError>,
         requested: Instant,
         attempt: Attempt,
-    ) {
+    ) -> Result<u64, &'static str> {
         self.metrics
             .token_request_duration
             .observe(requested.elapsed().as_secs_f64());
@@ -381,24 +388,28 @@ impl Refresher {
             .map_err(|err| ExchangeError::Malformed(err.to_string()))?;
             Ok((issued, token))
         });
-        match result {
+        let outcome = match result {
             Ok((issued, token)) => {
                 self.obtained(&issued, token, requested, attempt);
                 state.generation = self.generation;
                 state.consecutive_failures = 0;
                 state.last_error = None;
+                Ok(self.generation)
             }
             Err(err) => {
                 self.failed(&err, attempt);
                 state.consecutive_failures = self.failures;
+                let kind = err.kind();
                 state.last_error = Some(err);
+                Err(kind)
             }
-        }
+        };
         state.renewal_due_at = self.renewal_due;
         state.failures_since_due = self.failures_since_due;
         state.in_flight_since = None;
         state.next_attempt_at = Some(self.next_attempt);
         self.published.send_replace(state);
+        outcome
     }
 
     /// Holds a new token and schedules its renewal.

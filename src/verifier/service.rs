@@ -12,6 +12,7 @@ use hyper_util::client::legacy::Client;
 
 use super::assumptions::{self, MAX_CLAIMS_BYTES, Malformed, Progress, Started, Unusable};
 use crate::metrics::Metrics;
+use crate::otel::spans::{HttpSpan, VerifierCall};
 use crate::outbound::{self, Connector, FailureKind};
 use crate::target::TargetUrl;
 use crate::token::{AfterRejection, RejectionRule, Token, TokenHandle, WhenNoNewToken};
@@ -44,6 +45,22 @@ pub enum CallError {
     Unreachable(FailureKind),
     #[error("the service did not answer within {0:?}")]
     Timeout(Duration),
+}
+
+impl CallError {
+    /// Its span's `error.type`, in a word.
+    fn kind(&self) -> &'static str {
+        match self {
+            CallError::TokenUnavailable => "token_unavailable",
+            CallError::Answered(_) => "status",
+            CallError::Malformed(_) => "malformed",
+            CallError::Unusable(_) => "unusable",
+            CallError::TooLarge => "too_large",
+            CallError::CutOff => "cut_off",
+            CallError::Unreachable(kind) => kind.label(),
+            CallError::Timeout(_) => "timeout",
+        }
+    }
 }
 
 /// The service's verification API for one rule.
@@ -98,7 +115,8 @@ impl ServiceApi {
 
     /// Starts a session (assumption 1).
     pub async fn start(&self) -> Result<Started, CallError> {
-        let body = self.call(Method::POST, &self.rule).await?;
+        let trace = HttpSpan::verifier(VerifierCall::Start, &Method::POST, &self.rule);
+        let body = self.call(Method::POST, &self.rule, &trace).await?;
         assumptions::parse_started(&body).map_err(CallError::Malformed)
     }
 
@@ -109,8 +127,9 @@ impl ServiceApi {
         let uri: Uri = path
             .parse()
             .map_err(|_| CallError::Malformed(Malformed("has an unusable `transaction_id`")))?;
+        let trace = HttpSpan::verifier(VerifierCall::Poll, &Method::GET, &uri);
         let body = self
-            .call(Method::GET, &uri)
+            .call(Method::GET, &uri, &trace)
             .await
             .map_err(|err| match err {
                 CallError::TooLarge => CallError::Unusable(Unusable::Claims("are over 256 KiB")),
@@ -120,8 +139,30 @@ impl ServiceApi {
     }
 
     /// One call, with one renewal and retry after a 401; a 2xx answer's
-    /// body, or why there is none.
-    async fn call(&self, method: Method, uri: &Uri) -> Result<Bytes, CallError> {
+    /// body, or why there is none, also told to its span.
+    async fn call(&self, method: Method, uri: &Uri, trace: &HttpSpan) -> Result<Bytes, CallError> {
+        let answer = self.answer(method, uri, trace).await;
+        match &answer {
+            Ok((status, _)) => trace.answered(*status, None),
+            Err(err) => trace.failed(err.kind()),
+        }
+        let (status, body) = answer?;
+        if status == StatusCode::FORBIDDEN {
+            self.metrics.upstream_forbidden.inc();
+        }
+        match status.is_success() {
+            true => Ok(body),
+            false => Err(CallError::Answered(status)),
+        }
+    }
+
+    /// The service's last answer to a call, retried once after a 401.
+    async fn answer(
+        &self,
+        method: Method,
+        uri: &Uri,
+        trace: &HttpSpan,
+    ) -> Result<(StatusCode, Bytes), CallError> {
         let token = match self.tokens.get().await {
             Ok(token) => token,
             // Just started (a rolling restart, a serverless cold start):
@@ -134,25 +175,18 @@ impl ServiceApi {
                 .and_then(Result::ok)
                 .ok_or(CallError::TokenUnavailable)?,
         };
-        let (status, body) = self.send(&method, uri, &token).await?;
-        let (status, body) = if status == StatusCode::UNAUTHORIZED {
-            // No new token: `WhenNoNewToken::TellThePageToRetry`, the
-            // verifier's answer; not the account's refusal, and perhaps
-            // passing.
-            let AfterRejection::Retry(fresh) = self.rejections.after_401(&token).await else {
-                return Err(CallError::TokenUnavailable);
-            };
-            self.send(&method, uri, &fresh).await?
-        } else {
-            (status, body)
+        let (status, body) = self.send(&method, uri, &token, trace).await?;
+        if status != StatusCode::UNAUTHORIZED {
+            return Ok((status, body));
+        }
+        // No new token: `WhenNoNewToken::TellThePageToRetry`, the
+        // verifier's answer; not the account's refusal, and perhaps
+        // passing.
+        let AfterRejection::Retry(fresh) = self.rejections.after_401(&token).await else {
+            return Err(CallError::TokenUnavailable);
         };
-        if status == StatusCode::FORBIDDEN {
-            self.metrics.upstream_forbidden.inc();
-        }
-        match status.is_success() {
-            true => Ok(body),
-            false => Err(CallError::Answered(status)),
-        }
+        trace.resent();
+        self.send(&method, uri, &fresh, trace).await
     }
 
     /// One exchange, answer and body within the timeout.
@@ -161,6 +195,7 @@ impl ServiceApi {
         method: &Method,
         uri: &Uri,
         token: &Token,
+        trace: &HttpSpan,
     ) -> Result<(StatusCode, Bytes), CallError> {
         let mut request = Request::new(match *method == Method::POST {
             true => Full::new(assumptions::start_body()),
@@ -175,6 +210,7 @@ impl ServiceApi {
             HeaderValue::from_static(crate::USER_AGENT),
         );
         headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+        trace.propagate(headers);
         if *method == Method::POST {
             headers.insert(
                 header::CONTENT_TYPE,

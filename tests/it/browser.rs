@@ -67,7 +67,7 @@ async fn verifier_page_works_in_headless_chromium() {
         proxy: None,
         verifier: Some(TcpListener::bind("127.0.0.1:0").await.unwrap()),
     };
-    let demo = Demo::start(&config, listeners)
+    let demo = Demo::start(&config, listeners, &lanyard::otel::Telemetry::off())
         .await
         .expect("the demo starts");
     tokio::time::timeout(

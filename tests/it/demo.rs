@@ -21,7 +21,9 @@ async fn banner_curl_lines_start_poll_and_show_a_403() {
         proxy: Some(TcpListener::bind("127.0.0.1:0").await.unwrap().into()),
         verifier: Some(TcpListener::bind("127.0.0.1:0").await.unwrap()),
     };
-    let demo = Demo::start(&config, listeners).await.unwrap();
+    let demo = Demo::start(&config, listeners, &lanyard::otel::Telemetry::off())
+        .await
+        .unwrap();
     tokio::time::timeout(
         Duration::from_secs(10),
         demo.process.tokens.state().wait_for(|s| s.generation >= 1),

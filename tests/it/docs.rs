@@ -160,7 +160,9 @@ fn readme_metrics_table_matches_the_registry() {
         .map(|l| l.split('`').nth(1).unwrap().to_string())
         .collect();
     let registry = prometheus::Registry::new();
-    let metrics = lanyard::metrics::Metrics::register(&registry).unwrap();
+    let metrics =
+        lanyard::metrics::Metrics::register(&registry, lanyard::metrics::spans_dropped_counter())
+            .unwrap();
     // Vectors are gathered once they have a series; the proxy's get theirs
     // with the first request.
     metrics

@@ -17,6 +17,7 @@ mod listeners;
 mod log_format;
 mod memory;
 mod mock_api;
+mod otel;
 mod pool;
 mod process;
 mod properties;

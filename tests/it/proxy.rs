@@ -530,6 +530,7 @@ async fn metrics_are_exported_under_the_contract_names_and_pass_promtool() {
         ("lanyard_upstream_unauthorized_retries_total", "counter"),
         ("lanyard_upstream_forbidden_total", "counter"),
         ("lanyard_credentials_reloads_total", "counter"),
+        ("lanyard_otel_spans_dropped_total", "counter"),
         ("lanyard_build_info", "gauge"),
     ] {
         assert!(

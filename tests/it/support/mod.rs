@@ -10,6 +10,7 @@ use std::time::Duration;
 use lanyard::config::{Config, Flags, Requirement};
 use lanyard::mock::{MockAccount, MockService};
 
+pub mod child;
 pub mod flood;
 pub mod logs;
 pub mod node;
