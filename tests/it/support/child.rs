@@ -11,6 +11,9 @@ use tokio::sync::mpsc;
 
 use super::forward_lines;
 
+/// How long a wait for a log line lasts unless told otherwise.
+const LOG_WAIT: Duration = Duration::from_secs(20);
+
 /// A running `lanyard` whose stderr (its logs) and, when asked for, stdout
 /// are collected line by line.
 pub struct Process {
@@ -81,18 +84,35 @@ impl Process {
     /// Waits for a JSON log line whose message is `message`, keeping every
     /// line.
     pub async fn wait_for_log(&mut self, message: &str) -> serde_json::Value {
-        let line = self
-            .wait_for_line(message, |line| {
-                serde_json::from_str::<serde_json::Value>(line)
-                    .is_ok_and(|json| json["fields"]["message"] == message)
-            })
-            .await;
+        self.wait_for_log_within(message, LOG_WAIT).await
+    }
+
+    /// As [`Process::wait_for_log`], for up to `limit`.
+    pub async fn wait_for_log_within(
+        &mut self,
+        message: &str,
+        limit: Duration,
+    ) -> serde_json::Value {
+        let is_it = |line: &str| {
+            serde_json::from_str::<serde_json::Value>(line)
+                .is_ok_and(|json| json["fields"]["message"] == message)
+        };
+        let line = self.wait_for_line_within(message, is_it, limit).await;
         serde_json::from_str(&line).unwrap()
     }
 
     /// Waits for a log line `matches` accepts, keeping every line.
     pub async fn wait_for_line(&mut self, what: &str, matches: impl Fn(&str) -> bool) -> String {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        self.wait_for_line_within(what, matches, LOG_WAIT).await
+    }
+
+    async fn wait_for_line_within(
+        &mut self,
+        what: &str,
+        matches: impl Fn(&str) -> bool,
+        limit: Duration,
+    ) -> String {
+        let deadline = tokio::time::Instant::now() + limit;
         loop {
             let line = tokio::time::timeout_at(deadline, self.lines.recv())
                 .await
