@@ -12,8 +12,6 @@ use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue};
@@ -26,7 +24,7 @@ use tokio::task::JoinSet;
 use crate::support::child::Process;
 use crate::support::sidecar::{Answer, get, send};
 use crate::support::tls::TestCa;
-use crate::support::upstream::TestUpstream;
+use crate::support::upstream::{TestUpstream, serve_connection};
 use crate::support::{self, mock};
 
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -68,18 +66,7 @@ impl Collector {
                 let acceptor = acceptor.clone();
                 connections.spawn(async move {
                     let service = service_fn(move |req| receive(req, sender.clone()));
-                    let builder = auto::Builder::new(TokioExecutor::new());
-                    let _ = match acceptor {
-                        Some(acceptor) => match acceptor.accept(stream).await {
-                            Ok(tls) => builder.serve_connection(TokioIo::new(tls), service).await,
-                            Err(_) => return,
-                        },
-                        None => {
-                            builder
-                                .serve_connection(TokioIo::new(stream), service)
-                                .await
-                        }
-                    };
+                    serve_connection(stream, acceptor, service).await;
                 });
             }
         });

@@ -47,6 +47,37 @@ pub struct TestUpstream {
     _tasks: JoinSet<()>,
 }
 
+/// Serves one accepted connection, HTTP/1.1 or HTTP/2, in plain text or
+/// behind `acceptor`'s TLS: what every test server here does per
+/// connection.
+pub async fn serve_connection<S, B>(
+    stream: tokio::net::TcpStream,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    service: S,
+) where
+    S: hyper::service::Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let builder = auto::Builder::new(TokioExecutor::new());
+    // A connection that fails ends the test's exchange on it; the test
+    // sees that as the client's error.
+    let _ = match acceptor {
+        Some(acceptor) => match acceptor.accept(stream).await {
+            Ok(tls) => builder.serve_connection(TokioIo::new(tls), service).await,
+            Err(_) => return,
+        },
+        None => {
+            builder
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+        }
+    };
+}
+
 impl TestUpstream {
     pub async fn start(tls: Option<Arc<rustls::ServerConfig>>) -> TestUpstream {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -83,18 +114,7 @@ impl TestUpstream {
                         let released = released.subscribe();
                         async move { Ok::<_, Infallible>(answer(req, &slow_tx, released).await) }
                     });
-                    let builder = auto::Builder::new(TokioExecutor::new());
-                    let _ = match acceptor {
-                        Some(acceptor) => match acceptor.accept(stream).await {
-                            Ok(tls) => builder.serve_connection(TokioIo::new(tls), service).await,
-                            Err(_) => return,
-                        },
-                        None => {
-                            builder
-                                .serve_connection(TokioIo::new(stream), service)
-                                .await
-                        }
-                    };
+                    serve_connection(stream, acceptor, service).await;
                 });
                 while connections.try_join_next().is_some() {}
             }
