@@ -21,7 +21,6 @@ use lanyard::demo::{Demo, DemoListeners};
 use tokio::net::TcpListener;
 
 /// Debian's Chromium; playwright-core brings no browser of its own.
-const CHROMIUM: &str = "/usr/bin/chromium";
 /// The whole browser suite takes 20 to 30 s on two cores; a hang fails
 /// the test rather than the CI run.
 const SUITE_TIMEOUT: Duration = Duration::from_secs(300);
@@ -47,14 +46,8 @@ fn screenshot_dir() -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn verifier_page_works_in_headless_chromium() {
-    let browser_dir = support::node::dir("browser");
     // Blocking, but nothing is served yet.
-    support::node::ensure_packages(&browser_dir, "playwright-core");
-    assert!(
-        Path::new(CHROMIUM).is_file(),
-        "{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium), \
-         or run scripts/test, which does"
-    );
+    let browser_dir = support::node::browser();
 
     let config = Config::load(
         &Flags::default(),
@@ -89,7 +82,7 @@ async fn verifier_page_works_in_headless_chromium() {
             "BROWSER_TEST_CSP",
             lanyard::verifier::CONTENT_SECURITY_POLICY,
         )
-        .env("BROWSER_TEST_CHROMIUM", CHROMIUM)
+        .env("BROWSER_TEST_CHROMIUM", support::node::CHROMIUM)
         .env("BROWSER_TEST_SCREENSHOTS", screenshot_dir())
         .stdin(Stdio::null())
         .kill_on_drop(true)

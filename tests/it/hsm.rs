@@ -250,6 +250,16 @@ async fn run_with_the_pin_refused(mock: &MockService, hsm: &SoftHsm) -> Running 
     }
 }
 
+/// The key loaded anew, a second token signed with it, then a clean stop.
+async fn reloaded_then_renewed(mut running: Running, limit: Duration) {
+    running
+        .wait_for("credentials file changed: new credentials in use", limit)
+        .await;
+    let renewed = running.wait_for("token obtained", limit).await;
+    assert_eq!(renewed["fields"]["generation"], 2);
+    stop_with_no_pin(running).await;
+}
+
 async fn stop_with_no_pin(running: Running) {
     let (code, log) = running.stop().await;
     assert_eq!(code, Some(0));
@@ -263,15 +273,10 @@ async fn stop_with_no_pin(running: Running) {
 async fn a_corrected_pin_file_is_taken_up_after_the_token_refused_the_pin() {
     let mock = mock().await;
     let hsm = SoftHsm::with_key("rsa2048.pkcs8.pem");
-    let mut running = run_with_the_pin_refused(&mock, &hsm).await;
+    let running = run_with_the_pin_refused(&mock, &hsm).await;
     std::fs::write(hsm.pin_file(), format!("{NEW_PIN}\n")).unwrap();
     let limit = Duration::from_secs(20);
-    running
-        .wait_for("credentials file changed: new credentials in use", limit)
-        .await;
-    let renewed = running.wait_for("token obtained", limit).await;
-    assert_eq!(renewed["fields"]["generation"], 2);
-    stop_with_no_pin(running).await;
+    reloaded_then_renewed(running, limit).await;
 }
 
 /// A key whose PIN the token refused signs nothing more, whatever happens
@@ -294,12 +299,7 @@ async fn sighup_tries_the_pin_again_after_the_token_refused_it() {
             limit,
         )
         .await;
-    running
-        .wait_for("credentials file changed: new credentials in use", limit)
-        .await;
-    let renewed = running.wait_for("token obtained", limit).await;
-    assert_eq!(renewed["fields"]["generation"], 2);
-    stop_with_no_pin(running).await;
+    reloaded_then_renewed(running, limit).await;
 }
 
 /// The token goes away under a running lanyard: the scheduled renewal

@@ -43,7 +43,6 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
 /// Debian's Chromium; playwright-core brings no browser of its own.
-const CHROMIUM: &str = "/usr/bin/chromium";
 /// The page test, a file `tests/it/browser.rs` does not run (it runs the
 /// `*.test.mjs` directly in `tests/browser` against the demo).
 const PAGE_TEST: &str = "tests/browser/replicas/rolling-restart.test.mjs";
@@ -216,14 +215,8 @@ async fn every_poll_through_the_balancer_reaches_the_session_during_a_rolling_re
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_ends_with_the_claims_through_a_rolling_restart_of_every_replica() {
-    let browser_dir = support::node::dir("browser");
     // Blocking, but nothing is served yet.
-    support::node::ensure_packages(&browser_dir, "playwright-core");
-    assert!(
-        Path::new(CHROMIUM).is_file(),
-        "{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium), \
-         or run scripts/test, which does"
-    );
+    let browser_dir = support::node::browser();
     let mock = support::mock().await;
     let mut fleet = Fleet::start(&mock, 2).await;
     let (control, mut restart_requests) = control().await;
@@ -240,7 +233,7 @@ async fn the_page_ends_with_the_claims_through_a_rolling_restart_of_every_replic
             "BROWSER_TEST_CSP",
             lanyard::verifier::CONTENT_SECURITY_POLICY,
         )
-        .env("BROWSER_TEST_CHROMIUM", CHROMIUM)
+        .env("BROWSER_TEST_CHROMIUM", support::node::CHROMIUM)
         .env("BROWSER_TEST_SCREENSHOTS", screenshot_dir())
         .env("BROWSER_TEST_CONTROL_URL", &control)
         .env(

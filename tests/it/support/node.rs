@@ -160,3 +160,20 @@ pub fn passed_report(output: &std::process::Output, context: &str) -> u32 {
     );
     count("tests")
 }
+
+/// Debian's chromium, which the page tests drive (playwright-core brings
+/// no browser).
+pub const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// The page tests' directory, its npm packages installed, once Debian's
+/// chromium is known to be there.
+pub fn browser() -> PathBuf {
+    let dir = dir("browser");
+    ensure_packages(&dir, "playwright-core");
+    assert!(
+        Path::new(CHROMIUM).is_file(),
+        "{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium), \
+         or run scripts/test, which does"
+    );
+    dir
+}
