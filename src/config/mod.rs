@@ -63,8 +63,8 @@ pub use settings::{
 };
 pub use sources::{Env, Flags, NotUnicode, ProcessEnv, Source, Sourced, io_reason};
 pub use values::{
-    ByteSize, FileMode, ListenAddr, LogFormat, MIN_SESSION_KEY_BYTES, Rate, SessionKeys, Shown,
-    WalletBaseUrl, parse_duration,
+    ByteSize, FileMode, ListenAddr, LogFormat, MIN_SESSION_KEY_BYTES, Rate, SOCKET_STAGING_ROOM,
+    SessionKeys, Shown, WalletBaseUrl, parse_duration,
 };
 pub use verifier::{VerifierRates, is_path_segment};
 

@@ -154,6 +154,10 @@ impl std::fmt::Display for ListenAddr {
 /// The longest path a Unix socket address holds (`sun_path`, less its
 /// terminating zero, on Linux).
 const MAX_SOCKET_PATH: usize = 107;
+/// What the private directory lanyard binds in first adds to the socket's
+/// directory (`/.lanyard-bind.<pid>/s`, `process::unix`, whose tests check
+/// the two agree): that path must fit a socket address too.
+pub const SOCKET_STAGING_ROOM: usize = 24;
 
 pub(super) fn read_listen(raw: &str) -> Result<ListenAddr, String> {
     let Some(path) = raw.strip_prefix("unix:") else {
@@ -168,9 +172,14 @@ pub(super) fn read_listen(raw: &str) -> Result<ListenAddr, String> {
             "`{raw}`: a Unix socket's path must be absolute (like unix:/run/lanyard/lanyard.sock)"
         ));
     }
-    if path.len() > MAX_SOCKET_PATH || path.ends_with('/') {
+    let dir = path.rfind('/').map_or(0, |slash| slash);
+    if path.len() > MAX_SOCKET_PATH
+        || dir + SOCKET_STAGING_ROOM > MAX_SOCKET_PATH
+        || path.ends_with('/')
+    {
         return Err(format!(
-            "`{raw}`: a Unix socket's path must name a file and hold at most {MAX_SOCKET_PATH} bytes"
+            "`{raw}`: a Unix socket's path must name a file and hold at most {MAX_SOCKET_PATH} bytes, its directory at most {} (lanyard binds in a private directory there first)",
+            MAX_SOCKET_PATH - SOCKET_STAGING_ROOM
         ));
     }
     Ok(ListenAddr::Unix(PathBuf::from(path)))

@@ -102,14 +102,14 @@ impl Drains {
         drop(watches);
         let _ = stopped.wait_for(|stop| *stop).await;
         draining.store(true, Ordering::Release);
+        // The listeners stop accepting now: a client that comes later
+        // finds no socket rather than one that refuses it.
+        drop(socket_file);
         tracing::info!(
             grace_s = grace.as_secs(),
             "shutting down: draining in-flight requests"
         );
         clients.drain().await;
-        // Gone once nothing serves it, so that a client finds no socket
-        // rather than one that refuses it.
-        drop(socket_file);
         let drained = outcome.drained();
         match drained {
             Drained::Completely => tracing::info!("every in-flight request finished"),

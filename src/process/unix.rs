@@ -1,10 +1,11 @@
 //! The proxy's Unix socket (`LANYARD_LISTEN=unix:/path`, README "Listening
-//! on a Unix socket"): bound with its permissions from the first moment,
-//! a stale file from a crash replaced, and the file removed at exit.
+//! on a Unix socket"): reachable only once it has its permissions, a stale
+//! file from a crash replaced and nothing else ever, and the file removed
+//! as the proxy stops.
 
 use std::fs;
 use std::io;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use tokio::net::UnixListener;
@@ -17,6 +18,7 @@ use crate::config::FileMode;
 #[derive(Debug)]
 pub struct SocketFile {
     path: PathBuf,
+    device: u64,
     inode: u64,
 }
 
@@ -28,16 +30,19 @@ impl SocketFile {
 
 impl Drop for SocketFile {
     fn drop(&mut self) {
-        let ours = fs::symlink_metadata(&self.path).is_ok_and(|meta| meta.ino() == self.inode);
+        let ours = fs::symlink_metadata(&self.path)
+            .is_ok_and(|meta| meta.dev() == self.device && meta.ino() == self.inode);
         if ours && let Err(err) = fs::remove_file(&self.path) {
             tracing::warn!(path = %self.path.display(), error = %err, "cannot remove the proxy's socket file");
         }
     }
 }
 
-/// Listens on `path` with `mode`. The socket is bound under a temporary
-/// name in the same directory, given its mode, then renamed into place, so
-/// that it is never reachable with the permissions the umask would give.
+/// Listens on `path` with `mode`. The socket is bound in a private
+/// directory (mode 0700) beside `path`, given its mode, then hard-linked
+/// into place: nobody can connect before it has its mode, and a link,
+/// unlike a rename, never replaces a file that appeared at `path`
+/// meanwhile.
 pub fn bind_unix(path: &Path, mode: FileMode) -> Result<(UnixListener, SocketFile), Failure> {
     let failed = |what: &str, err: &dyn std::fmt::Display| {
         Failure::Runtime(format!(
@@ -45,8 +50,8 @@ pub fn bind_unix(path: &Path, mode: FileMode) -> Result<(UnixListener, SocketFil
             path.display()
         ))
     };
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return Err(failed("not a file's path", &"no directory or name"));
+    let Some(dir) = path.parent() else {
+        return Err(failed("not a file's path", &"no directory"));
     };
     if !dir.is_dir() {
         return Err(failed(
@@ -58,34 +63,44 @@ pub fn bind_unix(path: &Path, mode: FileMode) -> Result<(UnixListener, SocketFil
         ));
     }
     clear_stale(path).map_err(|why| failed("the path is taken", &why))?;
-    let staging = dir.join(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    // A leftover of a process with this one's id, which a container's
-    // restart reuses.
+    let private = dir.join(format!("{STAGING_PREFIX}{}", std::process::id()));
+    let staging = private.join(STAGING_NAME);
+    // A leftover of a process with this one's id (a container's restart
+    // reuses it); removing a directory fails unless it is an empty one.
     let _ = fs::remove_file(&staging);
-    let listener = UnixListener::bind(&staging).map_err(|err| failed("cannot bind", &err))?;
-    let placed = fs::set_permissions(&staging, fs::Permissions::from_mode(mode.0))
-        .and_then(|()| fs::rename(&staging, path))
-        .and_then(|()| fs::symlink_metadata(path));
-    match placed {
-        Ok(meta) => Ok((
-            listener,
-            SocketFile {
-                path: path.to_owned(),
-                inode: meta.ino(),
-            },
-        )),
-        Err(err) => {
-            let _ = fs::remove_file(&staging);
-            Err(failed(
-                "cannot set its permissions and move it into place",
-                &err,
-            ))
-        }
-    }
+    let _ = fs::remove_dir(&private);
+    fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&private)
+        .map_err(|err| failed("cannot make a private directory to bind in", &err))?;
+    let placed = place(&staging, path, mode);
+    let _ = fs::remove_file(&staging);
+    let _ = fs::remove_dir(&private);
+    placed.map_err(|(what, err)| failed(what, &err))
+}
+
+/// Where [`bind_unix`] binds first, in the socket's directory: a private
+/// directory named for the process, holding one socket.
+const STAGING_PREFIX: &str = ".lanyard-bind.";
+const STAGING_NAME: &str = "s";
+
+fn place(
+    staging: &Path,
+    path: &Path,
+    mode: FileMode,
+) -> Result<(UnixListener, SocketFile), (&'static str, io::Error)> {
+    let listener = UnixListener::bind(staging).map_err(|err| ("cannot bind", err))?;
+    fs::set_permissions(staging, fs::Permissions::from_mode(mode.0))
+        .map_err(|err| ("cannot set its permissions", err))?;
+    // Ours is the inode bound here, whatever may come to stand at `path`.
+    let meta = fs::symlink_metadata(staging).map_err(|err| ("cannot read it back", err))?;
+    fs::hard_link(staging, path).map_err(|err| ("cannot link it into place", err))?;
+    let file = SocketFile {
+        path: path.to_owned(),
+        device: meta.dev(),
+        inode: meta.ino(),
+    };
+    Ok((listener, file))
 }
 
 /// Why `path` cannot be listened on, after removing it when it is a stale
@@ -109,5 +124,19 @@ fn clear_stale(path: &Path) -> Result<(), String> {
             Ok(())
         }
         Err(err) => Err(format!("cannot tell whether it is in use: {err}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_settings_leave_room_for_the_private_directory() {
+        // What the private directory and its socket add to the
+        // directory's path, a Linux pid having at most 7 digits.
+        let longest_pid = "4194304";
+        let staging = format!("/{STAGING_PREFIX}{longest_pid}/{STAGING_NAME}");
+        assert_eq!(staging.len(), crate::config::SOCKET_STAGING_ROOM);
     }
 }

@@ -147,7 +147,6 @@ pub struct ProxySetup {
 impl ProxySetup {
     /// `listen` is the proxy's own TCP address, which absolute-form
     /// requests may name (none on a Unix socket).
-    /// may name.
     pub fn new(
         connector: Connector,
         listen: Option<SocketAddr>,

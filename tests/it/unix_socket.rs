@@ -163,7 +163,7 @@ async fn a_file_that_is_not_a_socket_or_a_socket_in_use_is_left_alone() {
 }
 
 #[tokio::test]
-async fn the_socket_file_is_removed_once_the_proxy_has_drained() {
+async fn the_socket_file_is_removed_at_shutdown() {
     let running = start(&[]).await;
     assert!(running.socket.exists());
     running.process.shutdown();

@@ -57,6 +57,13 @@ fn a_unix_socket_listener_takes_an_absolute_path_and_a_mode_closed_to_others() {
     let long = format!("unix:/{}", "x".repeat(107));
     let err = load(&[api, ("LANYARD_LISTEN", &long)]).unwrap_err();
     assert!(err.lines()[0].contains("at most 107 bytes"), "{err}");
+    // Short enough itself, but its directory leaves no room for the
+    // private directory lanyard binds in first.
+    let deep = format!("unix:/{}/s", "d".repeat(90));
+    let err = load(&[api, ("LANYARD_LISTEN", &deep)]).unwrap_err();
+    assert!(err.lines()[0].contains("its directory at most 83"), "{err}");
+    let fits = format!("unix:/{}/lanyard.sock", "d".repeat(82));
+    load(&[api, ("LANYARD_LISTEN", &fits)]).unwrap();
 }
 
 #[test]
