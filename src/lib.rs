@@ -26,6 +26,7 @@
 //! - [`target`]: the URL a token is sent to (the upstream's base, the token endpoint): checked and split once, request targets joined onto it within its prefix.
 //! - [`proxy`]: the forwarding service: the absolute-form check, bodies and replay, hop-by-hop headers, 401 retry.
 //! - [`client_body`]: a client's request body, bounded in time, its failures told apart from the upstream's.
+//! - `percent`: percent-decoding held to the letter, for URIs and lists users write.
 //! - [`pool`]: upstream connections, pooled per proxy thread under one process-wide cap.
 //! - [`admin`]: `/healthz`, `/readyz`, `/metrics`.
 //! - [`server`]: the accept loop over a given listener (limits, per-client cap, refusals and their headers handed to it), thread balancing, one connection's protocols.
@@ -49,6 +50,7 @@ pub mod metrics;
 pub mod mock;
 pub mod otel;
 pub mod outbound;
+mod percent;
 pub mod pool;
 pub mod process;
 pub mod proxy;

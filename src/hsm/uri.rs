@@ -259,32 +259,12 @@ fn split_attribute(attribute: &str) -> Result<(&str, &str), HsmError> {
 
 /// Percent-decodes a value (RFC 3986 §2.1).
 fn decode(name: &str, value: &str) -> Result<Vec<u8>, HsmError> {
-    let bytes = value.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] != b'%' {
-            out.push(bytes[i]);
-            i += 1;
-            continue;
-        }
-        // Two hex digits, checked as such: from_str_radix alone takes a
-        // sign, so `%+1` would decode.
-        let digits = bytes
-            .get(i + 1..i + 3)
-            .filter(|pair| pair.iter().all(u8::is_ascii_hexdigit))
-            .and_then(|pair| std::str::from_utf8(pair).ok())
-            .and_then(|pair| u8::from_str_radix(pair, 16).ok());
-        let Some(byte) = digits else {
-            return Err(uri_error(format!(
-                "a `%` in `{}` is not followed by two hex digits",
-                shown(name)
-            )));
-        };
-        out.push(byte);
-        i += 3;
-    }
-    Ok(out)
+    crate::percent::decode(value).ok_or_else(|| {
+        uri_error(format!(
+            "a `%` in `{}` is not followed by two hex digits",
+            shown(name)
+        ))
+    })
 }
 
 /// A percent-decoded value that must be text (labels, paths).

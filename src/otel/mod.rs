@@ -186,7 +186,7 @@ fn pipeline(
         .as_ref()
         .map(|(variable, path)| (*variable, path.as_path()));
     let client = CollectorClient::new(ca_file, certificate, settings.timeout)?;
-    // As given: the exporter percent-decodes them.
+    // Decoded when read: the exporter sends what it is given as it is.
     let headers: HashMap<String, String> = settings
         .headers
         .iter()

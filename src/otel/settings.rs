@@ -300,7 +300,8 @@ impl<E: Env> Vars<'_, E> {
                 .into_iter()
                 .map(|(key, value)| {
                     let header = HeaderName::from_bytes(key.as_bytes()).map_err(|_| ())?;
-                    HeaderValue::from_str(&percent_decode(value)?).map_err(|_| ())?;
+                    let value = percent_decode(value)?;
+                    HeaderValue::from_str(&value).map_err(|_| ())?;
                     Ok((header, Secret::new(value)))
                 })
                 .collect::<Result<Vec<_>, ()>>()
@@ -485,21 +486,9 @@ fn pairs(list: &str) -> Result<Vec<(&str, &str)>, ()> {
 
 /// Percent-decoding (RFC 3986 §2.1) to UTF-8; `+` stays a plus.
 fn percent_decode(text: &str) -> Result<String, ()> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut at = 0;
-    while at < bytes.len() {
-        if bytes[at] == b'%' {
-            let hex = bytes.get(at + 1..at + 3).ok_or(())?;
-            let hex = std::str::from_utf8(hex).map_err(|_| ())?;
-            out.push(u8::from_str_radix(hex, 16).map_err(|_| ())?);
-            at += 3;
-        } else {
-            out.push(bytes[at]);
-            at += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| ())
+    crate::percent::decode(text)
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .ok_or(())
 }
 
 #[cfg(test)]

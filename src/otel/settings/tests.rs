@@ -108,14 +108,14 @@ fn signal_specific_variables_win_over_the_general_ones() {
 }
 
 #[test]
-fn headers_are_kept_encoded_for_the_exporter_and_never_shown() {
+fn headers_are_decoded_for_the_exporter_and_never_shown() {
     let settings = on(&[AT, (HEADERS, "api-key=s3cr3t%20key, X-Tenant = t1 ,,")]);
     let headers: Vec<(&str, &str)> = settings
         .headers
         .iter()
         .map(|(name, value)| (name.as_str(), value.expose()))
         .collect();
-    assert_eq!(headers, [("api-key", "s3cr3t%20key"), ("x-tenant", "t1")]);
+    assert_eq!(headers, [("api-key", "s3cr3t key"), ("x-tenant", "t1")]);
     assert!(!format!("{settings:?}").contains("s3cr3t"));
 }
 
