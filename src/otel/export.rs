@@ -153,33 +153,53 @@ struct Exporting<E> {
 
 impl<E: SpanExporter> Exporting<E> {
     /// Batches spans as they come and exports a batch when it is full or
-    /// the schedule delay has passed, until told to stop.
+    /// the schedule delay has passed, until told to stop; then flushes
+    /// within the bound it was told.
     async fn run(mut self, mut stop: oneshot::Receiver<Duration>) {
         let mut tick = tokio::time::interval(self.options.schedule_delay);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let bound = loop {
-            tokio::select! {
+        let deadline = loop {
+            let due = tokio::select! {
                 biased;
-                bound = &mut stop => break bound.unwrap_or(Duration::ZERO),
+                bound = &mut stop => break Instant::now() + bound.unwrap_or(Duration::ZERO),
                 span = self.queued.recv() => match span {
                     Some(span) => {
                         self.batch.push(span);
-                        if self.batch.len() >= self.options.max_batch {
-                            self.export(self.options.export_timeout).await;
-                        }
+                        self.batch.len() >= self.options.max_batch
                     }
                     // Every sender gone: the processor was dropped unasked.
-                    None => break Duration::ZERO,
+                    None => break Instant::now(),
                 },
-                _ = tick.tick() => {
-                    if !self.batch.is_empty() {
-                        self.export(self.options.export_timeout).await;
-                    }
-                }
+                _ = tick.tick() => !self.batch.is_empty(),
+            };
+            if due && let Some(deadline) = self.export_or_stop(&mut stop).await {
+                break deadline;
             }
         };
-        self.flush(Instant::now() + bound).await;
+        self.flush(deadline).await;
         let _ = self.exporter.shutdown_with_timeout(Duration::ZERO);
+    }
+
+    /// Exports the batch within the export timeout; should the stop come
+    /// meanwhile, the export in flight gets what the exit's bound leaves,
+    /// and the deadline is returned.
+    async fn export_or_stop(&mut self, stop: &mut oneshot::Receiver<Duration>) -> Option<Instant> {
+        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(self.options.max_batch));
+        let spans = batch.len() as u64;
+        let limit = self.options.export_timeout;
+        let export = tokio::time::timeout(limit, self.exporter.export(batch));
+        tokio::pin!(export);
+        let (result, stopped) = tokio::select! {
+            biased;
+            result = &mut export => (result, None),
+            bound = stop => {
+                let deadline = Instant::now() + bound.unwrap_or(Duration::ZERO);
+                let result = tokio::time::timeout_at(deadline, export).await.unwrap_or_else(Err);
+                (result, Some(deadline))
+            }
+        };
+        self.settle(result, spans, limit);
+        stopped
     }
 
     /// The exit: every span still queued exported by `deadline`, or
@@ -206,7 +226,19 @@ impl<E: SpanExporter> Exporting<E> {
     async fn export(&mut self, limit: Duration) {
         let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(self.options.max_batch));
         let spans = batch.len() as u64;
-        let why = match tokio::time::timeout(limit, self.exporter.export(batch)).await {
+        let result = tokio::time::timeout(limit, self.exporter.export(batch)).await;
+        self.settle(result, spans, limit);
+    }
+
+    /// Counts an export's spans as dropped, and logs (at most once a
+    /// minute), unless it succeeded.
+    fn settle(
+        &self,
+        result: Result<OTelSdkResult, tokio::time::error::Elapsed>,
+        spans: u64,
+        limit: Duration,
+    ) {
+        let why = match result {
             Ok(Ok(())) => return,
             Ok(Err(err)) => err.to_string(),
             Err(_) => format!("no answer within {} ms", limit.as_millis()),
@@ -339,6 +371,27 @@ mod tests {
         let took = started.elapsed().unwrap();
         assert!(took < Duration::from_secs(2), "{took:?}");
         assert_eq!(s.dropped.get(), 4);
+    }
+
+    /// An export already in flight when the exit comes (the collector
+    /// stuck on a full batch) gets the exit's bound, not its own timeout:
+    /// the exit is as short, and what is still queued is counted too.
+    #[test]
+    fn the_exit_is_bounded_with_an_export_in_flight() {
+        let options = BatchOptions {
+            max_batch: 2,
+            ..BatchOptions::default()
+        };
+        let s = setup(options, false, Sampler::AlwaysOn);
+        end_spans(&s.provider, 3);
+        assert_eq!(s.batches.recv_timeout(WAIT), Ok(2));
+        let started = std::time::SystemTime::now();
+        s.provider
+            .shutdown_with_timeout(Duration::from_millis(100))
+            .unwrap();
+        let took = started.elapsed().unwrap();
+        assert!(took < Duration::from_secs(2), "{took:?}");
+        assert_eq!(s.dropped.get(), 3);
     }
 
     #[test]
