@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::support::child::Process;
+use crate::support::flood::{metric, until_metric};
 use crate::support::sidecar::{Answer, get, send};
 use crate::support::tls::TestCa;
 use crate::support::upstream::{TestUpstream, serve_connection};
@@ -200,28 +201,6 @@ async fn get_in_the_apps_trace(proxy: &str) -> (serde_json::Value, String) {
         .trim_start_matches("Bearer ")
         .to_string();
     (echo["headers"].clone(), token)
-}
-
-async fn metric(admin: &str, name: &str) -> f64 {
-    let scrape = get(&format!("{admin}/metrics")).await;
-    String::from_utf8_lossy(&scrape.body)
-        .lines()
-        .find_map(|line| line.strip_prefix(name)?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in /metrics"))
-}
-
-/// Scrapes until `name` is above 0: the export thread counts on its own
-/// schedule, and its count is only seen on `/metrics`.
-async fn metric_moves(admin: &str, name: &str) -> f64 {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let value = metric(admin, name).await;
-        if value > 0.0 {
-            return value;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{name} stayed 0");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test]
@@ -430,7 +409,12 @@ async fn with_the_collector_down_requests_succeed_and_dropped_spans_are_counted(
         let answer = get(&format!("{}/v1/things", lanyard.process.proxy)).await;
         assert_eq!(answer.status, StatusCode::OK);
     }
-    metric_moves(&lanyard.process.admin, "lanyard_otel_spans_dropped_total").await;
+    until_metric(
+        &lanyard.process.admin,
+        "lanyard_otel_spans_dropped_total",
+        |v| v > 0.0,
+    )
+    .await;
     lanyard.process.terminate();
     let (code, log) = lanyard.process.finish().await;
     assert_eq!(code, Some(0), "{log}");
