@@ -266,6 +266,39 @@ impl MockService {
     }
 }
 
+/// A connection's failure, as the server saw it.
+pub type ConnectionError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Serves one accepted connection, HTTP/1.1 or HTTP/2, in plain text or
+/// behind `acceptor`'s TLS: the mock's, and the test servers' (the
+/// integration tests' upstream and OTLP collector).
+pub async fn serve_connection<S, B>(
+    stream: tokio::net::TcpStream,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    service: S,
+) -> Result<(), ConnectionError>
+where
+    S: hyper::service::Service<Request<Incoming>, Response = http::Response<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<ConnectionError>,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<ConnectionError>,
+{
+    let builder = auto::Builder::new(TokioExecutor::new());
+    match acceptor {
+        Some(acceptor) => {
+            let tls = acceptor.accept(stream).await?;
+            builder.serve_connection(TokioIo::new(tls), service).await
+        }
+        None => {
+            builder
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+        }
+    }
+}
+
 async fn accept_loop(
     listener: TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
@@ -290,19 +323,7 @@ async fn accept_loop(
                 let mock = mock.clone();
                 async move { route(&mock, req).await }
             });
-            let builder = auto::Builder::new(TokioExecutor::new());
-            let result = match acceptor {
-                Some(acceptor) => match acceptor.accept(stream).await {
-                    Ok(tls) => builder.serve_connection(TokioIo::new(tls), service).await,
-                    Err(_) => return,
-                },
-                None => {
-                    builder
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await
-                }
-            };
-            if let Err(err) = result {
+            if let Err(err) = serve_connection(stream, acceptor, service).await {
                 tracing::debug!(error = %err, "mock connection ended");
             }
         });

@@ -25,7 +25,7 @@ use crate::support::child::Process;
 use crate::support::flood::{metric, until_metric};
 use crate::support::sidecar::{Answer, get, send};
 use crate::support::tls::TestCa;
-use crate::support::upstream::{TestUpstream, serve_connection};
+use crate::support::upstream::TestUpstream;
 use crate::support::{self, mock};
 
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -67,7 +67,7 @@ impl Collector {
                 let acceptor = acceptor.clone();
                 connections.spawn(async move {
                     let service = service_fn(move |req| receive(req, sender.clone()));
-                    serve_connection(stream, acceptor, service).await;
+                    let _ = lanyard::mock::serve_connection(stream, acceptor, service).await;
                 });
             }
         });

@@ -26,8 +26,7 @@ use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Either, Full};
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
+use lanyard::mock::serve_connection;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -45,37 +44,6 @@ pub struct TestUpstream {
     slow_started: watch::Receiver<u64>,
     release: Arc<watch::Sender<bool>>,
     _tasks: JoinSet<()>,
-}
-
-/// Serves one accepted connection, HTTP/1.1 or HTTP/2, in plain text or
-/// behind `acceptor`'s TLS: what every test server here does per
-/// connection.
-pub async fn serve_connection<S, B>(
-    stream: tokio::net::TcpStream,
-    acceptor: Option<tokio_rustls::TlsAcceptor>,
-    service: S,
-) where
-    S: hyper::service::Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    B: hyper::body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let builder = auto::Builder::new(TokioExecutor::new());
-    // A connection that fails ends the test's exchange on it; the test
-    // sees that as the client's error.
-    let _ = match acceptor {
-        Some(acceptor) => match acceptor.accept(stream).await {
-            Ok(tls) => builder.serve_connection(TokioIo::new(tls), service).await,
-            Err(_) => return,
-        },
-        None => {
-            builder
-                .serve_connection(TokioIo::new(stream), service)
-                .await
-        }
-    };
 }
 
 impl TestUpstream {
@@ -114,7 +82,8 @@ impl TestUpstream {
                         let released = released.subscribe();
                         async move { Ok::<_, Infallible>(answer(req, &slow_tx, released).await) }
                     });
-                    serve_connection(stream, acceptor, service).await;
+                    // A failed connection is the client's error to see.
+                    let _ = serve_connection(stream, acceptor, service).await;
                 });
                 while connections.try_join_next().is_some() {}
             }
