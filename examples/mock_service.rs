@@ -192,7 +192,7 @@ async fn run(args: Args) -> Result<(), String> {
     let counters = mock.counters();
     println!("stats_token_requests={}", counters.token_requests);
     println!("stats_tokens_issued={}", counters.tokens_issued);
-    println!("stats_token_refusals={}", mock.refusals().len());
+    println!("stats_token_refusals={}", counters.token_refusals);
     println!("stats_api_requests={}", counters.api_requests);
     println!("stats_token_events_lost={events_lost}");
     for (label, client_id) in ACCOUNTS {

@@ -208,6 +208,7 @@ impl Metrics {
     }
 
     /// For tests and tools that need metrics but do not export them.
+    #[cfg(feature = "test-support")]
     pub fn unregistered() -> Self {
         // Registering into a fresh registry cannot collide.
         Self::register(&Registry::new(), spans_dropped_counter())

@@ -37,6 +37,9 @@ pub struct MockCounters {
     pub token_requests: u64,
     /// Tokens issued.
     pub tokens_issued: u64,
+    /// Token requests refused with an OAuth error (a bad assertion, an
+    /// unknown account); injected faults and outages are not refusals.
+    pub token_refusals: u64,
     /// Requests that reached the API (under `/api`), counted before
     /// authentication, so refused ones count too.
     pub api_requests: u64,
@@ -74,10 +77,12 @@ impl Accounts {
         self.counters.send_modify(change);
     }
 
+    #[cfg(feature = "test-support")]
     pub(super) fn counters(&self) -> MockCounters {
         *self.counters.borrow()
     }
 
+    #[cfg(feature = "test-support")]
     pub(super) fn watch_counters(&self) -> watch::Receiver<MockCounters> {
         self.counters.subscribe()
     }

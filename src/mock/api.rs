@@ -182,6 +182,7 @@ impl Api {
         &self.verifications
     }
 
+    #[cfg(feature = "test-support")]
     pub(super) fn last_request(&self) -> Option<ApiRequestLog> {
         self.last_request.lock().clone()
     }

@@ -44,6 +44,7 @@ mod wallet_page;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+#[cfg(feature = "test-support")]
 use std::time::SystemTime;
 
 use http::{Request, StatusCode};
@@ -52,6 +53,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
+#[cfg(feature = "test-support")]
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinSet;
 use tracing::Instrument;
@@ -154,6 +156,7 @@ impl MockService {
     }
 
     /// Queues a fault for the next token request.
+    #[cfg(feature = "test-support")]
     pub fn push_fault(&self, fault: Fault) {
         self.mock.token.push_fault(fault);
     }
@@ -162,16 +165,19 @@ impl MockService {
     /// until switched off again: an outage, as opposed to the one-shot
     /// [`push_fault`](Self::push_fault). Queued faults wait for it to end.
     /// Tokens already issued stay valid at the API.
+    #[cfg(feature = "test-support")]
     pub fn set_token_outage(&self, on: bool) {
         self.mock.token.set_outage(on);
     }
 
     /// Sets the `expires_in` of issued tokens; `None` omits the field.
+    #[cfg(feature = "test-support")]
     pub fn set_expires_in(&self, seconds: Option<i64>) {
         self.mock.token.set_expires_in(seconds);
     }
 
     /// Makes every token issued so far unknown, as if revoked.
+    #[cfg(feature = "test-support")]
     pub fn revoke_all_tokens(&self) {
         self.mock.accounts.lock().tokens.clear();
     }
@@ -180,12 +186,14 @@ impl MockService {
     /// it is issued: the token endpoint grants it, the API answers 401 to
     /// it. Together with [`revoke_all_tokens`](Self::revoke_all_tokens),
     /// an API that rejects every token.
+    #[cfg(feature = "test-support")]
     pub fn set_revoke_on_issue(&self, revoke: bool) {
         self.mock.token.set_revoke_on_issue(revoke);
     }
 
     /// Makes every token issued so far expired, so the API answers 401
     /// saying so. Tokens issued later live their normal lifetime.
+    #[cfg(feature = "test-support")]
     pub fn expire_all_tokens(&self) {
         let now = SystemTime::now();
         for token in self.mock.accounts.lock().tokens.values_mut() {
@@ -204,6 +212,7 @@ impl MockService {
 
     /// Registers a rule that has its id but is not yet published: the API
     /// answers 404 for it, since only a published rule is usable at runtime.
+    #[cfg(feature = "test-support")]
     pub fn add_draft_rule(&self, project_id: impl Into<String>, rule_id: impl Into<String>) {
         let verifications = self.mock.api.verifications();
         verifications.add_rule(project_id.into(), rule_id.into(), false);
@@ -216,6 +225,7 @@ impl MockService {
     }
 
     /// Where the simulated wallet presents a credential for a session.
+    #[cfg(feature = "test-support")]
     pub fn wallet_present_url(&self, transaction_id: &str) -> String {
         self.mock
             .api
@@ -224,15 +234,18 @@ impl MockService {
     }
 
     /// The most recent request that reached the API, as it arrived.
+    #[cfg(feature = "test-support")]
     pub fn last_api_request(&self) -> Option<ApiRequestLog> {
         self.mock.api.last_request()
     }
 
+    #[cfg(feature = "test-support")]
     pub fn counters(&self) -> MockCounters {
         self.mock.accounts.counters()
     }
 
     /// Watch the counters to await an event without sleeping.
+    #[cfg(feature = "test-support")]
     pub fn watch_counters(&self) -> watch::Receiver<MockCounters> {
         self.mock.accounts.watch_counters()
     }
@@ -240,21 +253,19 @@ impl MockService {
     /// Every token request answered from now on, one event each, in
     /// order. A subscriber more than a few thousand events behind misses
     /// the oldest and is told how many (`RecvError::Lagged`).
+    #[cfg(feature = "test-support")]
     pub fn token_events(&self) -> broadcast::Receiver<TokenEvent> {
         self.mock.token.events()
     }
 
     /// The most recent token request that was granted.
+    #[cfg(feature = "test-support")]
     pub fn last_accepted(&self) -> Option<TokenRequestLog> {
         self.mock.token.last_accepted()
     }
 
-    /// Why token requests were refused, oldest first.
-    pub fn refusals(&self) -> Vec<String> {
-        self.mock.token.refusals()
-    }
-
     /// The client id a live token was issued to, if it is one.
+    #[cfg(feature = "test-support")]
     pub fn token_owner(&self, token: &str) -> Option<String> {
         self.mock
             .accounts

@@ -153,7 +153,6 @@ struct EndpointState {
     /// Assertions' `jti`, with their `exp`.
     seen_jti: HashMap<String, u64>,
     last_accepted: Option<TokenRequestLog>,
-    refusals: Vec<String>,
 }
 
 impl Endpoint {
@@ -167,7 +166,6 @@ impl Endpoint {
                 revoke_on_issue: false,
                 seen_jti: HashMap::new(),
                 last_accepted: None,
-                refusals: Vec::new(),
             }),
             events: broadcast::channel(TOKEN_EVENTS_BUFFERED).0,
         }
@@ -181,32 +179,34 @@ impl Endpoint {
         &self.audience
     }
 
+    #[cfg(feature = "test-support")]
     pub(super) fn push_fault(&self, fault: Fault) {
         self.lock().faults.push_back(fault);
     }
 
+    #[cfg(feature = "test-support")]
     pub(super) fn set_outage(&self, on: bool) {
         self.lock().outage = on;
     }
 
+    #[cfg(feature = "test-support")]
     pub(super) fn set_expires_in(&self, seconds: Option<i64>) {
         self.lock().expires_in = seconds;
     }
 
+    #[cfg(feature = "test-support")]
     pub(super) fn set_revoke_on_issue(&self, revoke: bool) {
         self.lock().revoke_on_issue = revoke;
     }
 
+    #[cfg(feature = "test-support")]
     pub(super) fn events(&self) -> broadcast::Receiver<TokenEvent> {
         self.events.subscribe()
     }
 
+    #[cfg(feature = "test-support")]
     pub(super) fn last_accepted(&self) -> Option<TokenRequestLog> {
         self.lock().last_accepted.clone()
-    }
-
-    pub(super) fn refusals(&self) -> Vec<String> {
-        self.lock().refusals.clone()
     }
 
     /// Answers a token request, telling every subscriber.
@@ -257,7 +257,7 @@ impl Endpoint {
         match self.grant(accounts, req).await {
             Ok((body, client_id)) => (Ok(json(StatusCode::OK, &body)), Some(client_id)),
             Err(refusal) => {
-                self.lock().refusals.push(refusal.description.clone());
+                accounts.count(|c| c.token_refusals += 1);
                 let body =
                     json!({"error": refusal.error, "error_description": refusal.description});
                 (Ok(json(refusal.status, &body)), None)
