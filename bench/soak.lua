@@ -4,7 +4,7 @@
 --   GET /            the mock answers whose token was sent ("client_id"),
 --                    so the tally shows which account served each second;
 --   GET rule path    the verification rule, which the mock authorizes by
---                    role and project group (seed §5.4).
+--                    role and project group (docs/service.md §5.4).
 --
 -- Environment (wrk passes no arguments to done(), so both sides read it):
 --   SOAK_RULE_PATH   the rule path, through the proxy (no /api prefix)

@@ -21,7 +21,8 @@ use super::assumptions::{Ending, Progress};
 /// (see `limits`), so one replica's own sessions are fewer at the default
 /// lifetime; polls of sessions other replicas started add to them. Past
 /// it, the entry polled longest ago is forgotten, which costs one more
-/// call to the service. Each entry holds at most 16 KiB of claims.
+/// call to the service. All entries together hold at most [`MAX_CLAIMS_HELD`]
+/// of claims.
 pub const MAX_SESSIONS: usize = 4096;
 /// The service is asked about a session at most this often by one
 /// replica at first, however often its page polls: a page in several
