@@ -23,10 +23,10 @@ impl ServiceAccess {
     /// checked; nothing is read again here.
     pub fn from_config(config: &Config) -> Result<ServiceAccess, ConfigError> {
         let (Some(account), Some(tls)) = (&config.account, &config.tls) else {
-            return Err(ConfigError::new(vec![
-                "no credentials: these settings were loaded for a command that signs no assertion"
-                    .into(),
-            ]));
+            return Err(ConfigError::loaded_for_another_command(
+                "the service account's credentials",
+                "every command that signs assertions",
+            ));
         };
         let mut access =
             ServiceAccess::with_credentials(config, account.credentials(), tls.clone());

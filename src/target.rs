@@ -83,6 +83,7 @@ impl TargetUrl {
     }
 
     /// Path prefix without a trailing slash (empty for the root).
+    #[cfg(test)]
     pub fn path_prefix(&self) -> &str {
         &self.prefix
     }

@@ -106,6 +106,7 @@ impl UpstreamLimit {
     }
 
     /// Connections open, or being opened, in every pool together.
+    #[cfg(test)]
     pub fn in_use(&self) -> usize {
         self.max().saturating_sub(self.available())
     }

@@ -104,7 +104,7 @@ impl Components {
         proxy: impl Into<ProxyListener>,
     ) -> Result<Components, Failure> {
         let upstream = config.service_api_url.clone().ok_or_else(|| {
-            ConfigError::new(vec!["SERVICE_API_URL is required for `lanyard run`".into()])
+            ConfigError::loaded_for_another_command("SERVICE_API_URL", "`lanyard run`")
         })?;
         Ok(Components {
             proxy: Some((proxy.into(), ProxyConfig::from_config(config, upstream))),

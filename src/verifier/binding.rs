@@ -224,7 +224,7 @@ fn unhex(text: &str) -> Option<[u8; BROWSER_ID_LEN]> {
 /// previous, and for [`ROTATION_SETTLE`] after the reload is seen the
 /// previous key still seals, so that replicas that see the rotated Secret
 /// at different moments open each other's handles throughout.
-pub enum SessionKeys {
+pub enum KeySource {
     Given(Arc<KeyRing>),
     Derived {
         exchanger: Arc<Exchanger>,
@@ -246,16 +246,16 @@ pub struct Made {
     ring: Arc<KeyRing>,
 }
 
-impl SessionKeys {
-    pub fn given(keys: &crate::config::SessionKeys) -> SessionKeys {
-        SessionKeys::Given(Arc::new(KeyRing::new(
+impl KeySource {
+    pub fn given(keys: &crate::config::SessionKeys) -> KeySource {
+        KeySource::Given(Arc::new(KeyRing::new(
             &keys.current,
             keys.previous.as_deref(),
         )))
     }
 
-    pub fn derived(exchanger: Arc<Exchanger>) -> SessionKeys {
-        SessionKeys::Derived {
+    pub fn derived(exchanger: Arc<Exchanger>) -> KeySource {
+        KeySource::Derived {
             exchanger,
             made: Mutex::new(None),
         }
@@ -264,8 +264,8 @@ impl SessionKeys {
     /// The keys in use now.
     pub fn ring(&self) -> Arc<KeyRing> {
         let (exchanger, made) = match self {
-            SessionKeys::Given(ring) => return ring.clone(),
-            SessionKeys::Derived { exchanger, made } => (exchanger, made),
+            KeySource::Given(ring) => return ring.clone(),
+            KeySource::Derived { exchanger, made } => (exchanger, made),
         };
         let current = *exchanger.credentials().key.binding_secret();
         let previous = exchanger

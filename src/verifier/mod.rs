@@ -47,7 +47,7 @@ use tokio::sync::Semaphore;
 
 use crate::Failure;
 use crate::access::ServiceAccess;
-use crate::config::{Config, ConfigError, SessionKeys as GivenKeys, VerifierRates, WalletBaseUrl};
+use crate::config::{Config, ConfigError, SessionKeys, VerifierRates, WalletBaseUrl};
 use crate::metrics::Metrics;
 use crate::server::{Abort, Handler, Peer};
 use crate::target::TargetUrl;
@@ -56,7 +56,7 @@ use crate::token::TokenHandle;
 
 use api::Refusal;
 use assumptions::Ending;
-use binding::SessionKeys;
+use binding::KeySource;
 use errors::VerifierError;
 use limits::{ServiceBudget, StartLimits};
 use polls::Polls;
@@ -92,7 +92,7 @@ pub struct VerifierConfig {
     pub forwarded_hops: usize,
     /// `LANYARD_VERIFIER_SESSION_KEY`; `None`: derived from the account's
     /// key.
-    pub session_key: Option<GivenKeys>,
+    pub session_key: Option<SessionKeys>,
     pub rates: VerifierRates,
     /// Time to the service's answer (`LANYARD_UPSTREAM_TIMEOUT`).
     pub service_timeout: Duration,
@@ -129,9 +129,10 @@ impl<'a> Required<'a> {
                 rule,
                 wallet,
             }),
-            _ => Err(ConfigError::new(vec![
-                "SERVICE_API_URL, PROJECT_ID, RULE_ID and WALLET_BASE_URL are required for `lanyard verifier`".into(),
-            ])),
+            _ => Err(ConfigError::loaded_for_another_command(
+                "SERVICE_API_URL, PROJECT_ID, RULE_ID and WALLET_BASE_URL",
+                "`lanyard verifier`",
+            )),
         }
     }
 }
@@ -198,7 +199,7 @@ struct Inner {
     service: ServiceApi,
     wallet: WalletBaseUrl,
     session_ttl: Duration,
-    keys: SessionKeys,
+    keys: KeySource,
     polls: Mutex<Polls>,
     limits: StartLimits,
     /// Calls to the service, starts and polls together.
@@ -235,8 +236,8 @@ impl Verifier {
                 wallet: settings.wallet.clone(),
                 session_ttl: settings.session_ttl,
                 keys: match &settings.session_key {
-                    Some(given) => SessionKeys::given(given),
-                    None => SessionKeys::derived(access.exchanger.clone()),
+                    Some(given) => KeySource::given(given),
+                    None => KeySource::derived(access.exchanger.clone()),
                 },
                 polls: Mutex::new(Polls::default()),
                 limits: StartLimits::new(&settings.rates),

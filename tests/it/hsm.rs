@@ -53,9 +53,17 @@ fn credentials_without_key(mock: &MockService, hsm: &SoftHsm) -> String {
     path.to_str().unwrap().to_string()
 }
 
+/// The PIN a test gives lanyard; the wrong-PIN case reads this one.
+const WRONG_PIN: &str = "0000-not-it";
+
 fn assert_no_pin(out: &std::process::Output) {
     for stream in [&out.stdout, &out.stderr] {
-        assert!(!text(stream).contains(PIN), "the PIN is in the output");
+        let stream = text(stream);
+        assert!(!stream.contains(PIN), "the PIN is in the output");
+        assert!(
+            !stream.contains(WRONG_PIN),
+            "the wrong PIN is in the output"
+        );
     }
 }
 
@@ -375,7 +383,7 @@ async fn every_problem_with_the_key_stops_start_up_with_exit_2_and_says_what_was
     );
     let uri = hsm.uri();
     let pin_file = hsm.pin_file().display().to_string();
-    let wrong_pin = hsm.write("wrong-pin", "0000-not-it\n");
+    let wrong_pin = hsm.write("wrong-pin", &format!("{WRONG_PIN}\n"));
     let not_a_module = hsm.write("module.so", "not a library\n");
     let on = |token: &str| uri.replace("token=lanyard", &format!("token={token}"));
     let problem = |why: &str| format!("{FROM_ENV}: {why}");

@@ -113,13 +113,17 @@ async fn the_socket_is_owner_and_group_only_by_default_and_listen_mode_narrows_i
     let narrow = start(&[("LANYARD_LISTEN_MODE", "0600")]).await;
     let meta = std::fs::metadata(&narrow.socket).unwrap();
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
-    // No temporary file is left beside it.
+    // Nothing is left beside it: not the private directory it was bound
+    // in (`.lanyard-bind.<pid>`, README "Listening on a Unix socket").
     let names: Vec<_> = std::fs::read_dir(narrow.socket.parent().unwrap())
         .unwrap()
-        .map(|entry| entry.unwrap().file_name())
-        .filter(|name| name.to_string_lossy().ends_with(".tmp"))
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert!(names.is_empty(), "{names:?}");
+    assert!(names.contains(&"lanyard.sock".to_string()), "{names:?}");
+    assert!(
+        !names.iter().any(|name| name.starts_with(".lanyard-bind")),
+        "{names:?}"
+    );
 }
 
 #[tokio::test]

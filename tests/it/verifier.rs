@@ -288,6 +288,21 @@ async fn a_401_even_to_a_renewed_token_is_a_refusal_of_the_account() {
     );
 }
 
+/// The 401 rule's other branch: the service refuses the held token and
+/// no new one can be had, so the page is told to retry (`token_unavailable`,
+/// docs: README "Renewal and retries"), never that the account is refused.
+#[tokio::test]
+async fn a_401_while_no_new_token_can_be_had_tells_the_page_to_retry() {
+    let (answer, _logs, running) =
+        refused_start(None, &[("LANYARD_UPSTREAM_TIMEOUT", "2s")], |_| {}).await;
+    assert_eq!(answer.status, 200, "the first start works");
+    running.mock.set_token_outage(true);
+    running.mock.revoke_all_tokens();
+    let answer = Browser::default().start(&running).await;
+    assert_eq!(answer.status, 503, "{:?}", answer.body);
+    assert_eq!(error_code(&answer), "token_unavailable");
+}
+
 #[tokio::test]
 async fn a_failing_slow_or_strange_service_is_a_clear_error() {
     let (failing, _a) = scripted(Script::Answer(503, "down")).await;

@@ -1,3 +1,6 @@
+//! The URIs lanyard reads and those it refuses, each refusal saying why
+//! and never repeating a PIN (RFC 7512; README "Keys in an HSM or a KMS").
+
 use super::*;
 
 const MODULE: &str = "module-path=/usr/lib/softhsm/libsofthsm2.so";
