@@ -6,7 +6,9 @@
 //! token that goes away under a running lanyard.
 //!
 //! SoftHSM2 never locks a PIN and never reports a final try: that rule is
-//! a pure function of the token's flags, tested in src/hsm/open.rs.
+//! a pure function of the token's flags, tested in src/hsm/open.rs. It
+//! keeps a deleted object in a running process's cache: a key that went
+//! away is shown by the token re-created without it (`inprocess`).
 
 use crate::support;
 

@@ -1,7 +1,8 @@
 //! What only lanyard's library in-process can show about a key in a
 //! token, run in a child that sees a SoftHSM2 of its own
 //! ([`super::softhsm::in_child`]): signatures identical to the PEM key's,
-//! and the session found again after the token went away.
+//! and the session found again after the token, or the key in it, went
+//! away or changed.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -93,6 +94,53 @@ fn a_token_that_went_away_is_found_again_at_the_next_signature() {
     hsm.init_token(TOKEN, PIN);
     hsm.import("rsa2048.pkcs8.pem", TOKEN, OBJECT, "01", PIN);
     assert_eq!(key.sign_rs256(b"probe").unwrap(), before);
+    assert_eq!(key.sign_rs256(b"probe").unwrap(), before);
+}
+
+/// The token comes back without the key, then with another key under its
+/// label: each is said as such (not as a signing failure), the held
+/// session's failure having re-initialised the module, and the key is
+/// found again once the right one is back. SoftHSM2 keeps a deleted
+/// object in a running process's cache, so "the object went away" is
+/// shown as the token re-created without it.
+#[test]
+fn a_key_gone_from_its_token_or_replaced_in_it_is_said_so_then_found_again() {
+    if !is_child() {
+        let hsm = SoftHsm::with_key("rsa2048.pkcs8.pem");
+        return in_child(
+            "inprocess::a_key_gone_from_its_token_or_replaced_in_it_is_said_so_then_found_again",
+            &hsm,
+        );
+    }
+    let hsm = SoftHsm::of_parent();
+    let key = load_key(&hsm.uri(), SETTING, LIMIT).unwrap();
+    let before = key.sign_rs256(b"probe").unwrap();
+    let recreate = |fixture: &str, label: &str| {
+        hsm.delete_token(TOKEN);
+        hsm.init_token(TOKEN, PIN);
+        hsm.import(fixture, TOKEN, label, "01", PIN);
+    };
+
+    // The token is back with its key under another label.
+    recreate("rsa2048.pkcs8.pem", "another-key");
+    assert!(key.sign_rs256(b"probe").is_err(), "the old session is lost");
+    assert_eq!(
+        key.sign_rs256(b"probe").unwrap_err(),
+        format!("{SETTING}: no private key `{OBJECT}` on token `{TOKEN}` (module {MODULE})")
+    );
+
+    // Then with another key under the key's label.
+    let other = lanyard::mock::generate_rsa_key().unwrap();
+    let other_pem = hsm.write("other.pkcs8.pem", other.private_pem.expose());
+    recreate(other_pem.to_str().unwrap(), OBJECT);
+    assert_eq!(
+        key.sign_rs256(b"probe").unwrap_err(),
+        format!(
+            "{SETTING}: the key `{OBJECT}` on token `{TOKEN}` is no longer the key lanyard started with (its modulus changed); reload the credentials or restart lanyard to use the new key"
+        )
+    );
+
+    recreate("rsa2048.pkcs8.pem", OBJECT);
     assert_eq!(key.sign_rs256(b"probe").unwrap(), before);
 }
 
