@@ -303,6 +303,7 @@ impl KeySource {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::credentials::Credentials;
 
     fn ring(secret: u8) -> KeyRing {
         KeyRing::new(&[secret; 32], None)
@@ -385,5 +386,76 @@ mod tests {
             assert_eq!(key.verify_cookie(&forged), None, "{forged}");
         }
         assert!(!format!("{browser:?}").contains(id));
+    }
+
+    /// The account key rotated under a running replica: for
+    /// [`ROTATION_SETTLE`] it still seals with the previous key (which
+    /// replicas that have not reloaded hold) while opening under both, then
+    /// seals with the new one, still opening what the previous sealed.
+    #[tokio::test(start_paused = true)]
+    async fn a_derived_key_seals_with_the_previous_until_the_rotation_settles() {
+        let exchanger =
+            exchanger_with(include_str!("../../tests/fixtures/rsa2048.pkcs8.pem").into());
+        let source = KeySource::derived(exchanger.clone());
+        let old = *exchanger.credentials().key.binding_secret();
+        let only_old = KeyRing::new(&old, None);
+        let before = source.ring().seal(&sealed(BrowserId([1; 16]))).unwrap();
+
+        let generated = crate::mock::generate_rsa_key().unwrap();
+        let rotated = crate::config::credentials::parse_private_key(generated.private_pem.expose());
+        let credentials = exchanger.credentials();
+        exchanger.replace_credentials(Credentials {
+            client_id: credentials.client_id.clone(),
+            organization_id: credentials.organization_id.clone(),
+            iam_audience: credentials.iam_audience.clone(),
+            token_uri: credentials.token_uri.clone(),
+            key: Arc::new(rotated.unwrap()),
+        });
+        let new = *exchanger.credentials().key.binding_secret();
+        let only_new = KeyRing::new(&new, None);
+        let during = source.ring().seal(&sealed(BrowserId([2; 16]))).unwrap();
+        assert!(
+            only_old.open(&during).is_some(),
+            "sealed with the previous key"
+        );
+        assert!(source.ring().open(&before).is_some());
+        let by_a_reloaded_replica = only_new.seal(&sealed(BrowserId([3; 16]))).unwrap();
+        assert!(source.ring().open(&by_a_reloaded_replica).is_some());
+
+        tokio::time::advance(ROTATION_SETTLE - Duration::from_secs(1)).await;
+        let late = source.ring().seal(&sealed(BrowserId([4; 16]))).unwrap();
+        assert!(only_old.open(&late).is_some(), "still settling");
+
+        tokio::time::advance(Duration::from_secs(2)).await;
+        let after = source.ring().seal(&sealed(BrowserId([5; 16]))).unwrap();
+        assert!(only_new.open(&after).is_some(), "sealed with the new key");
+        assert!(only_old.open(&after).is_none());
+        assert!(
+            source.ring().open(&before).is_some(),
+            "the previous still opens"
+        );
+    }
+
+    /// An exchanger holding `pem` as its account key; it is never asked
+    /// for a token.
+    fn exchanger_with(pem: String) -> Arc<Exchanger> {
+        let closed = "http://127.0.0.1:9/token";
+        let env: std::collections::HashMap<String, String> = [
+            ("SA_CLIENT_ID", "sa-test"),
+            ("SA_PRIVATE_KEY", pem.as_str()),
+            ("SA_IAM_AUDIENCE", closed),
+            ("SA_TOKEN_URI", closed),
+            ("SA_ORGANIZATION_ID", "org-test"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let flags = crate::config::Flags::default();
+        let config =
+            crate::config::Config::load(&flags, &env, crate::config::Requirement::NoUpstream)
+                .unwrap();
+        crate::access::ServiceAccess::from_config(&config)
+            .unwrap()
+            .exchanger
     }
 }
