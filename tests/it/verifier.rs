@@ -18,16 +18,8 @@ use lanyard::mock::{MockAccount, generate_rsa_key};
 use lanyard::verifier::CONTENT_SECURITY_POLICY;
 use support::logs::Logs;
 use support::sidecar::{Answer, get, send};
-use support::verifier::{self, Browser, PROJECT, RULE, Running};
+use support::verifier::{self, Browser, PROJECT, RULE, Running, error_code};
 use tokio::net::TcpListener;
-
-/// The error an API answer names, with its `lanyard-error` header checked.
-fn error_code(answer: &Answer) -> String {
-    let code = answer.json()["error"].as_str().unwrap().to_string();
-    assert_eq!(answer.headers["lanyard-error"], code.as_str());
-    assert_eq!(answer.headers["cache-control"], "no-store");
-    code
-}
 
 async fn metric(running: &Running, outcome: &str) -> u64 {
     let text = String::from_utf8(

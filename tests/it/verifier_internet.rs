@@ -1,18 +1,20 @@
 //! `lanyard verifier` as the internet meets it (issue 22), over real
 //! sockets against the mock: the claims reach the page as the service
 //! wrote them, claims it can never use end the session instead of
-//! "still trying", a flood of polls stays within the replica's budget for
-//! calls to the service, the start limits are settings, and every answer
-//! carries the security headers (HSTS only when a trusted proxy says
-//! https).
+//! "still trying" (and are logged once, by reason, never by value), a
+//! flood of polls stays within the replica's budget for calls to the
+//! service and a start past it is refused, the start limits are settings,
+//! and every answer carries the security headers (HSTS only when a
+//! trusted proxy says https).
 
 use crate::support;
 
 use bytes::Bytes;
 use http::Method;
 use lanyard::verifier::{CONTENT_SECURITY_POLICY, PERMISSIONS_POLICY};
+use support::logs::Logs;
 use support::sidecar::{Answer, get, send};
-use support::verifier::{self, Browser, Running, Session};
+use support::verifier::{self, Browser, Running, Session, error_code};
 use tokio::time::{Duration, Instant};
 
 /// Presents `claims` (JSON text, as a wallet sends it) for `session`.
@@ -74,6 +76,58 @@ async fn claims_the_verifier_can_never_use_end_the_session_failed_within_a_few_p
         assert!(calls <= 2, "{calls} polls of the service; one is enough");
         let again = browser.status(&running, &session.handle).await.json();
         assert_eq!(again["status"], "failed", "and stays so");
+    }
+}
+
+/// The operator learns of claims the verifier can never use once, by the
+/// reason (a field, never a value: the value is a claim), however many
+/// times the page polls the ended session after.
+#[tokio::test]
+async fn claims_the_verifier_can_never_use_are_logged_once_by_reason_never_by_value() {
+    let (logs, _guard) = Logs::capture();
+    let running = verifier::start(support::mock().await, None, &[]).await;
+    let mut browser = Browser::default();
+    let session = browser.start_session(&running).await;
+    present(
+        &running,
+        &session,
+        r#"["Qwzxklaim", "DN-77441"]"#.to_string(),
+    )
+    .await;
+    let ended = browser.until_ended(&running, &session.handle).await;
+    assert_eq!(ended.json()["status"], "failed", "{:?}", ended.body);
+    let calls = running.mock.counters().api_requests;
+    // Polled on a second apart, as the page polls at first: for a session
+    // this young, each poll would ask the service again were the ending
+    // not known.
+    for _ in 0..3 {
+        tokio::time::sleep(lanyard::verifier::SERVICE_POLL_SPACING).await;
+        let again = browser.status(&running, &session.handle).await;
+        assert_eq!(again.json()["status"], "failed");
+    }
+    assert_eq!(
+        running.mock.counters().api_requests,
+        calls,
+        "the ending is known: the service is not asked again"
+    );
+
+    let warnings: Vec<String> = logs
+        .events()
+        .iter()
+        .filter(|event| event["level"] == "WARN")
+        .filter_map(|event| event["fields"]["message"].as_str().map(str::to_string))
+        .filter(|message| message.contains("claims"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("is `verified` with claims that are not a JSON object")
+            && warnings[0].contains("the session ends failed"),
+        "{}",
+        warnings[0]
+    );
+    let text = String::from_utf8(logs.bytes()).unwrap();
+    for claim in ["Qwzxklaim", "DN-77441"] {
+        assert!(!text.contains(claim), "a claim reached the logs: {text}");
     }
 }
 
@@ -158,6 +212,46 @@ async fn futures_join(running: &Running, sessions: &[(Session, Browser)]) -> Vec
     tasks.join_all().await
 }
 
+/// A start that finds the replica's budget for service calls spent is
+/// told so (README "Errors": 503 `too_many_sessions`), under the same
+/// security headers as every answer, and reaches no service. README gives
+/// `Retry-After` only to `rate_limited`, and this answer has none: when
+/// the budget refills is not the page's to know.
+#[tokio::test]
+async fn a_start_past_the_service_budget_is_503_too_many_sessions_and_secured() {
+    let running = verifier::start(
+        support::mock().await,
+        None,
+        &[
+            ("LANYARD_VERIFIER_SERVICE_CALLS", "1/1h"),
+            ("LANYARD_VERIFIER_FORWARDED_HOPS", "1"),
+        ],
+    )
+    .await;
+    let proxied = [
+        ("x-forwarded-for", "203.0.113.9"),
+        ("x-forwarded-proto", "https"),
+    ];
+    let spent = Browser::default().start_with(&running, &proxied).await;
+    assert_eq!(spent.status, 200, "the burst's one call: {:?}", spent.body);
+    let calls = running.mock.counters().api_requests;
+
+    let refused = Browser::default().start_with(&running, &proxied).await;
+    assert_eq!(refused.status, 503, "{:?}", refused.body);
+    assert_eq!(error_code(&refused), "too_many_sessions");
+    assert!(
+        !refused.headers.contains_key("retry-after"),
+        "{:?}",
+        refused.headers
+    );
+    assert_secured(&refused, "a start past the budget", true);
+    assert_eq!(
+        running.mock.counters().api_requests,
+        calls,
+        "nothing reached the service"
+    );
+}
+
 #[tokio::test]
 async fn the_start_limits_are_settings() {
     let running = verifier::start(
@@ -172,6 +266,51 @@ async fn the_start_limits_are_settings() {
         seen.push(browser.start(&running).await.status.as_u16());
     }
     assert_eq!(seen, [200, 200, 429]);
+}
+
+/// `LANYARD_VERIFIER_STARTS` bounds all clients together: each start
+/// here is a client of its own, far within its own limit (the default),
+/// and the third is refused all the same, with `Retry-After` (one start
+/// every 30 minutes after the burst) and before reaching the service.
+#[tokio::test]
+async fn the_start_limit_for_all_clients_together_is_a_setting() {
+    let running = verifier::start(
+        support::mock().await,
+        None,
+        &[
+            ("LANYARD_VERIFIER_STARTS", "2/1h"),
+            ("LANYARD_VERIFIER_FORWARDED_HOPS", "1"),
+        ],
+    )
+    .await;
+    let mut seen = Vec::new();
+    let mut refused = None;
+    for client in ["198.51.100.1", "198.51.100.2", "198.51.100.3"] {
+        let answer = Browser::default()
+            .start_with(&running, &[("x-forwarded-for", client)])
+            .await;
+        seen.push(answer.status.as_u16());
+        if answer.status == 429 {
+            refused = Some(answer);
+        }
+    }
+    assert_eq!(seen, [200, 200, 429]);
+    let refused = refused.unwrap();
+    assert_eq!(error_code(&refused), "rate_limited");
+    let retry_after: u64 = refused.headers["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        (1..=1800).contains(&retry_after),
+        "{retry_after} s; the next start is due 30 minutes after the burst"
+    );
+    assert_eq!(
+        running.mock.counters().api_requests,
+        2,
+        "the refused start reached no service"
+    );
 }
 
 fn assert_secured(answer: &Answer, what: &str, hsts: bool) {

@@ -78,6 +78,14 @@ pub async fn start_shared(
     }
 }
 
+/// The error an API answer names, with its `lanyard-error` header checked.
+pub fn error_code(answer: &Answer) -> String {
+    let code = answer.json()["error"].as_str().unwrap().to_string();
+    assert_eq!(answer.headers["lanyard-error"], code.as_str());
+    assert_eq!(answer.headers["cache-control"], "no-store");
+    code
+}
+
 /// A started session, as `/api/start` answered it.
 #[derive(Debug, Clone)]
 pub struct Session {
