@@ -146,10 +146,23 @@ impl Demo {
             token = self.mock.token_url(),
             wallet = self.mock.wallet_url(),
         ));
-        if let Some(proxy) = self.process.proxy_addr {
+        // curl, and the origin it is given, for the proxy on TCP or on a
+        // Unix socket (README "Listening on a Unix socket").
+        let reach = match (self.process.proxy_addr, &self.process.proxy_socket) {
+            (Some(proxy), _) => Some(("curl".to_string(), format!("http://{proxy}"))),
+            (None, Some(socket)) => Some((
+                format!(
+                    "curl --unix-socket {}",
+                    shell_word(&socket.to_string_lossy())
+                ),
+                "http://localhost".to_string(),
+            )),
+            (None, None) => None,
+        };
+        if let Some((curl, origin)) = reach {
             let rule_path = |project: &str| {
                 format!(
-                    "http://{proxy}/organizations/{DEMO_ORGANIZATION}/projects/{project}/verifications/{DEMO_RULE}"
+                    "{origin}/organizations/{DEMO_ORGANIZATION}/projects/{project}/verifications/{DEMO_RULE}"
                 )
             };
             banner.push_str(&format!(
@@ -157,11 +170,11 @@ impl Demo {
                  Try, from another terminal:\n\
                  \n\
                  \x20 # start a verification session through the sidecar\n\
-                 \x20 TX=$(curl -s -X POST {start} | sed -E 's/.*\"transaction_id\":\"([^\"]+)\".*/\\1/'); echo \"$TX\"\n\
+                 \x20 TX=$({curl} -s -X POST {start} | sed -E 's/.*\"transaction_id\":\"([^\"]+)\".*/\\1/'); echo \"$TX\"\n\
                  \x20 # poll it (a simulated wallet presents with: curl -s -X POST {base}/mock/wallet/$TX/present)\n\
-                 \x20 curl -s -w '\\n' {start}/sessions/$TX\n\
+                 \x20 {curl} -s -w '\\n' {start}/sessions/$TX\n\
                  \x20 # a project the account is not a member of: 403 saying what is missing\n\
-                 \x20 curl -s -i -w '\\n' {other}\n",
+                 \x20 {curl} -s -i -w '\\n' {other}\n",
                 base = self.mock.base_url(),
                 start = rule_path(DEMO_PROJECT),
                 other = rule_path(DEMO_OTHER_PROJECT),
@@ -169,6 +182,17 @@ impl Demo {
         }
         banner.push_str("\nStop with Ctrl-C.\n");
         banner
+    }
+}
+
+/// `word` as one shell word: as it is when nothing in it is special to a
+/// shell, else in single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+:@%,=".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
     }
 }
 

@@ -18,6 +18,7 @@ use opentelemetry::trace::TraceContextExt as _;
 use opentelemetry_http::{HeaderExtractor, HeaderInjector};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use tracing::field::Empty;
+use tracing::instrument::{Instrument as _, Instrumented};
 use tracing::level_filters::LevelFilter;
 use tracing::{Metadata, Span};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
@@ -123,22 +124,7 @@ impl HttpSpan {
     /// `tracestate` it carries), in place of the app's; `baggage` is left
     /// as it came. With tracing off, the headers are left as they are.
     pub fn propagate(&self, headers: &mut HeaderMap) {
-        if self.span.is_disabled() {
-            return;
-        }
-        // Only a context of lanyard's own replaces the app's: a span some
-        // other subscriber enabled has none.
-        let context = self.span.context();
-        if !context.span().span_context().is_valid() {
-            return;
-        }
-        headers.remove(TRACEPARENT);
-        headers.remove(TRACESTATE);
-        TraceContextPropagator::new().inject_context(&context, &mut HeaderInjector(headers));
-        // The propagator writes an empty `tracestate` when there is none.
-        if headers.get(TRACESTATE).is_some_and(HeaderValue::is_empty) {
-            headers.remove(TRACESTATE);
-        }
+        inject(&self.span, headers);
     }
 
     /// The request was sent again.
@@ -175,7 +161,7 @@ impl HttpSpan {
 
 /// A token request's span: a root (one token serves every request), its
 /// duration the request's, with the outcome and the generation of the
-/// token obtained.
+/// token obtained; the token endpoint gets its `traceparent`.
 #[derive(Debug)]
 pub struct TokenSpan(Span);
 
@@ -195,6 +181,12 @@ impl TokenSpan {
         ))
     }
 
+    /// Runs the token request in this span, so that it goes out with the
+    /// span's `traceparent` ([`propagate_current`]).
+    pub fn around<F: std::future::Future>(&self, request: F) -> Instrumented<F> {
+        request.instrument(self.0.clone())
+    }
+
     /// `outcome` is the `outcome` label of `lanyard_token_requests_total`;
     /// `generation` the new token's, on success.
     pub fn ended(&self, outcome: &'static str, generation: Option<u64>) {
@@ -210,6 +202,33 @@ impl TokenSpan {
                 span.record("otel.status_code", "error");
             }
         }
+    }
+}
+
+/// A request lanyard makes on its own behalf, the token request, carries
+/// the context of the span it runs in ([`TokenSpan::around`]), so the
+/// token endpoint's trace continues lanyard's. Nothing with tracing off.
+pub fn propagate_current(headers: &mut HeaderMap) {
+    inject(&Span::current(), headers);
+}
+
+/// `span`'s context as `traceparent` (and `tracestate`), replacing any.
+fn inject(span: &Span, headers: &mut HeaderMap) {
+    if span.is_disabled() {
+        return;
+    }
+    // Only a context of lanyard's own replaces the app's: a span some
+    // other subscriber enabled has none.
+    let context = span.context();
+    if !context.span().span_context().is_valid() {
+        return;
+    }
+    headers.remove(TRACEPARENT);
+    headers.remove(TRACESTATE);
+    TraceContextPropagator::new().inject_context(&context, &mut HeaderInjector(headers));
+    // The propagator writes an empty `tracestate` when there is none.
+    if headers.get(TRACESTATE).is_some_and(HeaderValue::is_empty) {
+        headers.remove(TRACESTATE);
     }
 }
 

@@ -173,7 +173,7 @@ async fn run<S: TokenSource>(source: S, mut refresher: Refresher) {
         refresher.sending(requested);
         // Its duration is the request's; a disabled span when tracing is off.
         let span = TokenSpan::start(attempt == Attempt::Forced);
-        let fetch = source.fetch();
+        let fetch = span.around(source.fetch());
         tokio::pin!(fetch);
         // Reports are answered while the request runs, so that a request
         // the schedule declines is told at once rather than after the

@@ -162,7 +162,7 @@ fn text(value: &str) -> Value {
 struct Traced {
     process: Process,
     upstream: TestUpstream,
-    _mock: lanyard::mock::MockService,
+    mock: lanyard::mock::MockService,
     _dir: tempfile::TempDir,
 }
 
@@ -181,7 +181,7 @@ async fn traced(collector: &str, extra: &[(&str, &str)]) -> Traced {
     Traced {
         process,
         upstream,
-        _mock: mock,
+        mock,
         _dir: dir,
     }
 }
@@ -273,6 +273,11 @@ async fn the_proxied_request_continues_the_apps_trace_and_the_upstream_gets_lany
         Some(&Value::IntValue(1))
     );
     assert!(token_request.end_time_unix_nano > token_request.start_time_unix_nano);
+    // The token endpoint's trace continues the token request's span.
+    let sent = lanyard.mock.last_accepted().unwrap().traceparent.unwrap();
+    let parts: Vec<&str> = sent.split('-').collect();
+    assert_eq!(parts[1], hex(&token_request.trace_id));
+    assert_eq!(parts[2], hex(&token_request.span_id));
 
     let resource = exports[0].request.resource_spans[0]
         .resource
@@ -292,7 +297,10 @@ async fn the_proxied_request_continues_the_apps_trace_and_the_upstream_gets_lany
     let (code, log) = lanyard.process.finish().await;
     assert_eq!(code, Some(0), "{log}");
     assert!(log.contains("OpenTelemetry tracing on"), "{log}");
-    assert!(!log.contains("collector-key"), "the collector's key, logged");
+    assert!(
+        !log.contains("collector-key"),
+        "the collector's key, logged"
+    );
     // Not a byte of a secret in anything exported, up to the exit's flush:
     // the token, an assertion (a JWT), the key, the query.
     collector.take_the_rest();

@@ -105,6 +105,8 @@ pub struct TokenRequestLog {
     pub header: Value,
     /// The decoded claims.
     pub claims: Value,
+    /// The W3C `traceparent` it came with, if any (README "Tracing").
+    pub traceparent: Option<String>,
 }
 
 impl std::fmt::Debug for TokenRequestLog {
@@ -115,6 +117,7 @@ impl std::fmt::Debug for TokenRequestLog {
             .field("form_fields", &fields)
             .field("header", &self.header)
             .field("claims", &self.claims)
+            .field("traceparent", &self.traceparent)
             .finish()
     }
 }
@@ -271,6 +274,11 @@ impl Endpoint {
         accounts: &Accounts,
         req: Request<Incoming>,
     ) -> Result<(Value, String), OAuthError> {
+        let traceparent = req
+            .headers()
+            .get("traceparent")
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
         let form = read_form(req).await?;
         let field = |name: &str| {
             form.get(name)
@@ -319,6 +327,7 @@ impl Endpoint {
                 form,
                 header: verified.header,
                 claims: verified.claims,
+                traceparent,
             },
         );
         Ok((body, client_id))

@@ -243,6 +243,32 @@ fn a_verifier_call_is_a_root_with_no_path() {
     assert_eq!(ids(&outgoing).1, span.span_context.span_id().to_string());
 }
 
+/// The token endpoint's trace continues lanyard's token request span, and
+/// nothing goes out outside a span of lanyard's.
+#[test]
+fn a_token_request_goes_out_with_its_span_as_parent() {
+    let mut outgoing = HeaderMap::new();
+    let spans = traced(|| {
+        let span = TokenSpan::start(false);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        outgoing = runtime.block_on(span.around(async {
+            let mut headers = HeaderMap::new();
+            propagate_current(&mut headers);
+            headers
+        }));
+        span.ended("success", Some(1));
+        let mut outside = HeaderMap::new();
+        propagate_current(&mut outside);
+        assert!(outside.is_empty(), "{outside:?}");
+    });
+    let (trace, parent) = ids(&outgoing);
+    assert_eq!(trace, spans[0].span_context.trace_id().to_string());
+    assert_eq!(parent, spans[0].span_context.span_id().to_string());
+    assert!(outgoing.get(TRACESTATE).is_none());
+}
+
 #[test]
 fn a_token_request_records_its_outcome_and_generation() {
     let spans = traced(|| {
