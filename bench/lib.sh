@@ -45,8 +45,11 @@ release_binaries() {
     lanyard_bin=$target/release/lanyard
     mock_bin=$target/release/examples/mock_service
     if ((build)); then
-        echo "$prog: cargo build --release --bin lanyard --example mock_service"
-        cargo build --release --locked --bin lanyard --example mock_service
+        # The binary as it ships, built alone: built with the example, it
+        # would get the example's test-support feature too (docs/tests.md).
+        echo "$prog: cargo build --release --bin lanyard, then --example mock_service"
+        cargo build --release --locked --bin lanyard
+        cargo build --release --locked --example mock_service
     fi
     for bin in "$lanyard_bin" "$mock_bin"; do
         [[ -x $bin ]] || die_usage "$bin is missing (drop --no-build)"

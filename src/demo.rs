@@ -146,8 +146,9 @@ impl Demo {
             token = self.mock.token_url(),
             wallet = self.mock.wallet_url(),
         ));
-        // curl, and the origin it is given, for the proxy on TCP or on a
-        // Unix socket (README "Listening on a Unix socket").
+        // The lines are to be pasted as they are: on a Unix socket curl
+        // needs the socket, and any origin will do (README "Listening on
+        // a Unix socket").
         let reach = match (self.process.proxy_addr, &self.process.proxy_socket) {
             (Some(proxy), _) => Some(("curl".to_string(), format!("http://{proxy}"))),
             (None, Some(socket)) => Some((
@@ -237,4 +238,17 @@ async fn serve(
     let result = stop_on_signals(process, signals).await;
     drop(mock);
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_word;
+
+    #[test]
+    fn a_path_is_one_shell_word_quoted_only_when_it_must_be() {
+        assert_eq!(shell_word("/run/lanyard/l.sock"), "/run/lanyard/l.sock");
+        assert_eq!(shell_word("/tmp/a dir/l.sock"), "'/tmp/a dir/l.sock'");
+        assert_eq!(shell_word("/tmp/it's/$HOME"), r"'/tmp/it'\''s/$HOME'");
+        assert_eq!(shell_word(""), "''");
+    }
 }

@@ -21,7 +21,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let command = cli.command.unwrap_or(Command::Run);
     let need = match command {
-        Command::Run | Command::Check => Requirement::Upstream,
+        Command::Run => Requirement::Upstream,
+        Command::Check => Requirement::Check,
         Command::Token => Requirement::NoUpstream,
         Command::Verifier => Requirement::Verifier,
         Command::Demo => Requirement::Demo,

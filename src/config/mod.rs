@@ -142,8 +142,10 @@ pub struct Config {
 /// What the command needs from the settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Requirement {
-    /// `run` and `check`: the upstream base URL and credentials.
+    /// `run`: the upstream base URL and credentials, or `DEMO_MOCK`.
     Upstream,
+    /// `check`: as `run`, with no demo (there is no mock to check).
+    Check,
     /// `verifier`: as `run`, plus the rule and the wallet.
     Verifier,
     /// `token`: credentials only.
@@ -159,8 +161,17 @@ impl Requirement {
     fn credentials(self) -> bool {
         matches!(
             self,
-            Requirement::Upstream | Requirement::Verifier | Requirement::NoUpstream
+            Requirement::Upstream
+                | Requirement::Check
+                | Requirement::Verifier
+                | Requirement::NoUpstream
         )
+    }
+
+    /// `check` and `token` act on the account as configured: the demo's
+    /// mock lives in the process that serves it.
+    fn has_demo(self) -> bool {
+        !matches!(self, Requirement::Check | Requirement::NoUpstream)
     }
 }
 
@@ -208,6 +219,13 @@ impl Config {
     /// `tls` are left for [`Config::load`].
     fn read(l: &mut Layers<'_>, need: Requirement) -> (Config, Option<Sourced<PathBuf>>) {
         let demo = l.value(&DEMO);
+        if demo && !need.has_demo() {
+            l.errors.push(format!(
+                "{}: `true`, but `lanyard check` and `lanyard token` have no demo: the embedded mock runs inside `lanyard demo`, `lanyard run` and `lanyard verifier`; unset it to check or use a real account",
+                DEMO.env
+            ));
+        }
+        let demo = demo && need.has_demo();
         let service_api_url = service_api_url(l, need, demo);
         let credentials = credential_settings(l);
         let verifier_required = need == Requirement::Verifier && !demo;
@@ -272,7 +290,12 @@ impl Config {
 fn service_api_url(l: &mut Layers<'_>, need: Requirement, demo: bool) -> Option<TargetUrl> {
     match l.given(&SERVICE_API_URL) {
         Ok(Some(url)) => Some(url.value),
-        Ok(None) if matches!(need, Requirement::Upstream | Requirement::Verifier) && !demo => {
+        Ok(None)
+            if matches!(
+                need,
+                Requirement::Upstream | Requirement::Check | Requirement::Verifier
+            ) && !demo =>
+        {
             l.errors.push(format!(
                 "{}: is required (the service's API base URL, e.g. https://api.example.com)",
                 SERVICE_API_URL.env

@@ -36,6 +36,9 @@ pub fn not_exported() -> FilterFn<impl Fn(&Metadata<'_>) -> bool> {
     filter_fn(|meta| meta.target() != TARGET).with_max_level_hint(LevelFilter::TRACE)
 }
 
+/// The token request span's name.
+const TOKEN_REQUEST: &str = "token request";
+
 const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 
@@ -171,7 +174,7 @@ impl TokenSpan {
         TokenSpan(tracing::info_span!(
             target: TARGET,
             parent: None,
-            "token request",
+            TOKEN_REQUEST,
             otel.kind = "client",
             otel.status_code = Empty,
             "error.type" = Empty,
@@ -182,7 +185,7 @@ impl TokenSpan {
     }
 
     /// Runs the token request in this span, so that it goes out with the
-    /// span's `traceparent` ([`propagate_current`]).
+    /// span's `traceparent` ([`propagate_token_request`]).
     pub fn around<F: std::future::Future>(&self, request: F) -> Instrumented<F> {
         request.instrument(self.0.clone())
     }
@@ -205,11 +208,19 @@ impl TokenSpan {
     }
 }
 
-/// A request lanyard makes on its own behalf, the token request, carries
-/// the context of the span it runs in ([`TokenSpan::around`]), so the
-/// token endpoint's trace continues lanyard's. Nothing with tracing off.
-pub fn propagate_current(headers: &mut HeaderMap) {
-    inject(&Span::current(), headers);
+/// The token request carries the context of the token request span it
+/// runs in ([`TokenSpan::around`]), so the token endpoint's trace continues
+/// lanyard's. Only that span's: were the exchange ever awaited inside a
+/// proxied request's span, the app's trace must not reach the token
+/// endpoint. Nothing with tracing off.
+pub fn propagate_token_request(headers: &mut HeaderMap) {
+    let span = Span::current();
+    let is_token_request = span
+        .metadata()
+        .is_some_and(|meta| meta.target() == TARGET && meta.name() == TOKEN_REQUEST);
+    if is_token_request {
+        inject(&span, headers);
+    }
 }
 
 /// `span`'s context as `traceparent` (and `tracestate`), replacing any.

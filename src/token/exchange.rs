@@ -208,7 +208,7 @@ impl Exchanger {
             .header(header::USER_AGENT, crate::USER_AGENT)
             .body(Full::new(Bytes::from(body)))
             .map_err(|_| ExchangeError::Malformed("the token endpoint URL is unusable".into()))?;
-        crate::otel::spans::propagate_current(request.headers_mut());
+        crate::otel::spans::propagate_token_request(request.headers_mut());
 
         let exchange = async {
             let response = self.client.request(request).await.map_err(|err| {

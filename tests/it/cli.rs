@@ -473,6 +473,25 @@ async fn check_probes_the_rule_path_and_explains_a_403() {
 
 /// `healthcheck` needs nothing but the admin address: the image runs it
 /// every few seconds and it must not read the key.
+/// `DEMO_MOCK` where it has no meaning is refused by name, not taken as a
+/// reason to skip the account; `healthcheck` runs in the demo's container
+/// too, and ignores it.
+#[tokio::test]
+async fn demo_mock_for_check_or_token_is_refused_by_name() {
+    for command in ["check", "token"] {
+        let out = lanyard(&[command], &env(&[("DEMO_MOCK", "true")])).await;
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command}: {stderr}");
+        assert!(
+            stderr.starts_with(
+                "lanyard: DEMO_MOCK: `true`, but `lanyard check` and `lanyard token` have no demo"
+            ),
+            "{command}: {stderr}"
+        );
+        assert!(!stderr.contains("loaded for another command"), "{stderr}");
+    }
+}
+
 fn admin_only(admin: &str) -> HashMap<String, String> {
     env(&[("LANYARD_ADMIN_LISTEN", admin.trim_start_matches("http://"))])
 }

@@ -123,7 +123,7 @@ impl std::fmt::Debug for TokenRequestLog {
 }
 
 /// One answered token request, for a subscriber that needs every one
-/// ([`MockService::token_events`](super::MockService::token_events)).
+/// (`MockService::token_events`, with the `test-support` feature).
 /// Holds nothing secret: no assertion, no token.
 #[derive(Debug, Clone)]
 pub struct TokenEvent {

@@ -243,8 +243,8 @@ fn a_verifier_call_is_a_root_with_no_path() {
     assert_eq!(ids(&outgoing).1, span.span_context.span_id().to_string());
 }
 
-/// The token endpoint's trace continues lanyard's token request span, and
-/// nothing goes out outside a span of lanyard's.
+/// The token endpoint's trace continues lanyard's token request span,
+/// and no other: not outside it, not inside a proxied request's.
 #[test]
 fn a_token_request_goes_out_with_its_span_as_parent() {
     let mut outgoing = HeaderMap::new();
@@ -255,17 +255,28 @@ fn a_token_request_goes_out_with_its_span_as_parent() {
             .unwrap();
         outgoing = runtime.block_on(span.around(async {
             let mut headers = HeaderMap::new();
-            propagate_current(&mut headers);
+            propagate_token_request(&mut headers);
             headers
         }));
         span.ended("success", Some(1));
         let mut outside = HeaderMap::new();
-        propagate_current(&mut outside);
+        propagate_token_request(&mut outside);
         assert!(outside.is_empty(), "{outside:?}");
+        let proxied = HttpSpan::proxied(
+            &Method::GET,
+            &"/v1/things".parse().unwrap(),
+            &app_headers(),
+            &upstream(),
+        );
+        proxied
+            .span
+            .in_scope(|| propagate_token_request(&mut outside));
+        assert!(outside.is_empty(), "in a proxied request: {outside:?}");
     });
+    let token = spans.iter().find(|s| s.name == TOKEN_REQUEST).unwrap();
     let (trace, parent) = ids(&outgoing);
-    assert_eq!(trace, spans[0].span_context.trace_id().to_string());
-    assert_eq!(parent, spans[0].span_context.span_id().to_string());
+    assert_eq!(trace, token.span_context.trace_id().to_string());
+    assert_eq!(parent, token.span_context.span_id().to_string());
     assert!(outgoing.get(TRACESTATE).is_none());
 }
 

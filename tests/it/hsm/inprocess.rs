@@ -4,6 +4,7 @@
 //! and the session found again after the token, or the key in it, went
 //! away or changed.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -12,7 +13,7 @@ use lanyard::token::AssertionSigner;
 use uuid::Uuid;
 
 use super::softhsm::{MODULE, OBJECT, PIN, SoftHsm, TOKEN, in_child, is_child};
-use crate::support::fixture;
+use crate::support::{fixture, fixture_path};
 
 const SETTING: &str = "SA_PRIVATE_KEY (environment variable SA_PRIVATE_KEY)";
 /// How long the key has to open and sign, LANYARD_TOKEN_TIMEOUT's default.
@@ -115,14 +116,15 @@ fn a_key_gone_from_its_token_or_replaced_in_it_is_said_so_then_found_again() {
     let hsm = SoftHsm::of_parent();
     let key = load_key(&hsm.uri(), SETTING, LIMIT).unwrap();
     let before = key.sign_rs256(b"probe").unwrap();
-    let recreate = |fixture: &str, label: &str| {
+    let recreate = |key: &Path, label: &str| {
         hsm.delete_token(TOKEN);
         hsm.init_token(TOKEN, PIN);
-        hsm.import(fixture, TOKEN, label, "01", PIN);
+        hsm.import_file(key, TOKEN, label, "01", PIN);
     };
+    let fixture = fixture_path("rsa2048.pkcs8.pem");
 
     // The token is back with its key under another label.
-    recreate("rsa2048.pkcs8.pem", "another-key");
+    recreate(&fixture, "another-key");
     assert!(key.sign_rs256(b"probe").is_err(), "the old session is lost");
     assert_eq!(
         key.sign_rs256(b"probe").unwrap_err(),
@@ -132,7 +134,7 @@ fn a_key_gone_from_its_token_or_replaced_in_it_is_said_so_then_found_again() {
     // Then with another key under the key's label.
     let other = lanyard::mock::generate_rsa_key().unwrap();
     let other_pem = hsm.write("other.pkcs8.pem", other.private_pem.expose());
-    recreate(other_pem.to_str().unwrap(), OBJECT);
+    recreate(&other_pem, OBJECT);
     assert_eq!(
         key.sign_rs256(b"probe").unwrap_err(),
         format!(
@@ -140,7 +142,7 @@ fn a_key_gone_from_its_token_or_replaced_in_it_is_said_so_then_found_again() {
         )
     );
 
-    recreate("rsa2048.pkcs8.pem", OBJECT);
+    recreate(&fixture, OBJECT);
     assert_eq!(key.sign_rs256(b"probe").unwrap(), before);
 }
 

@@ -120,6 +120,11 @@ impl SoftHsm {
     /// Imports a PKCS#8 fixture key pair into the token `token`.
     pub fn import(&self, fixture: &str, token: &str, label: &str, id: &str, pin: &str) {
         let path = crate::support::fixture_path(fixture);
+        self.import_file(&path, token, label, id, pin);
+    }
+
+    /// Imports the PKCS#8 key pair in the file `path`.
+    pub fn import_file(&self, path: &Path, token: &str, label: &str, id: &str, pin: &str) {
         self.util(&[
             "--import",
             path.to_str().unwrap(),
