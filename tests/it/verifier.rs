@@ -835,6 +835,48 @@ async fn a_derived_session_key_survives_a_credentials_rotation_across_replicas()
     }
 }
 
+/// README "Running many", Counting: `started` by the replica that started
+/// a session, an ending by each replica the first time it answers it, and
+/// never again however often it is polled.
+#[tokio::test]
+async fn each_replica_counts_the_start_it_made_and_each_ending_once() {
+    let mock = Arc::new(support::mock().await);
+    let a = verifier::start_shared(mock.clone(), None, &[]).await;
+    let b = verifier::start_shared(mock.clone(), None, &[]).await;
+    let mut browser = Browser::default();
+    let session = browser.start_session(&a).await;
+    let pending = browser.status(&b, &session.handle).await;
+    assert_eq!(pending.json()["status"], "pending");
+    let presented = send(
+        Method::POST,
+        &mock.wallet_present_url(&session.service_id),
+        &[],
+        Bytes::from_static(br#"{"given_name":"Ada"}"#),
+    )
+    .await;
+    assert_eq!(presented.status, 200);
+    let verified = browser.until_ended(&b, &session.handle).await;
+    assert_eq!(verified.json()["status"], "verified");
+    browser.status(&b, &session.handle).await;
+    assert_eq!(
+        (metric(&a, "started").await, metric(&b, "started").await),
+        (1, 0)
+    );
+    assert_eq!(
+        (metric(&a, "verified").await, metric(&b, "verified").await),
+        (0, 1)
+    );
+
+    for _ in 0..2 {
+        let answer = browser.status(&a, &session.handle).await;
+        assert_eq!(answer.json()["status"], "verified");
+    }
+    assert_eq!(
+        (metric(&a, "verified").await, metric(&b, "verified").await),
+        (1, 1)
+    );
+}
+
 /// Replaces a replica's credentials file, as a Secret's update does, and
 /// waits for the reload.
 async fn rotate(replica: &Running, contents: &str) {
