@@ -45,6 +45,7 @@ pub(super) fn account(settings: &CredentialSettings, layers: &mut Layers) -> Opt
             loaded,
         }),
         Err(err) => {
+            layers.unanswered |= err.is_unanswered();
             // A variable reported as unreadable is not reported again as
             // unset.
             let reported = |line: &String| {

@@ -208,7 +208,7 @@ impl Config {
             config.account = account::account(&config.credentials, &mut layers);
         }
         if !layers.errors.is_empty() {
-            return Err(ConfigError::new(layers.errors));
+            return Err(ConfigError::new(layers.errors).unanswered_if(layers.unanswered));
         }
         config.warnings = layers.warnings;
         Ok(config)

@@ -2,8 +2,14 @@
 
 /// Problems found in the settings; each line names the setting and source.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}", .0.join("\n"))]
-pub struct ConfigError(Vec<String>);
+#[error("{}", .lines.join("\n"))]
+pub struct ConfigError {
+    lines: Vec<String>,
+    /// Something the settings name did not answer (a key's HSM): not the
+    /// settings' fault, and a later try may succeed, so the exit code is
+    /// 1, not 2 (README "Commands"), and a supervisor restarts lanyard.
+    unanswered: bool,
+}
 
 impl ConfigError {
     /// Collects problem lines, escaping control characters and the
@@ -11,22 +17,34 @@ impl ConfigError {
     /// given, and a line break, terminal escape or bidirectional override
     /// in one would split the problem or disguise it on stderr.
     pub fn new(lines: Vec<String>) -> Self {
-        ConfigError(
-            lines
-                .into_iter()
-                .map(|line| {
-                    let mut shown = String::with_capacity(line.len());
-                    for c in line.chars() {
-                        if c.is_control() || reorders_text(c) {
-                            shown.extend(c.escape_default());
-                        } else {
-                            shown.push(c);
-                        }
+        let lines = lines
+            .into_iter()
+            .map(|line| {
+                let mut shown = String::with_capacity(line.len());
+                for c in line.chars() {
+                    if c.is_control() || reorders_text(c) {
+                        shown.extend(c.escape_default());
+                    } else {
+                        shown.push(c);
                     }
-                    shown
-                })
-                .collect(),
-        )
+                }
+                shown
+            })
+            .collect();
+        ConfigError {
+            lines,
+            unanswered: false,
+        }
+    }
+
+    /// Marks the problems as including something that did not answer.
+    pub fn unanswered_if(mut self, unanswered: bool) -> Self {
+        self.unanswered |= unanswered;
+        self
+    }
+
+    pub fn is_unanswered(&self) -> bool {
+        self.unanswered
     }
 
     /// A component cut from settings that `Config::load` loaded for
@@ -41,11 +59,11 @@ impl ConfigError {
     }
 
     pub fn lines(&self) -> &[String] {
-        &self.0
+        &self.lines
     }
 
     pub fn into_lines(self) -> Vec<String> {
-        self.0
+        self.lines
     }
 }
 

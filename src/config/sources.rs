@@ -106,6 +106,8 @@ pub(super) struct Layers<'a> {
     /// Settings whose variable was set but unreadable: reported once, and
     /// not again as unset.
     pub(super) unreadable: Vec<&'static str>,
+    /// Something the settings name did not answer (a key's HSM).
+    pub(super) unanswered: bool,
 }
 
 impl<'a> Layers<'a> {
@@ -135,6 +137,7 @@ impl<'a> Layers<'a> {
             errors,
             warnings: Vec::new(),
             unreadable: Vec::new(),
+            unanswered: false,
         }
     }
 

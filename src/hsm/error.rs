@@ -146,6 +146,16 @@ impl HsmError {
         )
     }
 
+    /// The module or its token failed in a call, or a signature failed:
+    /// the device's trouble (a network HSM gone), not the settings', so
+    /// a later try may succeed.
+    pub fn is_unanswered(&self) -> bool {
+        matches!(
+            self,
+            HsmError::Module { .. } | HsmError::Token { .. } | HsmError::SignFailed { .. }
+        )
+    }
+
     /// The token refused the PIN, or may have counted a try of it, or
     /// will not let it be tried: at run time it is never offered again,
     /// since each wrong try brings a real HSM closer to locking it. Only

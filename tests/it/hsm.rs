@@ -360,6 +360,29 @@ async fn a_token_lost_at_run_time_is_counted_while_the_held_token_serves_then_fo
     assert!(log.contains("PKCS#11 session reopened"), "{log}");
 }
 
+/// A module that fails, here at `C_Initialize` (SoftHSM2 without its
+/// configuration, as a network HSM's module without its service), is not
+/// a problem with the settings: exit 1, which a supervisor restarts (the
+/// systemd unit does not restart on 2), and still one line naming it.
+#[tokio::test]
+async fn a_module_that_fails_is_exit_1_not_bad_settings() {
+    let mock = mock().await;
+    let hsm = SoftHsm::with_key("rsa2048.pkcs8.pem");
+    let mut vars = vars(&mock, &hsm, &hsm.uri());
+    let missing = hsm.conf().with_file_name("no-such-softhsm2.conf");
+    vars.insert("SOFTHSM2_CONF".into(), missing.display().to_string());
+    let out = lanyard(&["token"], &vars).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with(&format!(
+            "lanyard: SA_PRIVATE_KEY (environment variable SA_PRIVATE_KEY): the PKCS#11 module {MODULE} failed in C_Initialize: CKR_"
+        )) && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+    assert_no_pin(&out);
+}
+
 /// Each way a key in a token is refused: the settings, and the line
 /// lanyard must print (exit 2, nothing started, never the PIN). Tokens
 /// beside `lanyard`: `ec` (an EC key), `short` (RSA 1024) and `nosign`

@@ -247,6 +247,18 @@ pub enum KeyError {
     OpenEnded,
 }
 
+impl KeyError {
+    /// The key's HSM did not answer, or failed: the key may open at a
+    /// later try ([`HsmError::is_unanswered`]).
+    pub fn is_unanswered(&self) -> bool {
+        match self {
+            KeyError::NoAnswer(_) | KeyError::OpenEnded => true,
+            KeyError::Hsm(err) => err.is_unanswered(),
+            _ => false,
+        }
+    }
+}
+
 /// Parses a PEM RSA private key (PKCS#8 or PKCS#1), accepting literal `\n`
 /// sequences as newlines (the form keys take in environment variables).
 pub fn parse_private_key(pem: &str) -> Result<SigningKey, KeyError> {

@@ -131,6 +131,7 @@ fn merge(
         file: fields.as_ref().map(|(path, fields)| (*path, fields)),
         file_broken: settings.file.is_some() && fields.is_none(),
         errors,
+        unanswered: false,
     };
     let client_id = merge.required(&CLIENT_ID, &settings.client_id, "client_id", |f| {
         f.client_id.as_ref()
@@ -153,7 +154,7 @@ fn merge(
                 key: std::sync::Arc::new(key),
             })
         }
-        _ => Err(ConfigError::new(merge.errors)),
+        _ => Err(ConfigError::new(merge.errors).unanswered_if(merge.unanswered)),
     }
 }
 
@@ -184,6 +185,8 @@ struct Merge<'a> {
     /// be noise.
     file_broken: bool,
     errors: Vec<String>,
+    /// The key's HSM did not answer ([`ConfigError::is_unanswered`]).
+    unanswered: bool,
 }
 
 impl Merge<'_> {
@@ -271,7 +274,10 @@ impl Merge<'_> {
         };
         let setting = format!("{} ({})", PRIVATE_KEY.env, given.source);
         load_key(given.value.expose(), &setting, settings.key_timeout)
-            .map_err(|why| self.errors.push(format!("{setting}: {why}")))
+            .map_err(|why| {
+                self.unanswered |= why.is_unanswered();
+                self.errors.push(format!("{setting}: {why}"));
+            })
             .ok()
     }
 }
