@@ -218,14 +218,17 @@ impl Config {
     /// the CA bundle's setting with its source; `warnings`, `account` and
     /// `tls` are left for [`Config::load`].
     fn read(l: &mut Layers<'_>, need: Requirement) -> (Config, Option<Sourced<PathBuf>>) {
-        let demo = l.value(&DEMO);
-        if demo && !need.has_demo() {
-            l.errors.push(format!(
-                "{}: `true`, but `lanyard check` and `lanyard token` have no demo: the embedded mock runs inside `lanyard demo`, `lanyard run` and `lanyard verifier`; unset it to check or use a real account",
-                DEMO.env
-            ));
-        }
-        let demo = demo && need.has_demo();
+        let demo = match l.optional(&DEMO) {
+            Some(given) if given.value && !need.has_demo() => {
+                l.problem(
+                    DEMO.env,
+                    &given.source,
+                    "`true`, but `lanyard check` and `lanyard token` have no demo: the embedded mock runs inside `lanyard demo`, `lanyard run` and `lanyard verifier`; unset it to check or use a real account",
+                );
+                false
+            }
+            given => given.is_some_and(|given| given.value),
+        };
         let service_api_url = service_api_url(l, need, demo);
         let credentials = credential_settings(l);
         let verifier_required = need == Requirement::Verifier && !demo;

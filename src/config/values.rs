@@ -155,7 +155,7 @@ impl std::fmt::Display for ListenAddr {
 /// terminating zero, on Linux).
 const MAX_SOCKET_PATH: usize = 107;
 /// What the private directory lanyard binds in first adds to the socket's
-/// directory (`/.lanyard-bind.<pid>/s`, `process::unix`, whose tests check
+/// directory (`/.lanyard-bind.<random>/s`, `process::unix`, whose tests check
 /// the two agree): that path must fit a socket address too.
 pub const SOCKET_STAGING_ROOM: usize = 24;
 

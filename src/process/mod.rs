@@ -184,6 +184,16 @@ impl Process {
         let drains = Drains::new();
         let tasks = TokenTasks::spawn(&access, refresh, &metrics, &drains.watches.tasks);
         let tokens = tasks.tokens.clone();
+        // Built before any listener starts, so that one that cannot be
+        // built stops the start with nothing serving.
+        let verifier = match verifier {
+            Some((listener, config)) => {
+                let limits = verifier_limits(&config, max_connections);
+                let verifier = Verifier::new(&config, &access, tokens.clone(), metrics.clone())?;
+                Some((listener, verifier, limits))
+            }
+            None => None,
+        };
         let draining = Arc::new(AtomicBool::new(false));
         let admin_handler = Admin::new(tokens.clone(), registry, draining.clone());
         start_admin(
@@ -202,9 +212,7 @@ impl Process {
             let at = addrs.proxy;
             start_proxy(listener, at, &config, limits, &access, &tokens, &shared)?;
         }
-        if let (Some((listener, config)), Some(addr)) = (verifier, addrs.verifier) {
-            let limits = verifier_limits(&config, max_connections);
-            let verifier = Verifier::new(&config, &access, tokens.clone(), metrics.clone())?;
+        if let (Some((listener, verifier, limits)), Some(addr)) = (verifier, addrs.verifier) {
             start_verifier(listener, addr, verifier, limits, &shared)?;
         }
         let (stop, stopped) = watch::channel(false);

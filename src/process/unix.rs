@@ -63,12 +63,13 @@ pub fn bind_unix(path: &Path, mode: FileMode) -> Result<(UnixListener, SocketFil
         ));
     }
     clear_stale(path).map_err(|why| failed("the path is taken", &why))?;
-    let private = dir.join(format!("{STAGING_PREFIX}{}", std::process::id()));
+    // A random name, not the pid: every container of a pod is pid 1, and
+    // two lanyards sharing the socket's volume must not meet here.
+    let name: String = std::iter::repeat_with(fastrand::alphanumeric)
+        .take(STAGING_RANDOM)
+        .collect();
+    let private = dir.join(format!("{STAGING_PREFIX}{name}"));
     let staging = private.join(STAGING_NAME);
-    // A leftover of a process with this one's id (a container's restart
-    // reuses it); removing a directory fails unless it is an empty one.
-    let _ = fs::remove_file(&staging);
-    let _ = fs::remove_dir(&private);
     fs::DirBuilder::new()
         .mode(0o700)
         .create(&private)
@@ -80,8 +81,10 @@ pub fn bind_unix(path: &Path, mode: FileMode) -> Result<(UnixListener, SocketFil
 }
 
 /// Where [`bind_unix`] binds first, in the socket's directory: a private
-/// directory named for the process, holding one socket.
+/// directory of a random name, holding one socket.
 const STAGING_PREFIX: &str = ".lanyard-bind.";
+/// Random characters in its name: 62^7, some 3.5e12 names.
+const STAGING_RANDOM: usize = 7;
 const STAGING_NAME: &str = "s";
 
 fn place(
@@ -134,9 +137,9 @@ mod tests {
     #[test]
     fn the_settings_leave_room_for_the_private_directory() {
         // What the private directory and its socket add to the
-        // directory's path, a Linux pid having at most 7 digits.
-        let longest_pid = "4194304";
-        let staging = format!("/{STAGING_PREFIX}{longest_pid}/{STAGING_NAME}");
+        // directory's path.
+        let name = "x".repeat(STAGING_RANDOM);
+        let staging = format!("/{STAGING_PREFIX}{name}/{STAGING_NAME}");
         assert_eq!(staging.len(), crate::config::SOCKET_STAGING_ROOM);
     }
 }

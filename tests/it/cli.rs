@@ -484,7 +484,7 @@ async fn demo_mock_for_check_or_token_is_refused_by_name() {
         assert_eq!(out.status.code(), Some(2), "{command}: {stderr}");
         assert!(
             stderr.starts_with(
-                "lanyard: DEMO_MOCK: `true`, but `lanyard check` and `lanyard token` have no demo"
+                "lanyard: DEMO_MOCK (environment variable DEMO_MOCK): `true`, but `lanyard check` and `lanyard token` have no demo"
             ),
             "{command}: {stderr}"
         );
