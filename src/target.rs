@@ -157,7 +157,7 @@ impl fmt::Debug for TargetUrl {
 
 /// The port a URL of this scheme has when it names none: the one rule for
 /// the `Host` header and for an authority naming the target.
-fn default_port(scheme: &Scheme) -> u16 {
+pub fn default_port(scheme: &Scheme) -> u16 {
     if *scheme == Scheme::HTTP { 80 } else { 443 }
 }
 

@@ -85,8 +85,8 @@ pub struct OtelSettings {
     /// Where spans are POSTed: the traces endpoint as given, or the
     /// endpoint with `/v1/traces` appended.
     pub endpoint: Uri,
-    /// Sent with every export, values as given (percent-encoded): the
-    /// exporter decodes them. Secrets: collectors' API keys.
+    /// Sent with every export, values percent-decoded here (the exporter
+    /// sends what it is given). Secrets: collectors' API keys.
     pub headers: Vec<(HeaderName, Secret)>,
     /// A PEM bundle added to the trusted roots for the collector, with
     /// the variable that named it.

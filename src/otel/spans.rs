@@ -11,6 +11,7 @@
 
 use std::cell::Cell;
 
+use http::uri::Scheme;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header::HeaderName};
 use opentelemetry::Context;
 use opentelemetry::propagation::TextMapPropagator;
@@ -24,7 +25,8 @@ use tracing::{Metadata, Span};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::filter::{FilterFn, filter_fn};
 
-use crate::target::TargetUrl;
+use crate::metrics::{METHODS, method_index};
+use crate::target::{TargetUrl, default_port};
 
 /// The target of every span lanyard exports, and of nothing else.
 pub const TARGET: &str = "lanyard_otel";
@@ -77,7 +79,7 @@ impl HttpSpan {
             http.request.resend_count = Empty,
             "error.type" = Empty,
             server.address = authority.host(),
-            server.port = port(upstream.scheme().as_str(), authority.port_u16()),
+            server.port = port(upstream.scheme(), authority.port_u16()),
             url.scheme = upstream.scheme().as_str(),
             url.path = uri.path(),
         );
@@ -110,7 +112,7 @@ impl HttpSpan {
             http.request.resend_count = Empty,
             "error.type" = Empty,
             server.address = service.host().unwrap_or_default(),
-            server.port = port(scheme, service.port_u16()),
+            server.port = port(service.scheme().unwrap_or(&Scheme::HTTPS), service.port_u16()),
             url.scheme = scheme,
         );
         HttpSpan::new(span)
@@ -246,17 +248,11 @@ fn inject(span: &Span, headers: &mut HeaderMap) {
 /// The semantic conventions' `http.request.method`: a known method, or
 /// `_OTHER`, since a method is whatever a client sends.
 fn method_name(method: &Method) -> &'static str {
-    match *method {
-        Method::GET => "GET",
-        Method::HEAD => "HEAD",
-        Method::POST => "POST",
-        Method::PUT => "PUT",
-        Method::PATCH => "PATCH",
-        Method::DELETE => "DELETE",
-        Method::OPTIONS => "OPTIONS",
-        Method::CONNECT => "CONNECT",
-        Method::TRACE => "TRACE",
-        _ => "_OTHER",
+    // The metrics' bounded set, whose catch-all the conventions name
+    // `_OTHER`.
+    match METHODS[method_index(method)] {
+        "other" => "_OTHER",
+        known => known,
     }
 }
 
@@ -270,8 +266,8 @@ fn span_name(method: &Method) -> &'static str {
 
 /// `server.port`: as given, else the scheme's. Integers go to
 /// OpenTelemetry as `i64`: the layer would write other types as text.
-fn port(scheme: &str, given: Option<u16>) -> i64 {
-    i64::from(given.unwrap_or(if scheme == "https" { 443 } else { 80 }))
+fn port(scheme: &Scheme, given: Option<u16>) -> i64 {
+    i64::from(given.unwrap_or_else(|| default_port(scheme)))
 }
 
 #[cfg(test)]

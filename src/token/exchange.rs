@@ -186,6 +186,9 @@ impl Exchanger {
     pub async fn fetch(&self) -> Result<Issued, ExchangeError> {
         let account = self.account.load_full();
         let (timeout, clock) = (self.options.timeout, self.clock.as_ref());
+        // One limit for the attempt, signing included (a key in an HSM
+        // signs first): LANYARD_TOKEN_TIMEOUT bounds one token request.
+        let deadline = tokio::time::Instant::now() + timeout;
         let assertion = account.signer.sign_fresh(clock, timeout).await?;
         let creds = &account.credentials;
         // Built in a block: the serializer is not `Send` and must not live
@@ -236,7 +239,7 @@ impl Exchanger {
                 .to_bytes();
             Ok::<_, ExchangeError>((parts, bytes))
         };
-        let (parts, bytes) = tokio::time::timeout(timeout, exchange)
+        let (parts, bytes) = tokio::time::timeout_at(deadline, exchange)
             .await
             .map_err(|_| ExchangeError::Timeout(timeout))??;
         interpret(parts.status, &parts.headers, &bytes, self.clock.now())
