@@ -13,7 +13,6 @@ use http_body_util::Empty;
 use crate::Secret;
 use crate::config::Config;
 use crate::config::credentials::{Credentials, SigningKey};
-use crate::config::settings::TOKEN_TIMEOUT;
 use crate::outbound::{self, FailureKind};
 use crate::target::TargetUrl;
 
@@ -147,20 +146,12 @@ async fn check_hsm_key(key: &Arc<SigningKey>, limit: Duration, report: &mut Chec
         hsm.token(),
         hsm.module_path()
     );
-    let key = Arc::clone(key);
-    let signing = tokio::task::spawn_blocking(move || match key.hsm() {
-        Some(hsm) => hsm.sign_verified(PROBE).map_err(|err| err.to_string()),
-        None => Err("the key is not in a token".to_string()),
-    });
-    let proved = match tokio::time::timeout(limit, signing).await {
-        Ok(Ok(proved)) => proved,
-        Ok(Err(_)) => Err("the signing thread ended".into()),
-        Err(_) => Err(format!(
-            "no signature within {} ms ({}); the HSM may be unreachable",
-            limit.as_millis(),
-            TOKEN_TIMEOUT.env
-        )),
-    };
+    let proved = key
+        .off_async(limit, |key| match key.hsm() {
+            Some(hsm) => hsm.sign_verified(PROBE).map_err(|err| err.to_string()),
+            None => Err("the key is not in a token".to_string()),
+        })
+        .await;
     match proved {
         Ok(proof) => {
             let verified = if proof.verified {

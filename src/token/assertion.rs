@@ -76,13 +76,9 @@ impl AssertionSigner {
     }
 
     /// Signs a fresh assertion: now (less the backdate), with a new UUID v4
-    /// `jti`. A key in a token signs on a blocking thread: its module may
-    /// wait on a device or a network HSM, which must not stall the proxy's
-    /// threads; and one that does not answer within `limit` is a failed
-    /// attempt, so the refresher retries rather than waits for ever. The
-    /// thread stays blocked until the module returns; until then every
-    /// attempt fails at once, with no thread started, rather than each
-    /// leaving one more blocked thread behind.
+    /// `jti`. A key in a token signs off the async threads, within `limit`
+    /// ([`SigningKey::off_async`]): one that does not answer is a failed
+    /// attempt, so the refresher retries rather than waits for ever.
     pub async fn sign_fresh(
         &self,
         clock: &dyn Clock,
@@ -96,19 +92,13 @@ impl AssertionSigner {
         if !self.key.blocks() {
             return complete(&self.key, input);
         }
-        if let Some(why) = self.key.still_signing() {
-            return Err(SignError::new(why));
-        }
-        let key = Arc::clone(&self.key);
-        let signing = tokio::task::spawn_blocking(move || complete(&key, input));
-        match tokio::time::timeout(limit, signing).await {
-            Ok(Ok(signed)) => signed,
-            Ok(Err(_)) => Err(SignError::new("the signing thread ended")),
-            Err(_) => Err(SignError::new(format!(
-                "the key's token did not sign within {} ms",
-                limit.as_millis()
-            ))),
-        }
+        let signed = self
+            .key
+            .off_async(limit, move |key| {
+                complete(key, input).map_err(|SignError(why)| why)
+            })
+            .await;
+        signed.map_err(SignError::new)
     }
 
     /// `b64url(header).b64url(claims)`, the JWS signing input (RFC 7515

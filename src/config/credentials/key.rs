@@ -5,6 +5,7 @@
 
 use std::fmt;
 use std::io::BufReader;
+use std::sync::Arc;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::Duration;
 
@@ -69,6 +70,33 @@ impl SigningKey {
                 }
             )),
             _ => None,
+        }
+    }
+
+    /// Runs `sign` with this key on a blocking thread, within `limit`
+    /// (`LANYARD_TOKEN_TIMEOUT`): a key in a token may wait on a device or
+    /// a network HSM, which must not stall async threads, and one that
+    /// does not answer is given up on. The thread stays blocked until the
+    /// module returns; until then every call fails at once, with no thread
+    /// started, rather than each leaving one more blocked thread behind.
+    pub async fn off_async<T: Send + 'static>(
+        self: &Arc<Self>,
+        limit: Duration,
+        sign: impl FnOnce(&SigningKey) -> Result<T, String> + Send + 'static,
+    ) -> Result<T, String> {
+        if let Some(why) = self.still_signing() {
+            return Err(why);
+        }
+        let key = Arc::clone(self);
+        let signing = tokio::task::spawn_blocking(move || sign(&key));
+        match tokio::time::timeout(limit, signing).await {
+            Ok(Ok(signed)) => signed,
+            Ok(Err(_)) => Err("the signing thread ended".into()),
+            Err(_) => Err(format!(
+                "the key's token did not sign within {} ms ({}); the HSM may be unreachable",
+                limit.as_millis(),
+                TOKEN_TIMEOUT.env
+            )),
         }
     }
 
