@@ -22,6 +22,7 @@
 //! - [`verifier`]: the seed's verification page and its API, its assumptions about the service in one place.
 //! - [`demo`]: `lanyard demo`: the mock, with the proxy and the verifier wired to it.
 //! - `failure`: how a command failed, and its exit code.
+//! - `files`: the small files lanyard reads, regular files only and bounded.
 //! - `reload`: the credentials file watched and reloaded.
 //! - [`target`]: the URL a token is sent to (the upstream's base, the token endpoint): checked and split once, request targets joined onto it within its prefix.
 //! - [`proxy`]: the forwarding service: the absolute-form check, bodies and replay, hop-by-hop headers, 401 retry.
@@ -45,6 +46,7 @@ pub mod config;
 pub mod demo;
 mod error;
 mod failure;
+mod files;
 pub mod hsm;
 pub mod metrics;
 pub mod mock;

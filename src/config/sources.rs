@@ -281,13 +281,4 @@ fn read_file(path: &Path, source: &Source, errors: &mut Vec<String>) -> Option<t
     Some(table)
 }
 
-/// A short, secret-free reason for an I/O error.
-pub fn io_reason(err: &std::io::Error) -> String {
-    match err.kind() {
-        std::io::ErrorKind::NotFound => "no such file".into(),
-        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
-        std::io::ErrorKind::IsADirectory => "is a directory".into(),
-        std::io::ErrorKind::InvalidData => "is not valid UTF-8".into(),
-        _ => err.to_string(),
-    }
-}
+pub use crate::files::io_reason;

@@ -12,6 +12,7 @@ use super::settings::{
 };
 use super::sources::{Layers, Sourced, io_reason};
 use super::values::{Rate, SessionKeys, WalletBaseUrl};
+use crate::files::read_small;
 
 /// How fast the verifier starts sessions and calls the service, per
 /// replica (README "The verifier", Limits).
@@ -172,30 +173,15 @@ fn session_key(l: &mut Layers<'_>) -> Option<SessionKeys> {
         l.problem(VERIFIER_SESSION_KEY_FILE.env, &file.source, &why);
         return None;
     }
-    // Opening a FIFO would block start-up until a writer came.
-    let regular = std::fs::metadata(&file.value).and_then(|meta| match meta.is_file() {
-        true => Ok(()),
-        false if meta.is_dir() => Err(std::io::ErrorKind::IsADirectory.into()),
-        false => Err(std::io::Error::other("not a regular file")),
-    });
-    let read = regular
-        .and_then(|()| std::fs::File::open(&file.value))
-        .and_then(|f| {
-            use std::io::Read as _;
-            let mut text = String::new();
-            f.take(MAX_SESSION_KEY_FILE_BYTES + 1)
-                .read_to_string(&mut text)?;
-            Ok(text)
+    let read =
+        read_small(&file.value, MAX_SESSION_KEY_FILE_BYTES, "a key file").and_then(|bytes| {
+            String::from_utf8(bytes).map_err(|_| std::io::ErrorKind::InvalidData.into())
         });
     let why = match read {
         Err(err) => format!(
             "{} cannot be read: {}",
             file.value.display(),
             io_reason(&err)
-        ),
-        Ok(text) if text.len() as u64 > MAX_SESSION_KEY_FILE_BYTES => format!(
-            "{} is larger than {MAX_SESSION_KEY_FILE_BYTES} bytes; not a key file",
-            file.value.display()
         ),
         Ok(text) => match SessionKeys::parse(text.trim()) {
             Ok(keys) => return Some(keys),

@@ -1,6 +1,6 @@
 //! RFC 7512 PKCS#11 URIs as lanyard reads them: which module, which token,
 //! which key, and which file holds the PIN. Parsing is pure; only
-//! [`read_pin`] touches the file system.
+//! [`read_pin`] and [`pin_digest`] touch the file system.
 //!
 //! Only the attributes lanyard honours are accepted: those naming the
 //! token, the key and the library, each matched against what the module
@@ -9,13 +9,13 @@
 //! silently dropping it could sign with the wrong key; refusing it says so
 //! at start-up instead.
 
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use aws_lc_rs::hmac;
 use cryptoki::types::RawAuthPin;
 
 use super::error::HsmError;
+use crate::files::{io_reason, read_small};
 pub use select::{LibraryAttributes, LibrarySeen, TokenAttributes, TokenSeen};
 use select::{parse_slot_id, parse_version};
 
@@ -363,33 +363,13 @@ fn read_pin_bytes(path: &Path) -> Result<Vec<u8>, HsmError> {
         path: path.display().to_string(),
         why,
     };
-    let meta = std::fs::metadata(path).map_err(|err| unreadable(io_reason(&err)))?;
-    if !meta.is_file() {
-        return Err(unreadable("not a regular file".into()));
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|file| file.take(MAX_PIN_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(|err| unreadable(io_reason(&err)))?;
-    if bytes.len() as u64 > MAX_PIN_BYTES {
-        return Err(unreadable("larger than 4 KiB; not a PIN file".into()));
-    }
+    let bytes =
+        read_small(path, MAX_PIN_BYTES, "a PIN file").map_err(|err| unreadable(io_reason(&err)))?;
     let pin = trim_newline(bytes);
     if pin.is_empty() {
         return Err(unreadable("it is empty".into()));
     }
     Ok(pin)
-}
-
-/// Why a file cannot be read, in the words config uses for its files
-/// (hsm sits below config and imports nothing from it).
-fn io_reason(err: &std::io::Error) -> String {
-    match err.kind() {
-        std::io::ErrorKind::NotFound => "no such file".into(),
-        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
-        std::io::ErrorKind::IsADirectory => "is a directory".into(),
-        _ => err.to_string(),
-    }
 }
 
 /// Drops one trailing `\n` or `\r\n`.

@@ -5,7 +5,6 @@
 //! token, digested under a key of the watcher's.
 
 use std::fmt;
-use std::io::Read;
 use std::path::Path;
 
 use aws_lc_rs::hmac;
@@ -13,6 +12,7 @@ use aws_lc_rs::hmac;
 use super::CredentialSettings;
 use crate::Secret;
 use crate::config::sources::{Source, io_reason};
+use crate::files::read_small;
 
 /// A credentials file is a few kilobytes; anything much larger is not one.
 const MAX_FILE_BYTES: u64 = 1024 * 1024;
@@ -35,30 +35,7 @@ pub(super) fn file_prefix(path: &Path, source: &Source) -> String {
 
 /// Reads the credentials file, refusing one too large to be one.
 pub fn read_file(path: &Path, source: &Source) -> Result<Vec<u8>, String> {
-    let read = || -> std::io::Result<Vec<u8>> {
-        // Opening a FIFO blocks until a writer comes, and a device may never
-        // end: only regular files are read (a swap between this check and
-        // the open is not a threat this guards against).
-        let meta = std::fs::metadata(path)?;
-        if meta.is_dir() {
-            return Err(std::io::Error::from(std::io::ErrorKind::IsADirectory));
-        }
-        if !meta.is_file() {
-            return Err(std::io::Error::other("not a regular file"));
-        }
-        // Bounded by reading, not by the size reported: the file may grow.
-        let mut bytes = Vec::new();
-        std::fs::File::open(path)?
-            .take(MAX_FILE_BYTES + 1)
-            .read_to_end(&mut bytes)?;
-        if bytes.len() as u64 > MAX_FILE_BYTES {
-            return Err(std::io::Error::other(
-                "larger than 1 MiB; not a credentials file",
-            ));
-        }
-        Ok(bytes)
-    };
-    read().map_err(|err| {
+    read_small(path, MAX_FILE_BYTES, "a credentials file").map_err(|err| {
         format!(
             "{}: cannot be read: {}",
             file_prefix(path, source),
