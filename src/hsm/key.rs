@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use super::error::{HsmError, describe};
 use super::module::{Module, module};
 use super::open::{Opened, Place, PublicKey, open};
-use super::uri::{KeyUri, hex, parse, read_pin};
+use super::uri::{KeyUri, parse, read_pin};
 
 /// A signature the token made, and what was learnt making it. Its
 /// `Debug` leaves the signature out: over the binding label it is what the
@@ -155,11 +155,6 @@ impl HsmKey {
     /// The key's label and id, as messages show them.
     pub fn object(&self) -> String {
         self.uri.object_description()
-    }
-
-    /// The key's `CKA_ID` in hex, if the URI gave one.
-    pub fn id(&self) -> Option<String> {
-        self.uri.id.as_deref().map(hex)
     }
 
     /// The modulus's size in bits.

@@ -15,7 +15,7 @@
 //! - `module`: one module per library per process, loaded once, finalized
 //!   and initialised again when a token stops answering.
 //! - `open`: a session on the token, the PIN flags read before any login,
-//!   the key found and checked; the PIN rule ([`may_log_in`]) is pure.
+//!   the key found and checked; the PIN rule (`open::may_log_in`) is pure.
 //! - `key`: [`HsmKey`], which signs one signature at a time and reopens
 //!   its session after a failure, never after a refused PIN.
 
@@ -27,5 +27,5 @@ mod uri;
 
 pub use error::HsmError;
 pub use key::{HsmKey, Proof};
-pub use open::{MIN_KEY_BITS, PinFlags, may_log_in};
+pub use open::MIN_KEY_BITS;
 pub use uri::{is_pkcs11_uri, pin_digest, pin_file_of};

@@ -83,7 +83,7 @@ impl KeyUri {
 }
 
 /// Lower-case hex, as `softhsm2-util --id` and `pkcs11-tool` show ids.
-pub fn hex(bytes: &[u8]) -> String {
+fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
