@@ -27,6 +27,7 @@
 //! - [`target`]: the URL a token is sent to (the upstream's base, the token endpoint): checked and split once, request targets joined onto it within its prefix.
 //! - [`proxy`]: the forwarding service: the absolute-form check, bodies and replay, hop-by-hop headers, 401 retry.
 //! - [`client_body`]: a client's request body, bounded in time, its failures told apart from the upstream's.
+//! - `collect`: a body read whole into one buffer, costing the bytes received however it is framed.
 //! - `percent`: percent-decoding held to the letter, for URIs and lists users write.
 //! - [`pool`]: upstream connections, pooled per proxy thread under one process-wide cap.
 //! - [`admin`]: `/healthz`, `/readyz`, `/metrics`.
@@ -41,6 +42,7 @@ pub mod access;
 pub mod admin;
 pub mod cli;
 pub mod client_body;
+mod collect;
 pub mod commands;
 pub mod config;
 pub mod demo;

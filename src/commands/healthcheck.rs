@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, StatusCode, header};
-use http_body_util::{BodyExt, Empty, Limited};
+use http_body_util::Empty;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
@@ -107,10 +107,8 @@ async fn get_readyz(addr: SocketAddr) -> Result<(StatusCode, Bytes), String> {
         .map_err(|err| unreachable(err.to_string()))?;
     let status = response.status();
     // `/readyz` answers a few hundred bytes; anything far larger is not it.
-    let body = Limited::new(response.into_body(), 64 * 1024)
-        .collect()
+    let body = crate::collect::collect(response.into_body(), 64 * 1024)
         .await
-        .map(|collected| collected.to_bytes())
         .unwrap_or_default();
     Ok((status, body))
 }

@@ -10,7 +10,6 @@
 use std::time::SystemTime;
 
 use http::{HeaderMap, Method, Request, StatusCode, Version, header};
-use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use serde_json::json;
 
@@ -215,7 +214,7 @@ impl Api {
                 // Read what the client is still sending, as a server behind
                 // a load balancer would: closing on an unread body resets
                 // the connection, and the 401 can be lost with it.
-                let _ = Limited::new(body, MAX_BODY).collect().await;
+                let _ = crate::collect::collect(body, MAX_BODY).await;
                 return Err(refusal);
             }
         };
@@ -230,7 +229,7 @@ impl Api {
         }
         let method = &parts.method;
         let body = if *method == Method::POST || *method == Method::PATCH {
-            read_json_object(&parts.headers, body).await?
+            read_json_object(body).await?
         } else {
             None
         };

@@ -11,8 +11,8 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Method, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use http::{HeaderValue, Method, Response, StatusCode, header};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
@@ -115,10 +115,9 @@ pub(super) fn unix_now() -> u64 {
 /// `None`; anything but a JSON object is a 400. The content type is not
 /// checked, so `curl -d` without a header works in a demo.
 pub(super) async fn read_json_object(
-    headers: &HeaderMap,
     body: Incoming,
 ) -> Result<Option<Map<String, Value>>, Refusal> {
-    let Some(raw) = read_json(headers, body).await? else {
+    let Some(raw) = read_json(body).await? else {
         return Ok(None);
     };
     match serde_json::from_str::<Value>(raw.get()) {
@@ -134,7 +133,6 @@ pub(super) async fn read_json_object(
 /// Reads a JSON body of at most [`MAX_BODY`] bytes, any JSON value, as
 /// the text it came as. An empty body is `None`; what is not JSON is a 400.
 pub(super) async fn read_json(
-    headers: &HeaderMap,
     body: Incoming,
 ) -> Result<Option<Box<RawValue>>, Refusal> {
     let too_large = || {
@@ -144,16 +142,9 @@ pub(super) async fn read_json(
             format!("the body is larger than {MAX_BODY} bytes"),
         )
     };
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > MAX_BODY as u64) {
-        return Err(too_large());
-    }
-    let bytes = match Limited::new(body, MAX_BODY).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(err) if err.downcast_ref::<LengthLimitError>().is_some() => return Err(too_large()),
+    let bytes = match crate::collect::collect(body, MAX_BODY).await {
+        Ok(bytes) => bytes,
+        Err(err) if err.is_too_large() => return Err(too_large()),
         Err(_) => {
             return Err(error(
                 StatusCode::BAD_REQUEST,

@@ -351,7 +351,7 @@ async fn wallet_dispatch(verifications: &Verifications, req: Request<Incoming>) 
     if parts.method != Method::POST {
         return Err(method_not_allowed(&[Method::POST]));
     }
-    let claims = read_json(&parts.headers, body).await?;
+    let claims = read_json(body).await?;
     let (status, claims) = if action == "present" {
         let claims = claims
             .or_else(|| serde_json::value::to_raw_value(&Value::Object(default_claims())).ok());

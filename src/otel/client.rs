@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use http::{Request, Response};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 use opentelemetry_http::{HttpClient, HttpError};
 
@@ -68,8 +68,8 @@ impl HttpClient for CollectorClient {
         let exchange = async {
             let response = self.client.request(request.map(Full::new)).await?;
             let (parts, body) = response.into_parts();
-            let body = Limited::new(body, MAX_ANSWER_BYTES).collect().await?;
-            Ok::<_, HttpError>(Response::from_parts(parts, body.to_bytes()))
+            let body = crate::collect::collect(body, MAX_ANSWER_BYTES).await?;
+            Ok::<_, HttpError>(Response::from_parts(parts, body))
         };
         tokio::time::timeout(self.timeout, exchange)
             .await

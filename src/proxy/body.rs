@@ -39,9 +39,7 @@ pub struct StreamedBody {
 
 /// The kept copy, handed over once the body has ended within the limit.
 struct BodyCopy {
-    chunks: Vec<Bytes>,
-    len: u64,
-    reservation: Reservation,
+    gathered: Gathered,
     done: oneshot::Sender<(Bytes, Reservation)>,
 }
 
@@ -67,9 +65,7 @@ impl StreamedBody {
     ) -> (Self, oneshot::Receiver<(Bytes, Reservation)>) {
         let (done, copied) = oneshot::channel();
         let copy = BodyCopy {
-            chunks: Vec::new(),
-            len: 0,
-            reservation: budget.empty(),
+            gathered: Gathered::new(budget, MAX_REPLAY_BODY as usize),
             done,
         };
         let body = StreamedBody {
@@ -82,24 +78,15 @@ impl StreamedBody {
 
     fn keep(&mut self, data: &Bytes) {
         let Some(copy) = &mut self.copy else { return };
-        let len = copy.len + data.len() as u64;
         // A closed channel: the answer was not a 401, or came too long ago.
-        if len > MAX_REPLAY_BODY
-            || copy.done.is_closed()
-            || !copy.reservation.grow(data.len() as u64)
-        {
+        if copy.done.is_closed() || !copy.gathered.push(data) {
             self.copy = None;
-            return;
         }
-        copy.len = len;
-        copy.chunks.push(data.clone());
     }
 
     fn finish(&mut self) {
         if let Some(copy) = self.copy.take() {
-            let _ = copy
-                .done
-                .send((concat(copy.chunks, copy.len), copy.reservation));
+            let _ = copy.done.send(copy.gathered.into_parts());
         }
     }
 }
@@ -146,17 +133,50 @@ impl hyper::body::Body for StreamedBody {
     }
 }
 
-fn concat(mut chunks: Vec<Bytes>, len: u64) -> Bytes {
-    match chunks.len() {
-        0 => Bytes::new(),
-        1 => chunks.pop().unwrap_or_default(),
-        _ => {
-            let mut whole = BytesMut::with_capacity(len as usize);
-            chunks
-                .iter()
-                .for_each(|chunk| whole.extend_from_slice(chunk));
-            whole.freeze()
+/// A body's bytes gathered into one buffer, the replay budget charged for
+/// the buffer's capacity: what is held, not what was sent. Keeping each
+/// frame's `Bytes` instead would pin the read buffer it is a slice of, so a
+/// body sent one byte per frame would hold thousands of them (see
+/// `crate::collect`).
+struct Gathered {
+    buffer: BytesMut,
+    limit: usize,
+    reservation: Reservation,
+}
+
+impl Gathered {
+    fn new(budget: &ReplayBudget, limit: usize) -> Self {
+        Gathered {
+            buffer: BytesMut::new(),
+            limit,
+            reservation: budget.empty(),
         }
+    }
+
+    /// Appends `data`; false, keeping nothing more, when that would pass
+    /// the limit or the budget.
+    fn push(&mut self, data: &[u8]) -> bool {
+        let needed = self.buffer.len() + data.len();
+        if needed > self.limit {
+            return false;
+        }
+        let capacity = self.buffer.capacity();
+        if needed > capacity {
+            // Doubling, within the limit, so that small frames do not
+            // reallocate for each one; charged for what was allocated.
+            let grown = needed.max(capacity.saturating_mul(2)).min(self.limit);
+            self.buffer.reserve(grown - self.buffer.len());
+            let added = self.buffer.capacity().saturating_sub(capacity);
+            if !self.reservation.grow(added as u64) {
+                return false;
+            }
+        }
+        self.buffer.extend_from_slice(data);
+        true
+    }
+
+    fn into_parts(self) -> (Bytes, Reservation) {
+        (self.buffer.freeze(), self.reservation)
     }
 }
 
@@ -234,26 +254,27 @@ pub(super) async fn plan_body(
     }
     // The budget is taken as bytes arrive, not as declared, so a client
     // that announces a body and sends nothing holds none of it.
-    let mut reservation = budget.empty();
-    let mut chunks = Vec::new();
-    let mut read = 0u64;
+    let mut gathered = Gathered::new(budget, len as usize);
     while let Some(frame) = body.frame().await {
         let frame = frame?;
         // Request trailers have no place in a replayable body; dropped.
         let Ok(data) = frame.into_data() else {
             continue;
         };
-        read += data.len() as u64;
-        let fits = reservation.grow(data.len() as u64);
-        chunks.push(data);
-        if !fits {
+        if !gathered.push(&data) {
             // Past the budget: send what was read, then stream the rest.
-            let prefix = concat(chunks, read);
-            return Ok(BodyPlan::Streaming(StreamedBody::after(Some(prefix), body)));
+            let (read, _) = gathered.into_parts();
+            let prefix = [read, data].concat();
+            return Ok(BodyPlan::Streaming(StreamedBody::after(
+                Some(Bytes::from(prefix)),
+                body,
+            )));
         }
     }
-    // hyper holds the client to its Content-Length, so `read` is `len`.
-    Ok(BodyPlan::Whole(concat(chunks, read), Some(reservation)))
+    // hyper holds the client to its Content-Length, so what was read is
+    // `len` bytes.
+    let (whole, reservation) = gathered.into_parts();
+    Ok(BodyPlan::Whole(whole, Some(reservation)))
 }
 
 #[cfg(test)]

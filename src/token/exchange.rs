@@ -8,11 +8,12 @@ use std::time::{Duration, SystemTime};
 use arc_swap::{ArcSwap, ArcSwapOption};
 use bytes::Bytes;
 use http::{HeaderValue, Request, StatusCode, header};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 
 use super::assertion::{AssertionSigner, Clock, SignError};
 use crate::Secret;
+use crate::collect::CollectError;
 use crate::config::credentials::Credentials;
 use crate::outbound::{self, Connector, FailureKind};
 
@@ -223,20 +224,17 @@ impl Exchanger {
                 }
             })?;
             let (parts, body) = response.into_parts();
-            let bytes = Limited::new(body, MAX_RESPONSE_BYTES)
-                .collect()
+            let bytes = crate::collect::collect(body, MAX_RESPONSE_BYTES)
                 .await
-                .map_err(|err| {
-                    if err.is::<http_body_util::LengthLimitError>() {
-                        ExchangeError::Malformed(format!(
-                            "the body is larger than {} KiB",
-                            MAX_RESPONSE_BYTES / 1024
-                        ))
-                    } else {
+                .map_err(|err| match err {
+                    CollectError::TooLarge { .. } => ExchangeError::Malformed(format!(
+                        "the body is larger than {} KiB",
+                        MAX_RESPONSE_BYTES / 1024
+                    )),
+                    CollectError::Read(err) => {
                         ExchangeError::Network(format!("reading the response failed: {err}"))
                     }
-                })?
-                .to_bytes();
+                })?;
             Ok::<_, ExchangeError>((parts, bytes))
         };
         let (parts, bytes) = tokio::time::timeout_at(deadline, exchange)

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, StatusCode, Uri, header};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 
 use super::assumptions::{self, MAX_CLAIMS_BYTES, Malformed, Progress, Started, Unusable};
@@ -227,18 +227,13 @@ impl ServiceApi {
                 CallError::Unreachable(kind)
             })?;
             let status = response.status();
-            match Limited::new(response.into_body(), MAX_ANSWER_BYTES)
-                .collect()
-                .await
-            {
-                Ok(body) => Ok((status, body.to_bytes())),
+            match crate::collect::collect(response.into_body(), MAX_ANSWER_BYTES).await {
+                Ok(body) => Ok((status, body)),
                 // An error's body is not read: its status says enough.
-                Err(err) if err.is::<http_body_util::LengthLimitError>() => {
-                    match status.is_success() {
-                        true => Err(CallError::TooLarge),
-                        false => Ok((status, Bytes::new())),
-                    }
-                }
+                Err(err) if err.is_too_large() => match status.is_success() {
+                    true => Err(CallError::TooLarge),
+                    false => Ok((status, Bytes::new())),
+                },
                 Err(_) => Err(CallError::CutOff),
             }
         };

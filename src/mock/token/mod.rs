@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
@@ -416,11 +416,9 @@ async fn read_form(req: Request<Incoming>) -> Result<BTreeMap<String, String>, O
             "the body must be application/x-www-form-urlencoded",
         ));
     }
-    let body = Limited::new(req.into_body(), MAX_FORM_BYTES)
-        .collect()
+    let body = crate::collect::collect(req.into_body(), MAX_FORM_BYTES)
         .await
-        .map_err(|_| invalid_request("the body is unreadable or too large"))?
-        .to_bytes();
+        .map_err(|_| invalid_request("the body is unreadable or too large"))?;
     let mut form = BTreeMap::new();
     for (name, value) in form_urlencoded::parse(&body) {
         if form.insert(name.to_string(), value.to_string()).is_some() {
