@@ -109,6 +109,7 @@ impl Demo {
                 .map(|listener| (listener, ProxyConfig::from_config(config, service))),
             verifier: listeners.verifier.map(|listener| (listener, verifier)),
             shutdown_grace: config.shutdown_grace,
+            send_timeout: config.send_timeout,
             spans_dropped: telemetry.spans_dropped(),
         };
         let process = Process::start(components)?;

@@ -36,8 +36,18 @@ pub struct Metrics {
     pub verifier_connections: IntGauge,
     pub verifier_connections_refused: IntCounter,
     pub verifier_connections_evicted: IntCounter,
+    pub connections_stalled: IntCounterVec,
+    pub connections_flooding: IntCounterVec,
     pub otel_spans_dropped: IntCounter,
     pub build_info: IntGaugeVec,
+}
+
+/// One listener's series of the connection metrics shared by every
+/// listener.
+#[derive(Debug, Clone)]
+pub struct ListenerMetrics {
+    pub stalled: IntCounter,
+    pub flooding: IntCounter,
 }
 
 /// `lanyard_otel_spans_dropped_total`, made apart from the others: the
@@ -150,6 +160,20 @@ impl Metrics {
                 "lanyard_verifier_connections_evicted_total",
                 "Connections with no request in flight that the verifier's listener closed at LANYARD_MAX_CONNECTIONS to take a new one.",
             )?,
+            connections_stalled: IntCounterVec::new(
+                Opts::new(
+                    "lanyard_connections_stalled_total",
+                    "Connections (and HTTP/2 streams) ended because their client took none of an answer's bytes for LANYARD_SEND_TIMEOUT, by listener.",
+                ),
+                &["listener"],
+            )?,
+            connections_flooding: IntCounterVec::new(
+                Opts::new(
+                    "lanyard_connections_flooding_total",
+                    "HTTP/2 connections closed for sending control frames (PING, SETTINGS, WINDOW_UPDATE, ...) faster than any client needs, by listener.",
+                ),
+                &["listener"],
+            )?,
             otel_spans_dropped: spans_dropped,
             build_info: IntGaugeVec::new(
                 Opts::new(
@@ -175,6 +199,8 @@ impl Metrics {
         registry.register(Box::new(metrics.verifier_connections.clone()))?;
         registry.register(Box::new(metrics.verifier_connections_refused.clone()))?;
         registry.register(Box::new(metrics.verifier_connections_evicted.clone()))?;
+        registry.register(Box::new(metrics.connections_stalled.clone()))?;
+        registry.register(Box::new(metrics.connections_flooding.clone()))?;
         registry.register(Box::new(metrics.otel_spans_dropped.clone()))?;
         registry.register(Box::new(metrics.build_info.clone()))?;
         metrics
@@ -194,6 +220,15 @@ impl Metrics {
             metrics.verifier_sessions.with_label_values(&[outcome]);
         }
         Ok(metrics)
+    }
+
+    /// Where one listener's accept loop reports, its stall and flood
+    /// series made now so that they read 0 rather than being absent.
+    pub fn listener(&self, listener: &str) -> ListenerMetrics {
+        ListenerMetrics {
+            stalled: self.connections_stalled.with_label_values(&[listener]),
+            flooding: self.connections_flooding.with_label_values(&[listener]),
+        }
     }
 
     /// A registry with these metrics and the standard `process_*` ones.

@@ -53,6 +53,12 @@ pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 /// a client stalling its body holds a connection no longer than one
 /// stalling its headers.
 pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// An answer whose client takes none of its bytes this long is given up:
+/// the HTTP/1.1 connection is closed, the HTTP/2 stream reset. A client
+/// that reads, however slowly, is never cut; one that stopped reading
+/// holds its connection (and its place under the limits) no longer than
+/// one stalling its headers or its body would.
+pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(30);
 /// Request header bytes per connection (HTTP/1.1: the whole request head;
 /// HTTP/2: each header list). Envoy allows 60 KiB and nginx 32 KiB; API
 /// clients send a few KiB. With the connection limit it bounds memory

@@ -72,7 +72,7 @@ use defaults::{DEFAULT_VERIFIER_LISTEN, DEMO_VERIFIER_LISTEN, MAX_ASSERTION_TTL}
 use settings::{
     ADMIN_LISTEN, ASSERTION_TTL, BODY_TIMEOUT, CA_FILE, CLIENT_ID, CLOCK_SKEW, DEMO, EXPIRY_MARGIN,
     HEADER_TIMEOUT, IAM_AUDIENCE, LISTEN_MODE, LOG_FORMAT, MAX_CONNECTIONS, MAX_HEADER_BYTES,
-    MAX_UPSTREAM_CONNECTIONS, ORG_ID, ORGANIZATION_ID, RFC7523_FIELDS, SHUTDOWN_GRACE,
+    MAX_UPSTREAM_CONNECTIONS, ORG_ID, ORGANIZATION_ID, RFC7523_FIELDS, SEND_TIMEOUT, SHUTDOWN_GRACE,
     TOKEN_TIMEOUT, TOKEN_URI, UPSTREAM_TIMEOUT, WORKER_THREADS,
 };
 use sources::{Layers, Reported};
@@ -118,6 +118,9 @@ pub struct Config {
     pub shutdown_grace: Duration,
     pub header_timeout: Duration,
     pub body_timeout: Duration,
+    /// `LANYARD_SEND_TIMEOUT`: how long a client may take none of an
+    /// answer's bytes.
+    pub send_timeout: Duration,
     pub max_header_bytes: usize,
     pub max_connections: usize,
     pub max_upstream_connections: usize,
@@ -274,6 +277,7 @@ impl Config {
             shutdown_grace: l.value(&SHUTDOWN_GRACE),
             header_timeout: l.value(&HEADER_TIMEOUT),
             body_timeout: l.value(&BODY_TIMEOUT),
+            send_timeout: l.value(&SEND_TIMEOUT),
             max_header_bytes: l.value(&MAX_HEADER_BYTES).0,
             max_upstream_connections: l.value(&MAX_UPSTREAM_CONNECTIONS),
             max_connections: l.value(&MAX_CONNECTIONS),

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::declaration::{AnySetting, DefaultValue, Setting};
 use super::defaults::{
-    DEFAULT_ADMIN_LISTEN, DEFAULT_ASSERTION_TTL, DEFAULT_BODY_TIMEOUT, DEFAULT_EXPIRY_MARGIN,
+    DEFAULT_ADMIN_LISTEN, DEFAULT_ASSERTION_TTL, DEFAULT_BODY_TIMEOUT, DEFAULT_SEND_TIMEOUT, DEFAULT_EXPIRY_MARGIN,
     DEFAULT_HEADER_TIMEOUT, DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEADER_BYTES,
     DEFAULT_MAX_UPSTREAM_CONNECTIONS, DEFAULT_MAX_WORKER_THREADS, DEFAULT_SHUTDOWN_GRACE,
     DEFAULT_TOKEN_TIMEOUT, DEFAULT_UPSTREAM_TIMEOUT, DEFAULT_VERIFIER_SESSION_TTL, MAX_CLOCK_SKEW,
@@ -64,6 +64,7 @@ pub const SETTINGS: &[&dyn AnySetting] = &[
     &SHUTDOWN_GRACE,
     &HEADER_TIMEOUT,
     &BODY_TIMEOUT,
+    &SEND_TIMEOUT,
     &MAX_HEADER_BYTES,
     &MAX_CONNECTIONS,
     &MAX_UPSTREAM_CONNECTIONS,
@@ -502,6 +503,18 @@ pub const BODY_TIMEOUT: Setting<Duration> = Setting {
     value_name: Some("DURATION"),
     help: "Time a request body may stay silent before the request is given up",
     default: DefaultValue::Value(DEFAULT_BODY_TIMEOUT),
+    read: read_positive_duration,
+    secret: false,
+};
+
+/// `LANYARD_SEND_TIMEOUT` (README "Limits").
+pub const SEND_TIMEOUT: Setting<Duration> = Setting {
+    key: "send_timeout",
+    env: "LANYARD_SEND_TIMEOUT",
+    flag: Some("--send-timeout"),
+    value_name: Some("DURATION"),
+    help: "Time a client may take none of an answer's bytes before its stream or connection is ended",
+    default: DefaultValue::Value(DEFAULT_SEND_TIMEOUT),
     read: read_positive_duration,
     secret: false,
 };

@@ -20,6 +20,12 @@ use crate::verifier::VerifierConfig;
 /// no request in flight (`server::Limits::evict_idle`), so a flood of
 /// half-open connections cannot keep the probes out.
 pub(super) const ADMIN_MAX_CONNECTIONS: usize = 64;
+/// Connections one client (an IPv4 address or an IPv6 /64) may hold on the
+/// admin listener. The kubelet's probes and a Prometheus scraper each use
+/// one or two; 8 leaves room for both from one node, while a flood from one
+/// address holds an eighth of the listener at most, and, with its
+/// connections evictable once idle or stalled, not even that for long.
+pub(super) const ADMIN_CONNECTIONS_PER_CLIENT: usize = 8;
 /// Probes and scrapes send their request as they connect; a client that
 /// has not within this is not one of them.
 const ADMIN_HEADER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -53,6 +59,7 @@ pub(super) fn proxy_limits(config: &ProxyConfig, max_connections: usize) -> serv
     server::Limits {
         first_request_timeout: config.header_timeout,
         idle_timeout: config.header_timeout,
+        send_timeout: config.send_timeout,
         max_connections,
         per_client: None,
         max_header_bytes: config.max_header_bytes,
@@ -62,13 +69,18 @@ pub(super) fn proxy_limits(config: &ProxyConfig, max_connections: usize) -> serv
     }
 }
 
-/// The admin listener's: a few probes and scrapes.
-pub(super) fn admin_limits() -> server::Limits {
+/// The admin listener's: a few probes and scrapes, from clients capped
+/// one by one so that no one address can keep the probes out.
+pub(super) fn admin_limits(send_timeout: Duration) -> server::Limits {
     server::Limits {
         first_request_timeout: ADMIN_HEADER_TIMEOUT,
         idle_timeout: ADMIN_HEADER_TIMEOUT,
+        send_timeout,
         max_connections: ADMIN_MAX_CONNECTIONS,
-        per_client: None,
+        per_client: Some(server::ClientCap {
+            max_connections: ADMIN_CONNECTIONS_PER_CLIENT,
+            refusal: admin_cap_refusal(),
+        }),
         max_header_bytes: MIN_MAX_HEADER_BYTES,
         refusal: admin_refusal(),
         evict_idle: true,
@@ -88,6 +100,7 @@ pub(super) fn verifier_limits(config: &VerifierConfig, max_connections: usize) -
             true => VERIFIER_PROXIED_IDLE_TIMEOUT,
             false => VERIFIER_IDLE_TIMEOUT,
         },
+        send_timeout: config.send_timeout,
         max_connections,
         per_client: (!proxied).then(|| server::ClientCap {
             max_connections: VERIFIER_CONNECTIONS_PER_CLIENT,
@@ -106,6 +119,14 @@ pub(super) fn verifier_limits(config: &VerifierConfig, max_connections: usize) -
 fn admin_refusal() -> Bytes {
     let body = format!(
         "the admin listener is answering its {ADMIN_MAX_CONNECTIONS} connections' requests already; retry soon\n"
+    );
+    Bytes::from(raw_http1(StatusCode::SERVICE_UNAVAILABLE, None, &body))
+}
+
+/// What a connection over the admin listener's per-client cap is told.
+fn admin_cap_refusal() -> Bytes {
+    let body = format!(
+        "this address holds {ADMIN_CONNECTIONS_PER_CLIENT} admin connections, as many as one client may; reuse them\n"
     );
     Bytes::from(raw_http1(StatusCode::SERVICE_UNAVAILABLE, None, &body))
 }

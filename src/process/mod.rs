@@ -73,6 +73,10 @@ pub struct Components {
     pub verifier: Option<(TcpListener, VerifierConfig)>,
     /// How long the client listeners drain for (`LANYARD_SHUTDOWN_GRACE`).
     pub shutdown_grace: Duration,
+    /// How long the admin listener's clients may take none of an answer
+    /// (`LANYARD_SEND_TIMEOUT`; the proxy's and the verifier's are in
+    /// their configs).
+    pub send_timeout: Duration,
     /// Where the span exporter counts its drops, registered with the
     /// other metrics (`otel::Telemetry::spans_dropped`); a counter of its
     /// own when nothing exports.
@@ -137,6 +141,7 @@ impl Components {
             proxy: None,
             verifier: None,
             shutdown_grace: config.shutdown_grace,
+            send_timeout: config.send_timeout,
             spans_dropped: metrics::spans_dropped_counter(),
         })
     }
@@ -171,6 +176,7 @@ impl Process {
             proxy,
             verifier,
             shutdown_grace,
+            send_timeout,
             spans_dropped,
         } = components;
         let addrs = Addresses::of(&admin, proxy.as_ref(), verifier.as_ref())?;
@@ -196,10 +202,13 @@ impl Process {
         };
         let draining = Arc::new(AtomicBool::new(false));
         let admin_handler = Admin::new(tokens.clone(), registry, draining.clone());
+        let admin_limits = admin_limits(send_timeout);
+        let admin_metrics = metrics.listener("admin");
         start_admin(
             admin,
             addrs.admin,
             admin_handler,
+            (admin_limits, admin_metrics),
             drains.watches.admin.clone(),
         )?;
         let shared = Shared {
@@ -395,12 +404,19 @@ fn start_admin(
     listener: TcpListener,
     addr: SocketAddr,
     admin: Admin,
+    (limits, metrics): (server::Limits, metrics::ListenerMetrics),
     drain: drain::Watch,
 ) -> Result<(), Failure> {
     let options = ServeOptions {
         grace: ADMIN_GRACE,
-        limits: admin_limits(),
-        metrics: None,
+        limits,
+        metrics: Some(server::ConnectionMetrics {
+            open: None,
+            refused: None,
+            evicted: None,
+            stalled: Some(metrics.stalled),
+            flooding: Some(metrics.flooding),
+        }),
         span: tracing::info_span!("admin", addr = %addr),
     };
     start_thread(
@@ -452,10 +468,13 @@ fn start_proxy(
         tokens.clone(),
         metrics.clone(),
     );
+    let series = metrics.listener("proxy");
     let connections = server::ConnectionMetrics {
-        open: metrics.proxy_connections.clone(),
-        refused: metrics.proxy_connections_refused.clone(),
+        open: Some(metrics.proxy_connections.clone()),
+        refused: Some(metrics.proxy_connections_refused.clone()),
         evicted: None,
+        stalled: Some(series.stalled),
+        flooding: Some(series.flooding),
     };
     start_proxy_workers(
         into_std(listener, "proxy")?,
@@ -480,13 +499,16 @@ fn start_verifier(
     shared: &Shared<'_>,
 ) -> Result<(), Failure> {
     let metrics = shared.metrics;
+    let series = metrics.listener("verifier");
     let options = ServeOptions {
         grace: shared.grace,
         limits,
         metrics: Some(server::ConnectionMetrics {
-            open: metrics.verifier_connections.clone(),
-            refused: metrics.verifier_connections_refused.clone(),
+            open: Some(metrics.verifier_connections.clone()),
+            refused: Some(metrics.verifier_connections_refused.clone()),
             evicted: Some(metrics.verifier_connections_evicted.clone()),
+            stalled: Some(series.stalled),
+            flooding: Some(series.flooding),
         }),
         span: tracing::info_span!("verifier", addr = %addr),
     };

@@ -75,6 +75,9 @@ pub struct ProxyConfig {
     /// A client's time to send a request head, and a kept-alive
     /// connection's idle time (`LANYARD_HEADER_TIMEOUT`).
     pub header_timeout: Duration,
+    /// How long a client may take none of an answer
+    /// (`LANYARD_SEND_TIMEOUT`).
+    pub send_timeout: Duration,
     pub max_header_bytes: usize,
     /// Client connections (`LANYARD_MAX_CONNECTIONS`), before the
     /// open-file limit lowers it (README "Limits").
@@ -91,6 +94,7 @@ impl ProxyConfig {
             max_upstream_connections: config.max_upstream_connections,
             worker_threads: config.worker_threads,
             header_timeout: config.header_timeout,
+            send_timeout: config.send_timeout,
             max_header_bytes: config.max_header_bytes,
             max_connections: config.max_connections,
         }

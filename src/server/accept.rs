@@ -20,7 +20,7 @@ use tracing::Instrument;
 use crate::throttle::{self, Throttle};
 
 use super::balance::{Held, Taken, take};
-use super::connection::{Activity, Protocols, serve_connection};
+use super::connection::{Activity, Protocols, Serving, serve_connection};
 use super::{ConnectionMetrics, Drained, Handler, Limits, Listener, Member, Peer, Stream};
 
 /// A failing `accept` (usually out of file descriptors) is retried after
@@ -55,6 +55,7 @@ pub(super) async fn accept_loop<H: Handler>(
         handler,
         protocols: Rc::new(Protocols::new(&limits)),
         header_bytes: share.group.header_bytes.clone(),
+        streams: share.group.streams.clone(),
         stopping,
         connections: JoinSet::new(),
         evictable: limits.evict_idle.then(VecDeque::new),
@@ -102,6 +103,8 @@ struct Acceptor<H> {
     protocols: Rc<Protocols>,
     /// The group's budget for HTTP/2 request headers in flight.
     header_bytes: Arc<Semaphore>,
+    /// The group's budget for HTTP/2 streams in flight.
+    streams: Arc<Semaphore>,
     stopping: watch::Receiver<bool>,
     /// Owned here so connections still open when the grace runs out are
     /// aborted, not left running detached.
@@ -168,8 +171,8 @@ impl<H: Handler> Acceptor<H> {
 
     /// Counts a refusal and answers it, while few are being answered.
     fn refuse(&mut self, stream: Stream, peer: Peer, why: Refused) {
-        if let Some(metrics) = &self.metrics {
-            metrics.refused.inc();
+        if let Some(refused) = self.metrics.as_ref().and_then(|m| m.refused.as_ref()) {
+            refused.inc();
         }
         let Some((answer, permit)) = self.refusals.answer(why, peer) else {
             return;
@@ -189,25 +192,21 @@ impl<H: Handler> Acceptor<H> {
             held,
         } = taken;
         let activity = Arc::new(Activity::new());
-        let handler = self.handler.clone();
-        let protocols = self.protocols.clone();
-        let stopping = self.stopping.clone();
-        let metrics = self.metrics.clone();
-        let header_bytes = self.header_bytes.clone();
-        let serving = activity.clone();
+        let metrics = self.metrics.as_ref();
+        let open = metrics.and_then(|m| m.open.as_ref()).map(OpenConnection::new);
+        let serving = Serving {
+            handler: self.handler.clone(),
+            protocols: self.protocols.clone(),
+            header_bytes: self.header_bytes.clone(),
+            streams: self.streams.clone(),
+            activity: activity.clone(),
+            stopping: self.stopping.clone(),
+            stalled: metrics.and_then(|m| m.stalled.clone()),
+            flooding: metrics.and_then(|m| m.flooding.clone()),
+        };
         let connection = async move {
-            let _open = metrics.as_ref().map(OpenConnection::new);
-            serve_connection(
-                stream,
-                peer,
-                handler,
-                &protocols,
-                header_bytes,
-                &serving,
-                stopping,
-            )
-            .await;
-            drop((held, counted));
+            serve_connection(stream, peer, serving).await;
+            drop((open, held, counted));
         };
         let span = tracing::debug_span!("connection", %peer);
         let task = self.connections.spawn_local(connection.instrument(span));
@@ -352,9 +351,9 @@ fn with_headers(raw: &Bytes, extra: &HeaderMap) -> Bytes {
 struct OpenConnection(prometheus::IntGauge);
 
 impl OpenConnection {
-    fn new(metrics: &ConnectionMetrics) -> Self {
-        metrics.open.inc();
-        OpenConnection(metrics.open.clone())
+    fn new(open: &prometheus::IntGauge) -> Self {
+        open.inc();
+        OpenConnection(open.clone())
     }
 }
 

@@ -3,28 +3,25 @@
 //! shutdown; a request head over the limit answered here when the
 //! listener has headers for the server's own answers.
 
-use std::future::Future;
-use std::io;
-use std::pin::{Pin, pin};
+use std::pin::pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Uri, Version, header};
-use http_body_util::combinators::InspectFrame;
-use http_body_util::{BodyExt, Either, Full};
-use hyper::body::Frame;
+use http_body_util::{Either, Full};
 use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulConnection;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::io::AsyncReadExt;
 use tokio::sync::{Notify, Semaphore, watch};
 use tokio::time::Instant;
 
+use super::io::{Rewind, Writes};
+use super::stall::{Answer, ConnectionWatch, StreamExecutor};
 use super::{Abort, HEAD_BACKSTOP, Handler, Limits, Peer, Stream};
 
 /// What an HTTP/2 client sends first (RFC 9113 §3.4); anything else is
@@ -36,13 +33,29 @@ const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// keeps one connection from holding every stream.
 pub const MAX_CONCURRENT_STREAMS: u32 = 100;
 
+/// What each stream of an HTTP/2 connection may have queued in h2 to send
+/// (hyper's default is 400 KiB): with answers handed to hyper in frames of
+/// at most 16 KiB (`stall::MAX_DATA_FRAME`), a stream holds at most this
+/// and one frame beyond it, whatever its client's window (README "Limits":
+/// the memory formula's per-stream term).
+const MAX_SEND_BUFFER: usize = 16 * 1024;
+
+/// An HTTP/2 connection's settings, from the listener's limits.
+struct Http2Settings {
+    keep_alive: Duration,
+    max_header_list_size: u32,
+}
+
 /// The two protocol builders, configured once per listener, and the
 /// listener's rules for a connection's time and request heads.
 pub(super) struct Protocols {
     http1: http1::Builder,
-    http2: http2::Builder<LocalExecutor>,
+    /// HTTP/2's settings; its builder is made per connection, as each
+    /// connection's streams report to that connection ([`StreamExecutor`]).
+    http2: Http2Settings,
     first_request_timeout: Duration,
     idle_timeout: Duration,
+    send_timeout: Duration,
     /// Whether eviction needs each connection's requests in flight
     /// (HTTP/2's idle timer always does).
     evicts: bool,
@@ -55,20 +68,6 @@ pub(super) struct Protocols {
 struct Oversized {
     max_header_bytes: usize,
     headers: HeaderMap,
-}
-
-/// Runs an HTTP/2 connection's streams on its own thread, as the
-/// connection itself runs: a handler's futures need not be `Send`.
-#[derive(Clone, Copy)]
-struct LocalExecutor;
-
-impl<F> hyper::rt::Executor<F> for LocalExecutor
-where
-    F: Future<Output: 'static> + 'static,
-{
-    fn execute(&self, future: F) {
-        tokio::task::spawn_local(future);
-    }
 }
 
 impl Protocols {
@@ -91,23 +90,37 @@ impl Protocols {
             .timer(TokioTimer::new())
             .header_read_timeout(limits.idle_timeout)
             .max_buf_size(head_limit);
-        let mut http2 = http2::Builder::new(LocalExecutor);
-        // Pings find peers that vanished without closing; the idle timer in
-        // `drive` ends those that stay but send nothing.
-        http2
-            .timer(TokioTimer::new())
-            .keep_alive_interval(limits.idle_timeout)
-            .keep_alive_timeout(limits.idle_timeout)
-            .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
-            .max_header_list_size(u32::try_from(head_limit).unwrap_or(u32::MAX));
+        let http2 = Http2Settings {
+            keep_alive: limits.idle_timeout,
+            max_header_list_size: u32::try_from(head_limit).unwrap_or(u32::MAX),
+        };
         Protocols {
             http1,
             http2,
             first_request_timeout: limits.first_request_timeout,
             idle_timeout: limits.idle_timeout,
+            send_timeout: limits.send_timeout,
             evicts: limits.evict_idle,
             oversized,
         }
+    }
+
+    /// An HTTP/2 connection's server, its streams reporting to `watch`.
+    fn http2(&self, watch: Rc<ConnectionWatch>) -> http2::Builder<StreamExecutor> {
+        let mut http2 = http2::Builder::new(StreamExecutor {
+            send_timeout: self.send_timeout,
+            connection: watch,
+        });
+        // Pings find peers that vanished without closing; the idle timer in
+        // `drive` ends those that stay but send nothing.
+        http2
+            .timer(TokioTimer::new())
+            .keep_alive_interval(self.http2.keep_alive)
+            .keep_alive_timeout(self.http2.keep_alive)
+            .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+            .max_send_buf_size(MAX_SEND_BUFFER)
+            .max_header_list_size(self.http2.max_header_list_size);
+        http2
     }
 
     /// The server's 431, when it answers oversized heads and `req`'s is.
@@ -135,26 +148,42 @@ impl Protocols {
     }
 }
 
+/// What serving one connection takes from its listener.
+pub(super) struct Serving<H> {
+    pub(super) handler: Rc<H>,
+    pub(super) protocols: Rc<Protocols>,
+    /// The group's budget for HTTP/2 request headers in flight.
+    pub(super) header_bytes: Arc<Semaphore>,
+    /// The group's budget for HTTP/2 streams in flight.
+    pub(super) streams: Arc<Semaphore>,
+    pub(super) activity: Arc<Activity>,
+    pub(super) stopping: watch::Receiver<bool>,
+    /// Where connections and streams ended for taking no bytes are counted.
+    pub(super) stalled: Option<prometheus::IntCounter>,
+    /// Where connections closed for flooding control frames are counted.
+    pub(super) flooding: Option<prometheus::IntCounter>,
+}
+
 /// Reads far enough to tell HTTP/2's preface from an HTTP/1.1 request,
 /// within the first-request timeout, then serves the connection until it
 /// ends.
-pub(super) async fn serve_connection<H: Handler>(
-    mut stream: Stream,
-    peer: Peer,
-    handler: Rc<H>,
-    protocols: &Rc<Protocols>,
-    header_bytes: Arc<Semaphore>,
-    activity: &Arc<Activity>,
-    mut stopping: watch::Receiver<bool>,
-) {
+pub(super) async fn serve_connection<H: Handler>(mut stream: Stream, peer: Peer, serving: Serving<H>) {
+    let Serving {
+        handler,
+        protocols,
+        header_bytes,
+        streams,
+        activity,
+        mut stopping,
+        stalled,
+        flooding,
+    } = serving;
     let first_request = Instant::now() + protocols.first_request_timeout;
     let Some((start, is_http2)) = detect(&mut stream, first_request, &mut stopping).await else {
         return;
     };
-    let io = TokioIo::new(Rewind {
-        start: Bytes::from(start),
-        stream,
-    });
+    let (io, writes) = Rewind::new(Bytes::from(start), stream);
+    let io = TokioIo::new(io);
     let tracked = activity.clone();
     let rules = protocols.clone();
     let counts_requests = is_http2 || protocols.evicts;
@@ -164,39 +193,51 @@ pub(super) async fn serve_connection<H: Handler>(
         let busy = tracked.enter(counts_requests);
         let handler = handler.clone();
         let too_large = rules.too_large(&req);
-        // An HTTP/2 stream holds its headers' size in the group's budget
-        // for its life; past the budget it is reset at once, its headers
-        // freed. (An HTTP/1.1 request's headers live in its connection's
-        // read buffer, which the connection limit already bounds.)
-        let permit = match (is_http2, &too_large) {
-            (true, None) => header_bytes
-                .clone()
-                .try_acquire_many_owned(header_list_size(&req))
-                .map(Some),
-            _ => Ok(None),
+        // An HTTP/2 stream holds a place in the group's streams until its
+        // answer is sent, and its headers' size in the group's budget while
+        // it is handled; past either budget it is reset at once, its
+        // headers freed. (An HTTP/1.1 request's headers live in its
+        // connection's read buffer, and its answer is its connection's
+        // only one: the connection limit bounds both.)
+        let permits = match (is_http2, &too_large) {
+            (true, None) => streams.clone().try_acquire_owned().ok().and_then(|stream| {
+                let headers = header_bytes.clone();
+                let headers = headers.try_acquire_many_owned(header_list_size(&req)).ok()?;
+                Some(Some((stream, headers)))
+            }),
+            _ => Some(None),
         };
         async move {
             if let Some(answer) = too_large {
-                return Ok(keep_busy(answer.map(Either::Right), busy));
+                let body = |body| Answer::new(Either::Right(body), (busy, None));
+                return Ok(answer.map(body));
             }
-            let Ok(_permit) = permit else {
+            let Some(permits) = permits else {
                 tracing::debug!(
-                    "HTTP/2 request headers in flight at their limit; resetting a stream"
+                    "HTTP/2 streams or their request headers in flight at their limit; resetting a stream"
                 );
                 return Err(Abort);
             };
+            let (stream, _headers) = permits.unzip();
             let response = handler.handle(req, peer).await?;
-            Ok(keep_busy(response.map(Either::Left), busy))
+            Ok(response.map(|body| Answer::new(Either::Left(body), (busy, stream))))
         }
     });
     let deadlines = Deadlines {
-        activity,
+        activity: &activity,
         first_request,
         // hyper's header timer already ends an idle HTTP/1.1 connection.
         idle: is_http2.then_some(protocols.idle_timeout),
+        writes: &writes,
+        send_timeout: protocols.send_timeout,
+        stalled: stalled.as_ref(),
     };
     if is_http2 {
-        let connection = protocols.http2.serve_connection(io, service);
+        let watch = Rc::new(ConnectionWatch {
+            activity: activity.clone(),
+            stalled: stalled.clone(),
+        });
+        let connection = protocols.http2(watch).serve_connection(io, service);
         drive(connection, stopping, deadlines).await;
     } else {
         let connection = protocols.http1.serve_connection(io, service);
@@ -243,24 +284,6 @@ async fn detect(
     }
 }
 
-/// `response`, keeping its connection busy (not idle, not evictable)
-/// until its body has been sent or dropped. (`inspect_frame` passes the
-/// body's size on, so hyper still sends a `content-length` where it knows
-/// one.)
-fn keep_busy<B>(
-    response: Response<B>,
-    busy: Option<ActivityGuard>,
-) -> Response<InspectFrame<B, impl FnMut(&Frame<Bytes>)>>
-where
-    B: hyper::body::Body<Data = Bytes>,
-{
-    response.map(|body| {
-        body.inspect_frame(move |_| {
-            let _busy = &busy;
-        })
-    })
-}
-
 /// A request head's size as its protocol counts it: HTTP/2's header list
 /// size, or the bytes of an HTTP/1.1 head (request line, each field as
 /// `name: value` and its line end, the blank line; optional whitespace
@@ -300,19 +323,29 @@ fn header_list_size<B>(req: &http::Request<B>) -> u32 {
     u32::try_from(fields + target + 32).unwrap_or(u32::MAX)
 }
 
-/// When a connection is closed for want of requests.
+/// When a connection is closed for want of requests, or for taking none
+/// of its answers.
 struct Deadlines<'a> {
     activity: &'a Activity,
     /// Its first whole request head is due by then, or it is closed.
     first_request: Instant,
     /// Closed gracefully after this long with no request in flight.
     idle: Option<Duration>,
+    /// The connection's writes, closed once they have waited
+    /// `send_timeout` for the client to take a byte.
+    writes: &'a Writes,
+    send_timeout: Duration,
+    stalled: Option<&'a prometheus::IntCounter>,
 }
 
 /// Runs a connection to its end. One that has sent no whole request by
-/// its first-request deadline is dropped; on shutdown, or after `idle`
-/// with no request in flight, it is asked to finish gracefully (HTTP/1.1:
-/// after the response in progress; HTTP/2: GOAWAY, open streams complete).
+/// its first-request deadline is dropped, as is one whose client has
+/// taken no byte for the send timeout; on shutdown, or after `idle` with
+/// no request in flight, it is asked to finish gracefully (HTTP/1.1:
+/// after the response in progress; HTTP/2: GOAWAY, open streams
+/// complete). Asked for idleness, it gets the send timeout to finish, as
+/// an answer queued behind a window its client never opens would keep it
+/// for ever (the drain's grace bounds a shutdown).
 async fn drive<C>(connection: C, mut stopping: watch::Receiver<bool>, deadlines: Deadlines<'_>)
 where
     C: GracefulConnection,
@@ -322,9 +355,13 @@ where
         activity,
         first_request,
         idle,
+        writes,
+        send_timeout,
+        stalled,
     } = deadlines;
     let mut connection = pin!(connection);
     let mut closing = false;
+    let mut closed_idle_by: Option<Instant> = None;
     loop {
         tokio::select! {
             ended = connection.as_mut() => {
@@ -348,8 +385,30 @@ where
                 tracing::debug!("connection idle; closing");
                 connection.as_mut().graceful_shutdown();
                 closing = true;
+                closed_idle_by = Some(Instant::now() + send_timeout);
+            }
+            () = writes.stalled_for(send_timeout) => {
+                tracing::debug!("client took no byte for the send timeout; closing");
+                if let Some(counter) = stalled {
+                    counter.inc();
+                }
+                return;
+            }
+            () = sleep_until_some(closed_idle_by) => {
+                tracing::debug!("idle connection did not finish within the send timeout; closing");
+                if let Some(counter) = stalled {
+                    counter.inc();
+                }
+                return;
             }
         }
+    }
+}
+
+async fn sleep_until_some(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -367,6 +426,10 @@ pub(super) struct Activity {
     epoch: Instant,
     started: AtomicBool,
     in_flight: AtomicUsize,
+    /// Of those in flight, HTTP/2 streams waiting for their client to
+    /// take bytes (`super::stall`): a connection whose every request is
+    /// so counts as idle.
+    stalled: AtomicUsize,
     idle_since_ms: AtomicU64,
     changed: Notify,
 }
@@ -377,6 +440,7 @@ impl Activity {
             epoch: Instant::now(),
             started: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
+            stalled: AtomicUsize::new(0),
             idle_since_ms: AtomicU64::new(0),
             changed: Notify::new(),
         }
@@ -400,12 +464,34 @@ impl Activity {
         self.started.load(Ordering::Acquire)
     }
 
-    /// Since when no request has been in flight; `None` while one is.
+    /// Since when no request has been in flight but for those waiting for
+    /// their client; `None` while one is.
     pub(super) fn idle_since(&self) -> Option<Instant> {
-        if self.in_flight.load(Ordering::Acquire) > 0 {
+        if self.in_flight.load(Ordering::Acquire) > self.stalled.load(Ordering::Acquire) {
             return None;
         }
         Some(self.epoch + Duration::from_millis(self.idle_since_ms.load(Ordering::Acquire)))
+    }
+
+    /// One of the requests in flight now waits for its client to take
+    /// bytes.
+    pub(super) fn stall(&self) {
+        let stalled = self.stalled.fetch_add(1, Ordering::AcqRel) + 1;
+        if stalled >= self.in_flight.load(Ordering::Acquire) {
+            self.mark_idle();
+        }
+    }
+
+    /// A request counted by [`Activity::stall`] is moving again, or over.
+    pub(super) fn unstall(&self) {
+        self.stalled.fetch_sub(1, Ordering::AcqRel);
+        self.changed.notify_one();
+    }
+
+    fn mark_idle(&self) {
+        let now = self.epoch.elapsed().as_millis() as u64;
+        self.idle_since_ms.store(now, Ordering::Release);
+        self.changed.notify_one();
     }
 
     /// Completes once no request has been in flight for `limit`.
@@ -438,58 +524,6 @@ impl Drop for ActivityGuard {
         if activity.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
             activity.changed.notify_one();
         }
-    }
-}
-
-/// A stream whose first bytes were already read, served again first.
-struct Rewind {
-    start: Bytes,
-    stream: Stream,
-}
-
-impl AsyncRead for Rewind {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        if self.start.has_remaining() {
-            let n = self.start.len().min(buf.remaining());
-            buf.put_slice(&self.start[..n]);
-            self.start.advance(n);
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut self.stream).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for Rewind {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 }
 

@@ -9,7 +9,9 @@
 //! HTTP/1.1 connection must send each later request's head within the
 //! idle timeout (hyper's timer, which also ends idle keep-alive
 //! connections), and an HTTP/2 connection with no request in flight for
-//! that long is closed gracefully.
+//! that long is closed gracefully. An answer whose client takes none of
+//! its bytes for the send timeout ends its HTTP/2 stream, or its HTTP/1.1
+//! connection.
 //!
 //! - `accept`: the loop itself: admission under the connection limit and
 //!   the per-client cap, eviction, refusals, the drain.
@@ -17,13 +19,19 @@
 //! - `clients`: the connections each client holds.
 //! - `connection`: one connection: protocol detection, HTTP/1.1 or HTTP/2,
 //!   the idle rule, the server's own 431.
+//! - `io`: the connection's socket as hyper sees it: its first bytes
+//!   served again, and writes its client does not take timed.
+//! - `stall`: HTTP/2 streams whose client takes none of their answer,
+//!   each timed and reset; answers handed to hyper in bounded frames.
 //! - `socket`: TCP and Unix listeners, their connections and peers.
 
 mod accept;
 pub mod balance;
 mod clients;
 mod connection;
+mod io;
 mod socket;
+mod stall;
 
 pub use balance::Member;
 pub use clients::Client;
@@ -49,6 +57,11 @@ pub struct Limits {
     /// head within it (hyper's header timer starts as the connection goes
     /// idle, so it bounds both).
     pub idle_timeout: Duration,
+    /// How long a client may take none of an answer's bytes
+    /// (`LANYARD_SEND_TIMEOUT`): then its HTTP/2 stream is reset, its
+    /// HTTP/1.1 connection closed. Waiting for the handler's answer (a
+    /// slow upstream) does not count.
+    pub send_timeout: Duration,
     /// Connections held at once; more are answered with `refusal` and
     /// closed (or, with `evict_idle`, take an idle one's place).
     pub max_connections: usize,
@@ -103,11 +116,16 @@ pub const HEAD_BACKSTOP: usize = 2;
 #[derive(Debug, Clone)]
 pub struct ConnectionMetrics {
     /// Connections being served now.
-    pub open: prometheus::IntGauge,
+    pub open: Option<prometheus::IntGauge>,
     /// Connections refused, at the limit or over a client's cap.
-    pub refused: prometheus::IntCounter,
+    pub refused: Option<prometheus::IntCounter>,
     /// Connections closed to make room for a new one (`evict_idle`).
     pub evicted: Option<prometheus::IntCounter>,
+    /// Connections and HTTP/2 streams ended for taking no bytes of their
+    /// answer (`Limits::send_timeout`).
+    pub stalled: Option<prometheus::IntCounter>,
+    /// Connections closed for flooding HTTP/2 control frames.
+    pub flooding: Option<prometheus::IntCounter>,
 }
 
 /// Something that answers requests.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper::body::Body;
 use serde_json::json;
 use tokio::time::Instant;
@@ -24,6 +24,10 @@ use crate::server::Peer;
 
 /// `/api/start` takes no input; a body beyond this is not the page's.
 const MAX_START_BODY: usize = 1024;
+/// The page sends `/api/start`'s small body with its head; a client that
+/// announces one and holds it back is holding a connection, not starting a
+/// session, and gets this long rather than `LANYARD_BODY_TIMEOUT`.
+const START_BODY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What a call ends with when it is not a success: the verifier's own
 /// error answer, or none (the client is gone or stalled).
@@ -57,8 +61,8 @@ impl Inner {
         if !is_json(&parts.headers) {
             return Err(VerifierError::NotJson.into());
         }
-        read_small_body(body, &parts.headers, self.body_timeout).await?;
-
+        // The limits come before the body is read: a client stalling its
+        // body spends its own starts, not a connection's time for free.
         let address = client_address(&parts.headers, client.ip(), self.forwarded_hops);
         self.limits.take(Client::of(address)).map_err(|refused| {
             let (retry_after, who) = match refused {
@@ -68,6 +72,7 @@ impl Inner {
             tracing::debug!(client = %address, who, "verification start refused: rate limit");
             VerifierError::RateLimited { retry_after }
         })?;
+        read_small_body(body).await?;
 
         if !self.budget.take() {
             tracing::debug!(
@@ -287,24 +292,16 @@ fn is_json(headers: &HeaderMap) -> bool {
         .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"))
 }
 
-/// Reads and drops a body of at most [`MAX_START_BODY`] bytes.
-async fn read_small_body<B>(body: B, headers: &HeaderMap, timeout: Duration) -> Result<()>
+/// Reads and drops a body of at most [`MAX_START_BODY`] bytes, within
+/// [`START_BODY_TIMEOUT`].
+async fn read_small_body<B>(body: B) -> Result<()>
 where
     B: Body<Data = Bytes>,
-    B::Error: Into<BoxError>,
 {
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > MAX_START_BODY as u64) {
-        return Err(VerifierError::BodyTooLarge.into());
-    }
-    match tokio::time::timeout(timeout, Limited::new(body, MAX_START_BODY).collect()).await {
+    let read = crate::collect::collect(body, MAX_START_BODY);
+    match tokio::time::timeout(START_BODY_TIMEOUT, read).await {
         Ok(Ok(_)) => Ok(()),
-        Ok(Err(err)) if err.is::<http_body_util::LengthLimitError>() => {
-            Err(VerifierError::BodyTooLarge.into())
-        }
+        Ok(Err(err)) if err.is_too_large() => Err(VerifierError::BodyTooLarge.into()),
         // Gone, or stalled: no one to answer.
         Ok(Err(_)) | Err(_) => Err(Refusal::Abort),
     }
@@ -395,11 +392,8 @@ fn pending(expires: Instant) -> Response<Full<Bytes>> {
 
 fn ended(ending: &Ending) -> Response<Full<Bytes>> {
     match ending {
-        // The claims are held as JSON text and go out as they are.
-        Ending::Verified(claims) => json_answer(format!(
-            "{{\"status\":\"verified\",\"claims\":{}}}",
-            claims.json()
-        )),
+        // One answer shared by every poll of the session.
+        Ending::Verified(claims) => json_answer(claims.answer()),
         Ending::Unusable { presented } => {
             let message = match presented {
                 true => {
@@ -417,8 +411,8 @@ fn ended(ending: &Ending) -> Response<Full<Bytes>> {
 
 /// An API answer: JSON, never stored by a browser or a proxy, as a
 /// verified one carries personal data.
-fn json_answer(body: String) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from(body)));
+fn json_answer(body: impl Into<Bytes>) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(body.into()));
     *response.status_mut() = StatusCode::OK;
     let headers = response.headers_mut();
     headers.insert(

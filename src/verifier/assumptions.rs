@@ -42,21 +42,37 @@ use crate::config::WalletBaseUrl;
 /// sent: personal data. Passed on as it came, never re-encoded, so a
 /// number beyond 64 bits reaches the page digit for digit (a parsed tree
 /// would round it through `f64`). Held until the session's lifetime ends,
-/// shared (an `Arc`) by every answer that carries it, and never logged:
+/// shared by every answer that carries it, and never logged:
 /// its `Debug` shows only its size (README "The verifier").
+///
+/// Held as the whole answer `/api/status` gives for the session, made
+/// once: every poll's answer is then a reference to these bytes, not a
+/// copy. A client that keeps a hundred streams of it unread behind a zero
+/// window holds one copy, not a hundred (README "Limits").
 #[derive(Clone, PartialEq, Eq)]
-pub struct Claims(std::sync::Arc<str>);
+pub struct Claims(Bytes);
+
+/// What the verified answer holds before and after the claims.
+const VERIFIED_HEAD: &str = r#"{"status":"verified","claims":"#;
+const VERIFIED_TAIL: &str = "}";
 
 impl Claims {
-    /// The JSON object, as the page receives it.
-    pub fn json(&self) -> &str {
-        &self.0
+    /// Claims from their JSON object's text.
+    pub fn from_json(text: &str) -> Claims {
+        let answer = [VERIFIED_HEAD, text, VERIFIED_TAIL].concat();
+        Claims(Bytes::from(answer))
     }
 
-    /// Claims from JSON text the tests write.
+    /// The verified answer: `{"status":"verified","claims":{...}}`.
+    pub fn answer(&self) -> Bytes {
+        self.0.clone()
+    }
+
+    /// The JSON object, as the page receives it.
     #[cfg(test)]
-    pub fn from_json(text: &str) -> Claims {
-        Claims(text.into())
+    pub fn json(&self) -> &str {
+        let claims = &self.0[VERIFIED_HEAD.len()..self.0.len() - VERIFIED_TAIL.len()];
+        std::str::from_utf8(claims).unwrap()
     }
 
     /// Its size in bytes, which the memory bounds count.
@@ -67,7 +83,7 @@ impl Claims {
 
 impl std::fmt::Debug for Claims {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Claims([{} bytes, redacted])", self.0.len())
+        write!(f, "Claims([{} bytes, redacted])", self.size())
     }
 }
 
@@ -213,7 +229,7 @@ pub fn parse_progress(body: &[u8]) -> Result<Progress, Unusable> {
             if claims.len() > MAX_CLAIMS_BYTES {
                 return Err(Unusable::Claims("are over 256 KiB"));
             }
-            Ok(Progress::Ended(Ending::Verified(Claims(claims.into()))))
+            Ok(Progress::Ended(Ending::Verified(Claims::from_json(claims))))
         }
         progress => Ok(progress),
     }
@@ -223,7 +239,7 @@ pub fn parse_progress(body: &[u8]) -> Result<Progress, Unusable> {
 /// claims of a verified session are read by [`parse_progress`].
 pub fn progress_of(status: &str) -> Progress {
     match status.to_ascii_lowercase().as_str() {
-        "verified" => Progress::Ended(Ending::Verified(Claims("{}".into()))),
+        "verified" => Progress::Ended(Ending::Verified(Claims::from_json("{}"))),
         "declined" | "rejected" | "denied" | "cancelled" | "canceled" => {
             Progress::Ended(Ending::Declined)
         }

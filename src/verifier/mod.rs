@@ -96,8 +96,9 @@ pub struct VerifierConfig {
     pub rates: VerifierRates,
     /// Time to the service's answer (`LANYARD_UPSTREAM_TIMEOUT`).
     pub service_timeout: Duration,
-    /// Longest silence within a request body (`LANYARD_BODY_TIMEOUT`).
-    pub body_timeout: Duration,
+    /// How long a client may take none of an answer
+    /// (`LANYARD_SEND_TIMEOUT`).
+    pub send_timeout: Duration,
     pub max_header_bytes: usize,
     /// Client connections (`LANYARD_MAX_CONNECTIONS`), before the
     /// open-file limit lowers it.
@@ -182,7 +183,7 @@ impl VerifierConfig {
             session_key: config.verifier_session_key.clone(),
             rates: config.verifier_rates,
             service_timeout: config.upstream_timeout,
-            body_timeout: config.body_timeout,
+            send_timeout: config.send_timeout,
             max_header_bytes: config.max_header_bytes,
             max_connections: config.max_connections,
         }
@@ -209,7 +210,6 @@ struct Inner {
     /// Slots for calls to the service ([`MAX_SERVICE_CALLS`]).
     calls: Semaphore,
     metrics: Metrics,
-    body_timeout: Duration,
     /// Failures that repeat for every session, logged once a minute.
     repeating: Throttle,
 }
@@ -245,7 +245,6 @@ impl Verifier {
                 forwarded_hops: settings.forwarded_hops,
                 calls: Semaphore::new(MAX_SERVICE_CALLS),
                 metrics,
-                body_timeout: settings.body_timeout,
                 repeating: Throttle::new(throttle::EVERY_MINUTE),
             }),
         })

@@ -69,7 +69,6 @@ async fn fixture(extra: &[(&str, &str)]) -> Fixture {
     tokens.first_outcome().await.unwrap();
     let mut settings = VerifierConfig::from_config(&config, "org-test").unwrap();
     settings.service_timeout = Duration::from_secs(1);
-    settings.body_timeout = Duration::from_secs(1);
     let verifier = Verifier::new(&settings, &access, tokens, metrics.clone()).unwrap();
     Fixture { verifier, metrics }
 }
