@@ -193,7 +193,9 @@ impl<H: Handler> Acceptor<H> {
         } = taken;
         let activity = Arc::new(Activity::new());
         let metrics = self.metrics.as_ref();
-        let open = metrics.and_then(|m| m.open.as_ref()).map(OpenConnection::new);
+        let open = metrics
+            .and_then(|m| m.open.as_ref())
+            .map(OpenConnection::new);
         let serving = Serving {
             handler: self.handler.clone(),
             protocols: self.protocols.clone(),

@@ -20,6 +20,7 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::{Notify, Semaphore, watch};
 use tokio::time::Instant;
 
+use super::control_frames::ControlFrames;
 use super::io::{Rewind, Writes};
 use super::stall::{Answer, ConnectionWatch, StreamExecutor};
 use super::{Abort, HEAD_BACKSTOP, Handler, Limits, Peer, Stream};
@@ -167,7 +168,11 @@ pub(super) struct Serving<H> {
 /// Reads far enough to tell HTTP/2's preface from an HTTP/1.1 request,
 /// within the first-request timeout, then serves the connection until it
 /// ends.
-pub(super) async fn serve_connection<H: Handler>(mut stream: Stream, peer: Peer, serving: Serving<H>) {
+pub(super) async fn serve_connection<H: Handler>(
+    mut stream: Stream,
+    peer: Peer,
+    serving: Serving<H>,
+) {
     let Serving {
         handler,
         protocols,
@@ -183,7 +188,6 @@ pub(super) async fn serve_connection<H: Handler>(mut stream: Stream, peer: Peer,
         return;
     };
     let (io, writes) = Rewind::new(Bytes::from(start), stream);
-    let io = TokioIo::new(io);
     let tracked = activity.clone();
     let rules = protocols.clone();
     let counts_requests = is_http2 || protocols.evicts;
@@ -202,7 +206,9 @@ pub(super) async fn serve_connection<H: Handler>(mut stream: Stream, peer: Peer,
         let permits = match (is_http2, &too_large) {
             (true, None) => streams.clone().try_acquire_owned().ok().and_then(|stream| {
                 let headers = header_bytes.clone();
-                let headers = headers.try_acquire_many_owned(header_list_size(&req)).ok()?;
+                let headers = headers
+                    .try_acquire_many_owned(header_list_size(&req))
+                    .ok()?;
                 Some(Some((stream, headers)))
             }),
             _ => Some(None),
@@ -237,10 +243,19 @@ pub(super) async fn serve_connection<H: Handler>(mut stream: Stream, peer: Peer,
             activity: activity.clone(),
             stalled: stalled.clone(),
         });
-        let connection = protocols.http2(watch).serve_connection(io, service);
+        // The guard sees the preface, which `io` serves again first.
+        let (io, flooded) = ControlFrames::new(io);
+        let connection = protocols
+            .http2(watch)
+            .serve_connection(TokioIo::new(io), service);
         drive(connection, stopping, deadlines).await;
+        if flooded.get()
+            && let Some(counter) = &flooding
+        {
+            counter.inc();
+        }
     } else {
-        let connection = protocols.http1.serve_connection(io, service);
+        let connection = protocols.http1.serve_connection(TokioIo::new(io), service);
         drive(connection, stopping, deadlines).await;
     }
 }

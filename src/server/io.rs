@@ -162,6 +162,10 @@ mod tests {
         writes.record::<usize>(&Poll::Pending);
         let started = Instant::now();
         stalled.await;
-        assert_eq!(started.elapsed(), limit, "counted from the last wait's start");
+        assert_eq!(
+            started.elapsed(),
+            limit,
+            "counted from the last wait's start"
+        );
     }
 }

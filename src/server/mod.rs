@@ -19,6 +19,9 @@
 //! - `clients`: the connections each client holds.
 //! - `connection`: one connection: protocol detection, HTTP/1.1 or HTTP/2,
 //!   the idle rule, the server's own 431.
+//! - `control_frames`: HTTP/2 control frames (PING, SETTINGS,
+//!   WINDOW_UPDATE, ...) counted against what the connection's work
+//!   allows; a flooding connection is closed.
 //! - `io`: the connection's socket as hyper sees it: its first bytes
 //!   served again, and writes its client does not take timed.
 //! - `stall`: HTTP/2 streams whose client takes none of their answer,
@@ -29,6 +32,7 @@ mod accept;
 pub mod balance;
 mod clients;
 mod connection;
+mod control_frames;
 mod io;
 mod socket;
 mod stall;

@@ -248,7 +248,9 @@ impl<F: Future> Future for TimedStream<F> {
         if !fired {
             return Poll::Pending;
         }
-        tracing::debug!("an HTTP/2 client took none of an answer for the send timeout; resetting its stream");
+        tracing::debug!(
+            "an HTTP/2 client took none of an answer for the send timeout; resetting its stream"
+        );
         if let Some(counter) = &self.connection.stalled {
             counter.inc();
         }

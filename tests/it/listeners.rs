@@ -61,6 +61,7 @@ async fn pair(
     let limits = Limits {
         first_request_timeout: Duration::from_secs(30),
         idle_timeout: Duration::from_secs(30),
+        send_timeout: Duration::from_secs(30),
         max_connections: 100,
         per_client: None,
         max_header_bytes: 64 * 1024,
