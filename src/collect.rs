@@ -134,7 +134,13 @@ mod tests {
         };
         let whole = collect(&mut body, 4096).await.unwrap();
         assert_eq!(whole.len(), 4096);
-        assert!(whole.iter().rev().enumerate().all(|(i, b)| *b == (i % 251) as u8));
+        assert!(
+            whole
+                .iter()
+                .rev()
+                .enumerate()
+                .all(|(i, b)| *b == (i % 251) as u8)
+        );
         assert_eq!(alive.load(Ordering::Relaxed), 0);
         assert_eq!(body.most_alive, 1, "one read buffer held at a time");
     }

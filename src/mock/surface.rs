@@ -132,9 +132,7 @@ pub(super) async fn read_json_object(
 
 /// Reads a JSON body of at most [`MAX_BODY`] bytes, any JSON value, as
 /// the text it came as. An empty body is `None`; what is not JSON is a 400.
-pub(super) async fn read_json(
-    body: Incoming,
-) -> Result<Option<Box<RawValue>>, Refusal> {
+pub(super) async fn read_json(body: Incoming) -> Result<Option<Box<RawValue>>, Refusal> {
     let too_large = || {
         error(
             StatusCode::PAYLOAD_TOO_LARGE,

@@ -19,8 +19,9 @@ use tracing::Instrument;
 
 use crate::throttle::{self, Throttle};
 
+use super::activity::Activity;
 use super::balance::{Held, Taken, take};
-use super::connection::{Activity, Protocols, Serving, serve_connection};
+use super::connection::{Protocols, Serving, serve_connection};
 use super::{ConnectionMetrics, Drained, Handler, Limits, Listener, Member, Peer, Stream};
 
 /// A failing `accept` (usually out of file descriptors) is retried after

@@ -1,29 +1,34 @@
 //! One client connection: HTTP/1.1 or HTTP/2 told apart under the
-//! first-request timeout, served until it ends, closed when idle or at
-//! shutdown; a request head over the limit answered here when the
-//! listener has headers for the server's own answers.
+//! first-request timeout, served until it ends, closed when idle, when
+//! its client takes none of its answers, or at shutdown; the server's own
+//! answers (a refused HTTP/1.1 head, an HTTP/2 header list over the
+//! limit) made here with the listener's headers.
 
+use std::cell::Cell;
 use std::pin::pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Uri, Version, header};
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Version, header};
 use http_body_util::{Either, Full};
+use hyper::body::Incoming;
 use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulConnection;
 use tokio::io::AsyncReadExt;
-use tokio::sync::{Notify, Semaphore, watch};
+use tokio::sync::{Semaphore, watch};
 use tokio::time::Instant;
 
+use super::activity::Activity;
 use super::control_frames::ControlFrames;
+use super::framing::{HeadRefusal, Http1Framing, Refused};
 use super::io::{Rewind, Writes};
 use super::stall::{Answer, ConnectionWatch, StreamExecutor};
 use super::{Abort, HEAD_BACKSTOP, Handler, Limits, Peer, Stream};
+use crate::error::json_error;
 
 /// What an HTTP/2 client sends first (RFC 9113 §3.4); anything else is
 /// HTTP/1.1.
@@ -60,40 +65,32 @@ pub(super) struct Protocols {
     /// Whether eviction needs each connection's requests in flight
     /// (HTTP/2's idle timer always does).
     evicts: bool,
-    /// When the server answers oversized heads itself.
-    oversized: Option<Oversized>,
-}
-
-/// The server's own 431: for a head over `max_header_bytes`, with the
-/// listener's headers.
-struct Oversized {
     max_header_bytes: usize,
-    headers: HeaderMap,
+    /// On every answer the server makes itself.
+    extra_headers: HeaderMap,
 }
 
 impl Protocols {
     pub(super) fn new(limits: &Limits) -> Self {
-        let oversized = (!limits.extra_headers.is_empty()).then(|| Oversized {
-            max_header_bytes: limits.max_header_bytes,
-            headers: limits.extra_headers.clone(),
-        });
-        // hyper's own limit: the listener's, or a backstop beyond it when
-        // heads over the limit are answered here (`Limits::extra_headers`).
-        let head_limit = match oversized {
-            Some(_) => limits.max_header_bytes.saturating_mul(HEAD_BACKSTOP),
-            None => limits.max_header_bytes,
+        // HTTP/2's header lists over the limit are answered here, with the
+        // listener's headers, up to a backstop beyond it (h2 answers those
+        // past it itself). HTTP/1.1's heads are judged before hyper reads
+        // them (`super::framing`), and reach it within the limit.
+        let header_list_limit = match limits.extra_headers.is_empty() {
+            true => limits.max_header_bytes,
+            false => limits.max_header_bytes.saturating_mul(HEAD_BACKSTOP),
         };
         let mut http1 = http1::Builder::new();
-        // The read buffer holds an unfinished request head; hyper's own
-        // ceiling is about 400 KiB, which a thousand slow clients turn into
-        // 400 MB. A head that does not fit gets hyper's 431.
+        // The read buffer holds a request head and what follows it; hyper's
+        // own ceiling is about 400 KiB, which a thousand clients turn into
+        // 400 MB.
         http1
             .timer(TokioTimer::new())
             .header_read_timeout(limits.idle_timeout)
-            .max_buf_size(head_limit);
+            .max_buf_size(limits.max_header_bytes);
         let http2 = Http2Settings {
             keep_alive: limits.idle_timeout,
-            max_header_list_size: u32::try_from(head_limit).unwrap_or(u32::MAX),
+            max_header_list_size: u32::try_from(header_list_limit).unwrap_or(u32::MAX),
         };
         Protocols {
             http1,
@@ -102,7 +99,8 @@ impl Protocols {
             idle_timeout: limits.idle_timeout,
             send_timeout: limits.send_timeout,
             evicts: limits.evict_idle,
-            oversized,
+            max_header_bytes: limits.max_header_bytes,
+            extra_headers: limits.extra_headers.clone(),
         }
     }
 
@@ -124,24 +122,50 @@ impl Protocols {
         http2
     }
 
-    /// The server's 431, when it answers oversized heads and `req`'s is.
-    fn too_large<B>(&self, req: &Request<B>) -> Option<Response<Full<Bytes>>> {
-        let oversized = self.oversized.as_ref()?;
-        if head_size(req) <= oversized.max_header_bytes {
-            return None;
-        }
-        tracing::debug!("request head over the limit; answering 431");
-        let body = Bytes::from_static(b"request header fields too large\n");
-        let mut response = Response::new(Full::new(body));
-        *response.status_mut() = StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
+    /// What the server answers itself to `req`, if anything: the refusal
+    /// of an HTTP/1.1 head the pre-parse refused (`refused`), or 431 for
+    /// an HTTP/2 header list over the limit when the listener has headers
+    /// for its own answers.
+    fn own_answer<B>(
+        &self,
+        req: &Request<B>,
+        refused: Option<HeadRefusal>,
+    ) -> Option<Response<Full<Bytes>>> {
+        let refused = match refused {
+            Some(refused) => refused,
+            None if req.version() == Version::HTTP_2
+                && !self.extra_headers.is_empty()
+                && header_list_size(req) as usize > self.max_header_bytes =>
+            {
+                HeadRefusal::TooLarge
+            }
+            None => return None,
+        };
+        tracing::debug!(reason = refused.reason(), "refusing a request head");
+        let mut response = match refused {
+            HeadRefusal::TooLarge => {
+                let body = Bytes::from_static(b"request header fields too large\n");
+                let mut response = Response::new(Full::new(body));
+                *response.status_mut() = StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
+                response.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("text/plain; charset=utf-8"),
+                );
+                response
+            }
+            HeadRefusal::UriTooLong => {
+                json_error(refused.status(), "uri_too_long", refused.reason())
+            }
+            HeadRefusal::Malformed | HeadRefusal::Framing => {
+                json_error(refused.status(), "bad_request", refused.reason())
+            }
+        };
         let headers = response.headers_mut();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/plain; charset=utf-8"),
-        );
-        headers.extend(oversized.headers.clone());
-        // As hyper does after its own 431: a client that sent one such
-        // head is likely to send another.
+        headers.extend(self.extra_headers.clone());
+        // An HTTP/1.1 head refused is the last the connection reads (its
+        // framing cannot be trusted past it); and as hyper does after its
+        // own 431, a client that sent one such head is likely to send
+        // another.
         if req.version() < Version::HTTP_2 {
             headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
@@ -167,43 +191,92 @@ pub(super) struct Serving<H> {
 
 /// Reads far enough to tell HTTP/2's preface from an HTTP/1.1 request,
 /// within the first-request timeout, then serves the connection until it
-/// ends.
+/// ends: HTTP/1.1 through the framing pre-parse, HTTP/2 through the
+/// control-frame guard.
 pub(super) async fn serve_connection<H: Handler>(
     mut stream: Stream,
     peer: Peer,
-    serving: Serving<H>,
+    mut serving: Serving<H>,
 ) {
+    let protocols = serving.protocols.clone();
+    let first_request = Instant::now() + protocols.first_request_timeout;
+    let detected = detect(&mut stream, first_request, &mut serving.stopping).await;
+    let Some((start, is_http2)) = detected else {
+        return;
+    };
+    let (io, writes) = Rewind::new(Bytes::from(start), stream);
+    let deadlines = Deadlines {
+        activity: &serving.activity,
+        first_request,
+        // hyper's header timer already ends an idle HTTP/1.1 connection.
+        idle: is_http2.then_some(protocols.idle_timeout),
+        writes: &writes,
+        send_timeout: protocols.send_timeout,
+        stalled: serving.stalled.as_ref(),
+    };
+    let stopping = serving.stopping.clone();
+    if is_http2 {
+        let watch = Rc::new(ConnectionWatch {
+            activity: serving.activity.clone(),
+            stalled: serving.stalled.clone(),
+        });
+        // The guard sees the preface, which `io` serves again first.
+        let (io, flooded) = ControlFrames::new(io);
+        let service = service(&serving, peer, true, Refused::default());
+        let connection = protocols.http2(watch);
+        let connection = connection.serve_connection(TokioIo::new(io), service);
+        drive(connection, stopping, deadlines).await;
+        if let (true, Some(counter)) = (flooded.get(), &serving.flooding) {
+            counter.inc();
+        }
+    } else {
+        let (io, refused) = Http1Framing::new(io, protocols.max_header_bytes);
+        let service = service(&serving, peer, false, refused);
+        let connection = protocols.http1.serve_connection(TokioIo::new(io), service);
+        drive(connection, stopping, deadlines).await;
+    }
+}
+
+/// The connection's service: each request counted in its activity, given
+/// the server's own answer when it has one, held to the group's budgets
+/// on HTTP/2, then handed to the handler; its answer sent as an
+/// [`Answer`].
+fn service<H: Handler>(
+    serving: &Serving<H>,
+    peer: Peer,
+    is_http2: bool,
+    refused: Refused,
+) -> impl hyper::service::HttpService<
+    Incoming,
+    ResBody = Answer<Either<H::Body, Full<Bytes>>>,
+    Error = Abort,
+> + use<H> {
     let Serving {
         handler,
         protocols,
         header_bytes,
         streams,
         activity,
-        mut stopping,
-        stalled,
-        flooding,
+        ..
     } = serving;
-    let first_request = Instant::now() + protocols.first_request_timeout;
-    let Some((start, is_http2)) = detect(&mut stream, first_request, &mut stopping).await else {
-        return;
-    };
-    let (io, writes) = Rewind::new(Bytes::from(start), stream);
-    let tracked = activity.clone();
-    let rules = protocols.clone();
+    let (handler, protocols) = (handler.clone(), protocols.clone());
+    let (header_bytes, streams, activity) =
+        (header_bytes.clone(), streams.clone(), activity.clone());
     let counts_requests = is_http2 || protocols.evicts;
-    let service = service_fn(move |req| {
+    let requests = Cell::new(0u64);
+    service_fn(move |req: Request<Incoming>| {
         // Busy from here until the answer's body has been sent; a listener
         // that needs no count (the proxy's HTTP/1.1) spends nothing on it.
-        let busy = tracked.enter(counts_requests);
-        let handler = handler.clone();
-        let too_large = rules.too_large(&req);
+        let busy = activity.enter(counts_requests);
+        let index = requests.replace(requests.get() + 1);
+        let own = protocols.own_answer(&req, refused.of(index));
         // An HTTP/2 stream holds a place in the group's streams until its
         // answer is sent, and its headers' size in the group's budget while
         // it is handled; past either budget it is reset at once, its
         // headers freed. (An HTTP/1.1 request's headers live in its
         // connection's read buffer, and its answer is its connection's
         // only one: the connection limit bounds both.)
-        let permits = match (is_http2, &too_large) {
+        let permits = match (is_http2, &own) {
             (true, None) => streams.clone().try_acquire_owned().ok().and_then(|stream| {
                 let headers = header_bytes.clone();
                 let headers = headers
@@ -213,8 +286,9 @@ pub(super) async fn serve_connection<H: Handler>(
             }),
             _ => Some(None),
         };
+        let handler = handler.clone();
         async move {
-            if let Some(answer) = too_large {
+            if let Some(answer) = own {
                 let body = |body| Answer::new(Either::Right(body), (busy, None));
                 return Ok(answer.map(body));
             }
@@ -228,36 +302,7 @@ pub(super) async fn serve_connection<H: Handler>(
             let response = handler.handle(req, peer).await?;
             Ok(response.map(|body| Answer::new(Either::Left(body), (busy, stream))))
         }
-    });
-    let deadlines = Deadlines {
-        activity: &activity,
-        first_request,
-        // hyper's header timer already ends an idle HTTP/1.1 connection.
-        idle: is_http2.then_some(protocols.idle_timeout),
-        writes: &writes,
-        send_timeout: protocols.send_timeout,
-        stalled: stalled.as_ref(),
-    };
-    if is_http2 {
-        let watch = Rc::new(ConnectionWatch {
-            activity: activity.clone(),
-            stalled: stalled.clone(),
-        });
-        // The guard sees the preface, which `io` serves again first.
-        let (io, flooded) = ControlFrames::new(io);
-        let connection = protocols
-            .http2(watch)
-            .serve_connection(TokioIo::new(io), service);
-        drive(connection, stopping, deadlines).await;
-        if flooded.get()
-            && let Some(counter) = &flooding
-        {
-            counter.inc();
-        }
-    } else {
-        let connection = protocols.http1.serve_connection(TokioIo::new(io), service);
-        drive(connection, stopping, deadlines).await;
-    }
+    })
 }
 
 /// The connection's first bytes, and whether they are HTTP/2's preface;
@@ -297,31 +342,6 @@ async fn detect(
             return Some((start, true));
         }
     }
-}
-
-/// A request head's size as its protocol counts it: HTTP/2's header list
-/// size, or the bytes of an HTTP/1.1 head (request line, each field as
-/// `name: value` and its line end, the blank line; optional whitespace
-/// around values, which hyper drops, aside).
-fn head_size<B>(req: &Request<B>) -> usize {
-    if req.version() == Version::HTTP_2 {
-        return header_list_size(req) as usize;
-    }
-    let fields: usize = req
-        .headers()
-        .iter()
-        .map(|(name, value)| name.as_str().len() + value.len() + 4)
-        .sum();
-    let line = req.method().as_str().len() + target_len(req.uri()) + " HTTP/1.1\r\n".len() + 1;
-    line + fields + 2
-}
-
-/// The request target as the client wrote it: origin, absolute or
-/// authority form.
-fn target_len(uri: &Uri) -> usize {
-    uri.scheme_str().map_or(0, |scheme| scheme.len() + 3)
-        + uri.authority().map_or(0, |a| a.as_str().len())
-        + uri.path_and_query().map_or(0, |pq| pq.as_str().len())
 }
 
 /// A request's header list size as HTTP/2 counts it (RFC 9113 §6.5.2:
@@ -431,135 +451,5 @@ async fn idle_for(activity: &Activity, idle: Option<Duration>) {
     match idle {
         Some(limit) => activity.idle_for(limit).await,
         None => std::future::pending().await,
-    }
-}
-
-/// Whether a connection has sent a whole request yet, its requests in
-/// flight (until each answer's body is sent), and since when there are
-/// none: what the idle rule and eviction go by.
-pub(super) struct Activity {
-    epoch: Instant,
-    started: AtomicBool,
-    in_flight: AtomicUsize,
-    /// Of those in flight, HTTP/2 streams waiting for their client to
-    /// take bytes (`super::stall`): a connection whose every request is
-    /// so counts as idle.
-    stalled: AtomicUsize,
-    idle_since_ms: AtomicU64,
-    changed: Notify,
-}
-
-impl Activity {
-    pub(super) fn new() -> Self {
-        Activity {
-            epoch: Instant::now(),
-            started: AtomicBool::new(false),
-            in_flight: AtomicUsize::new(0),
-            stalled: AtomicUsize::new(0),
-            idle_since_ms: AtomicU64::new(0),
-            changed: Notify::new(),
-        }
-    }
-
-    /// A request has arrived; counted in flight, if `count`, until the
-    /// guard is dropped.
-    pub(super) fn enter(self: &Arc<Self>, count: bool) -> Option<ActivityGuard> {
-        self.started.store(true, Ordering::Release);
-        if !count {
-            return None;
-        }
-        if self.in_flight.fetch_add(1, Ordering::AcqRel) == 0 {
-            self.changed.notify_one();
-        }
-        Some(ActivityGuard(self.clone()))
-    }
-
-    /// Whether a whole request has arrived on the connection.
-    pub(super) fn started(&self) -> bool {
-        self.started.load(Ordering::Acquire)
-    }
-
-    /// Since when no request has been in flight but for those waiting for
-    /// their client; `None` while one is.
-    pub(super) fn idle_since(&self) -> Option<Instant> {
-        if self.in_flight.load(Ordering::Acquire) > self.stalled.load(Ordering::Acquire) {
-            return None;
-        }
-        Some(self.epoch + Duration::from_millis(self.idle_since_ms.load(Ordering::Acquire)))
-    }
-
-    /// One of the requests in flight now waits for its client to take
-    /// bytes.
-    pub(super) fn stall(&self) {
-        let stalled = self.stalled.fetch_add(1, Ordering::AcqRel) + 1;
-        if stalled >= self.in_flight.load(Ordering::Acquire) {
-            self.mark_idle();
-        }
-    }
-
-    /// A request counted by [`Activity::stall`] is moving again, or over.
-    pub(super) fn unstall(&self) {
-        self.stalled.fetch_sub(1, Ordering::AcqRel);
-        self.changed.notify_one();
-    }
-
-    fn mark_idle(&self) {
-        let now = self.epoch.elapsed().as_millis() as u64;
-        self.idle_since_ms.store(now, Ordering::Release);
-        self.changed.notify_one();
-    }
-
-    /// Completes once no request has been in flight for `limit`.
-    async fn idle_for(&self, limit: Duration) {
-        loop {
-            let Some(since) = self.idle_since() else {
-                self.changed.notified().await;
-                continue;
-            };
-            let until = since + limit;
-            if Instant::now() >= until {
-                return;
-            }
-            tokio::select! {
-                () = tokio::time::sleep_until(until) => {}
-                () = self.changed.notified() => {}
-            }
-        }
-    }
-}
-
-/// Marks one request in flight until dropped.
-pub(super) struct ActivityGuard(Arc<Activity>);
-
-impl Drop for ActivityGuard {
-    fn drop(&mut self) {
-        let activity = &self.0;
-        let now = activity.epoch.elapsed().as_millis() as u64;
-        activity.idle_since_ms.store(now, Ordering::Release);
-        if activity.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
-            activity.changed.notify_one();
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_http1_head_is_measured_as_it_was_sent() {
-        let sent = "GET /page?q=1 HTTP/1.1\r\nhost: verifier\r\nx-big: abc\r\n\r\n";
-        let req = Request::get("/page?q=1")
-            .header("host", "verifier")
-            .header("x-big", "abc")
-            .body(())
-            .unwrap();
-        assert_eq!(head_size(&req), sent.len());
-        let absolute = "GET http://verifier/x HTTP/1.1\r\nhost: verifier\r\n\r\n";
-        let req = Request::get("http://verifier/x")
-            .header("host", "verifier")
-            .body(())
-            .unwrap();
-        assert_eq!(head_size(&req), absolute.len());
     }
 }

@@ -15,6 +15,8 @@
 //!
 //! - `accept`: the loop itself: admission under the connection limit and
 //!   the per-client cap, eviction, refusals, the drain.
+//! - `activity`: a connection's requests in flight, and since when it has
+//!   had none: what the idle rule and eviction go by.
 //! - [`balance`]: the threads serving one listener, kept even.
 //! - `clients`: the connections each client holds.
 //! - `connection`: one connection: protocol detection, HTTP/1.1 or HTTP/2,
@@ -22,6 +24,9 @@
 //! - `control_frames`: HTTP/2 control frames (PING, SETTINGS,
 //!   WINDOW_UPDATE, ...) counted against what the connection's work
 //!   allows; a flooding connection is closed.
+//! - `framing`: HTTP/1.1 request heads judged before hyper reads them:
+//!   ambiguous framing (request smuggling's way in), oversized or
+//!   malformed heads refused with the server's own answer.
 //! - `io`: the connection's socket as hyper sees it: its first bytes
 //!   served again, and writes its client does not take timed.
 //! - `stall`: HTTP/2 streams whose client takes none of their answer,
@@ -29,10 +34,12 @@
 //! - `socket`: TCP and Unix listeners, their connections and peers.
 
 mod accept;
+mod activity;
 pub mod balance;
 mod clients;
 mod connection;
 mod control_frames;
+mod framing;
 mod io;
 mod socket;
 mod stall;

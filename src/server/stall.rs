@@ -29,7 +29,7 @@ use hyper::body::{Body, Frame, SizeHint};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, Sleep};
 
-use super::connection::{Activity, ActivityGuard};
+use super::activity::{Activity, ActivityGuard};
 
 /// The largest data frame an answer hands hyper at once on HTTP/2. hyper
 /// asks a body for data once it has *any* window (one byte will do) and

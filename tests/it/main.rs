@@ -10,6 +10,7 @@ mod cli;
 mod credential_sources;
 mod demo;
 mod docs;
+mod frames;
 mod hostile;
 mod hsm;
 mod interop_oidc_provider;

@@ -240,7 +240,8 @@ async fn at_the_limit_with_every_connection_busy_a_new_one_is_refused_with_the_h
 }
 
 #[tokio::test]
-async fn a_request_head_over_the_limit_gets_431_with_the_security_headers() {
+async fn a_request_head_over_the_limit_or_malformed_gets_the_servers_answer_with_the_security_headers()
+ {
     let running = verifier_with(&[]).await;
     let addr = running.process.verifier_addr.unwrap();
     let head = |value_bytes: usize| {
@@ -263,12 +264,31 @@ async fn a_request_head_over_the_limit_gets_431_with_the_security_headers() {
     assert_eq!(answer.header("connection"), "close");
     until_closed(&mut stream, PROMPTLY).await;
 
-    // Beyond hyper's backstop, hyper's own bare 431: the read buffer's
-    // bound holds whatever the client sends.
+    // Far beyond it, and with more fields than hyper takes: the same, as
+    // heads are judged before hyper reads them.
     let mut stream = connect_from(NEIGHBOUR, addr).await;
     let beyond = head(HEAD_BACKSTOP * MAX_HEADER_BYTES + 1024);
     let answer = exchange(&mut stream, beyond.as_bytes()).await;
     assert_eq!(answer.status, 431);
+    assert_secured(&answer, "431 far beyond the limit");
+    let many: String = (0..101).map(|n| format!("x-{n}: 1\r\n")).collect();
+    let mut stream = connect_from(NEIGHBOUR, addr).await;
+    let request = format!("GET / HTTP/1.1\r\nhost: verifier\r\n{many}\r\n");
+    let answer = exchange(&mut stream, request.as_bytes()).await;
+    assert_eq!(answer.status, 431);
+    assert_secured(&answer, "431 for too many fields");
+
+    // Malformed, or framed ambiguously: 400, secured too.
+    for bad in [
+        &b"GET / HTTP/1.1\r\nhost: verifier\r\nbad header\r\n\r\n"[..],
+        b"POST /api/start HTTP/1.1\r\nhost: verifier\r\ntransfer-encoding: chunked\r\ncontent-length: 2\r\n\r\n0\r\n\r\n",
+    ] {
+        let mut stream = connect_from(NEIGHBOUR, addr).await;
+        let answer = exchange(&mut stream, bad).await;
+        assert_eq!(answer.status, 400);
+        assert_secured(&answer, "400");
+        assert_eq!(answer.header("lanyard-error"), "bad_request");
+    }
 
     // HTTP/2 (a balancer's h2c) is answered the same way.
     let h2 = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
