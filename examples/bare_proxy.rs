@@ -99,6 +99,7 @@ fn run(listen: &str, upstream: &str, authorization: &str, threads: &str) -> Resu
     let limits = Limits {
         first_request_timeout: Duration::from_secs(60),
         idle_timeout: Duration::from_secs(60),
+        send_timeout: Duration::from_secs(60),
         max_connections: 10_000,
         per_client: None,
         max_header_bytes: 64 * 1024,
