@@ -397,6 +397,10 @@ where
     let mut connection = pin!(connection);
     let mut closing = false;
     let mut closed_idle_by: Option<Instant> = None;
+    // Made once, not on each turn: it waits on a `Notify` while writes go
+    // through, and re-registering that on every wake-up of a busy
+    // connection would cost the request path.
+    let mut writes_stalled = pin!(writes.stalled_for(send_timeout));
     loop {
         tokio::select! {
             ended = connection.as_mut() => {
@@ -422,7 +426,7 @@ where
                 closing = true;
                 closed_idle_by = Some(Instant::now() + send_timeout);
             }
-            () = writes.stalled_for(send_timeout) => {
+            () = writes_stalled.as_mut() => {
                 tracing::debug!("client took no byte for the send timeout; closing");
                 if let Some(counter) = stalled {
                     counter.inc();

@@ -28,6 +28,7 @@ mod readiness;
 mod refresher;
 mod requests;
 mod rotation;
+mod slow_clients;
 mod streaming;
 mod tls;
 mod token_exchange;

@@ -12,6 +12,7 @@ use lanyard::mock::{MockAccount, MockService};
 
 pub mod child;
 pub mod flood;
+pub mod h2raw;
 pub mod logs;
 pub mod node;
 pub mod raw;
