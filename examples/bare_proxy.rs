@@ -103,6 +103,7 @@ fn run(listen: &str, upstream: &str, authorization: &str, threads: &str) -> Resu
         max_connections: 10_000,
         per_client: None,
         max_header_bytes: 64 * 1024,
+        max_streams: 10_000,
         refusal: Bytes::from_static(
             b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n",
         ),

@@ -54,6 +54,10 @@ pub const VERIFIER_PROXIED_IDLE_TIMEOUT: Duration = Duration::from_secs(620);
 /// default 1024 connections takes 32 addresses, not one.
 pub const VERIFIER_CONNECTIONS_PER_CLIENT: usize = 32;
 
+/// HTTP/2 streams in flight on the verifier's listener, per connection of
+/// its limit (`server::Limits::max_streams`).
+pub const VERIFIER_STREAMS_PER_CONNECTION: usize = 4;
+
 /// The proxy's: its clients are local apps, bounded by the settings.
 pub(super) fn proxy_limits(config: &ProxyConfig, max_connections: usize) -> server::Limits {
     server::Limits {
@@ -63,6 +67,9 @@ pub(super) fn proxy_limits(config: &ProxyConfig, max_connections: usize) -> serv
         max_connections,
         per_client: None,
         max_header_bytes: config.max_header_bytes,
+        // Each holds up to 32 KiB of its answer queued: one per connection
+        // keeps that term of README "Limits" within the manifest's memory.
+        max_streams: max_connections,
         refusal: ProxyError::TooManyConnections.http1_bytes().into(),
         evict_idle: false,
         extra_headers: HeaderMap::new(),
@@ -82,6 +89,7 @@ pub(super) fn admin_limits(send_timeout: Duration) -> server::Limits {
             refusal: admin_cap_refusal(),
         }),
         max_header_bytes: MIN_MAX_HEADER_BYTES,
+        max_streams: ADMIN_MAX_CONNECTIONS,
         refusal: admin_refusal(),
         evict_idle: true,
         extra_headers: HeaderMap::new(),
@@ -107,6 +115,10 @@ pub(super) fn verifier_limits(config: &VerifierConfig, max_connections: usize) -
             refusal: client_cap_refusal(),
         }),
         max_header_bytes: config.max_header_bytes,
+        // Its answers are shared, not copied per stream (README "Limits"),
+        // so a stream costs its state alone; four per connection keep one
+        // address (32 connections of 100 streams) from taking them all.
+        max_streams: VERIFIER_STREAMS_PER_CONNECTION * max_connections,
         refusal: ProxyError::TooManyConnections.http1_bytes().into(),
         evict_idle: true,
         extra_headers: crate::verifier::security_headers(),

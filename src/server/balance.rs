@@ -45,10 +45,8 @@ pub(super) struct Group {
     /// Header bytes of the HTTP/2 requests in flight across the group's
     /// connections, one permit a byte.
     pub(super) header_bytes: Arc<Semaphore>,
-    /// HTTP/2 streams in flight across the group's connections, from
-    /// request to the answer's last byte: `max_connections` of them, so
-    /// that what streams hold is bounded by connections, not by
-    /// connections times streams (README "Limits").
+    /// HTTP/2 answers being sent across the group's connections
+    /// (`Limits::max_streams`).
     pub(super) streams: Arc<Semaphore>,
     /// Connections each member serves, counting those handed to it and
     /// not yet picked up.
@@ -104,7 +102,7 @@ impl Member {
                 .map(|cap| PerClient::new(cap.max_connections)),
             header_bytes: Arc::new(Semaphore::new(header_budget(limits))),
             streams: Arc::new(Semaphore::new(
-                limits.max_connections.min(Semaphore::MAX_PERMITS),
+                limits.max_streams.min(Semaphore::MAX_PERMITS),
             )),
             open: inboxes.iter().map(|_| AtomicUsize::new(0)).collect(),
             inboxes: inboxes.into(),

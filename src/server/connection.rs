@@ -270,36 +270,39 @@ fn service<H: Handler>(
         let busy = activity.enter(counts_requests);
         let index = requests.replace(requests.get() + 1);
         let own = protocols.own_answer(&req, refused.of(index));
-        // An HTTP/2 stream holds a place in the group's streams until its
-        // answer is sent, and its headers' size in the group's budget while
-        // it is handled; past either budget it is reset at once, its
-        // headers freed. (An HTTP/1.1 request's headers live in its
-        // connection's read buffer, and its answer is its connection's
-        // only one: the connection limit bounds both.)
-        let permits = match (is_http2, &own) {
-            (true, None) => streams.clone().try_acquire_owned().ok().and_then(|stream| {
-                let headers = header_bytes.clone();
-                let headers = headers
-                    .try_acquire_many_owned(header_list_size(&req))
-                    .ok()?;
-                Some(Some((stream, headers)))
-            }),
-            _ => Some(None),
+        // An HTTP/2 stream holds its headers' size in the group's budget
+        // while it is handled (past the budget it is reset at once, its
+        // headers freed), and its answer a place among the group's answers
+        // being sent (it waits for one). (An HTTP/1.1 request's headers live
+        // in its connection's read buffer, and its answer is its
+        // connection's only one: the connection limit bounds both.)
+        let headers = match (is_http2, &own) {
+            (true, None) => header_bytes
+                .clone()
+                .try_acquire_many_owned(header_list_size(&req))
+                .map(Some),
+            _ => Ok(None),
         };
-        let handler = handler.clone();
+        let (handler, streams) = (handler.clone(), streams.clone());
         async move {
             if let Some(answer) = own {
                 let body = |body| Answer::new(Either::Right(body), (busy, None));
                 return Ok(answer.map(body));
             }
-            let Some(permits) = permits else {
+            let Ok(headers) = headers else {
                 tracing::debug!(
-                    "HTTP/2 streams or their request headers in flight at their limit; resetting a stream"
+                    "HTTP/2 request headers in flight at their limit; resetting a stream"
                 );
                 return Err(Abort);
             };
-            let (stream, _headers) = permits.unzip();
             let response = handler.handle(req, peer).await?;
+            let stream = match headers {
+                Some(headers) => {
+                    drop(headers);
+                    Some(streams.acquire_owned().await.map_err(|_| Abort)?)
+                }
+                None => None,
+            };
             Ok(response.map(|body| Answer::new(Either::Left(body), (busy, stream))))
         }
     })

@@ -86,6 +86,12 @@ pub struct Limits {
     /// at once, so that header memory is bounded by connections, not by
     /// connections times streams (README "Limits").
     pub max_header_bytes: usize,
+    /// HTTP/2 answers being sent at once across all connections, each
+    /// from the handler's answer to its last byte: what bounds the answers
+    /// queued in h2 by a number, not by connections times streams. An
+    /// answer beyond it waits for one to end (first come, first served),
+    /// its body unread; requests still being handled are not counted.
+    pub max_streams: usize,
     /// What a connection over the limit is told, as raw HTTP/1.1 with
     /// `connection: close`: the listener's owner names its own setting.
     pub refusal: Bytes,

@@ -173,6 +173,8 @@ fn readme_metrics_table_matches_the_registry() {
         .proxy_request_duration
         .with_label_values(&["GET"])
         .observe(0.001);
+    // Each listener's connection series are made as it starts.
+    metrics.listener("proxy");
     let registered: BTreeSet<String> = registry
         .gather()
         .iter()
