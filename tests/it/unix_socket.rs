@@ -1,7 +1,8 @@
 //! The proxy on a Unix socket (`LANYARD_LISTEN=unix:/path`): requests
 //! reach the upstream with the token over HTTP/1.1 and h2c, the file's
 //! permissions, a stale file replaced and anything else left alone, the
-//! connection limit as on TCP, and no TCP proxy listener at all.
+//! connection limit and the send timeout as on TCP, and no TCP proxy
+//! listener at all.
 
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -214,4 +215,28 @@ async fn the_header_timeout_cuts_off_a_silent_client_on_the_socket_as_on_tcp() {
         .await
         .expect("the connection was closed at the header timeout")
         .unwrap();
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_is_closed_at_the_send_timeout_on_the_socket_as_on_tcp() {
+    // Far more than the socket's buffers hold, so lanyard's writes wait.
+    const BODY: usize = 64 * 1024 * 1024;
+    let running = start(&[("LANYARD_SEND_TIMEOUT", "2s")]).await;
+    let admin = format!("http://{}", running.process.admin_addr);
+    let stalled = "lanyard_connections_stalled_total{listener=\"proxy\"}";
+    let mut client = UnixStream::connect(&running.socket).await.unwrap();
+    let request = format!("GET /download?bytes={BODY} HTTP/1.1\r\nhost: localhost\r\n\r\n");
+    client.write_all(request.as_bytes()).await.unwrap();
+    // The client reads nothing until the count says lanyard gave up.
+    crate::support::flood::until_metric(&admin, stalled, |n| n >= 1.0).await;
+    let mut received = 0;
+    let mut buf = vec![0u8; 64 * 1024];
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while let Ok(n @ 1..) = client.read(&mut buf).await {
+            received += n;
+        }
+    })
+    .await
+    .expect("lanyard closed the connection");
+    assert!(received < BODY, "{received} bytes: the whole answer came");
 }
