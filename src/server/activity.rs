@@ -75,8 +75,11 @@ impl Activity {
 
     /// A request counted by [`Activity::stall`] is moving again, or over.
     pub(super) fn unstall(&self) {
-        self.stalled.fetch_sub(1, Ordering::AcqRel);
-        self.changed.notify_one();
+        let stalled = self.stalled.fetch_sub(1, Ordering::AcqRel) - 1;
+        // Busy again, if this made the difference.
+        if stalled + 1 == self.in_flight.load(Ordering::Acquire) {
+            self.changed.notify_one();
+        }
     }
 
     fn mark_idle(&self) {
@@ -112,7 +115,9 @@ impl Drop for ActivityGuard {
         let activity = &self.0;
         let now = activity.epoch.elapsed().as_millis() as u64;
         activity.idle_since_ms.store(now, Ordering::Release);
-        if activity.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+        // Idle once those left in flight are all stalled (none, usually).
+        let left = activity.in_flight.fetch_sub(1, Ordering::AcqRel) - 1;
+        if left <= activity.stalled.load(Ordering::Acquire) {
             activity.changed.notify_one();
         }
     }

@@ -14,7 +14,19 @@
 //!
 //! The task, not the body, ends the stream: a body hyper never polls
 //! cannot act. Dropping the task drops hyper's handle on the stream, and h2
-//! resets it (`RST_STREAM` `CANCEL`), freeing what it held.
+//! resets it (`RST_STREAM` `CANCEL`), freeing what it held. So the task
+//! must live until the client has taken the answer: hyper ends it as soon
+//! as it has queued a frame that ends the stream, which would leave that
+//! frame in h2 with nothing timing it. hyper waits for window before it
+//! queues a frame, so an answer of known end keeps back its last byte as a
+//! frame of its own: the frame before it is queued, and the last one waits,
+//! timed, until the client has taken what was queued. (An answer whose end
+//! shows only as it comes, an upstream's chunked one, has no last byte to
+//! keep back: its last frame may stay queued after its task.)
+//!
+//! Progress is seen about once per frame, so a client is counted as taking
+//! bytes if it takes a frame (16 KiB) per `LANYARD_SEND_TIMEOUT`: about
+//! 550 bytes a second at the default.
 
 use std::cell::Cell;
 use std::future::Future;
@@ -32,15 +44,20 @@ use tokio::time::{Instant, Sleep};
 use super::activity::{Activity, ActivityGuard};
 
 /// The largest data frame an answer hands hyper at once on HTTP/2. hyper
-/// asks a body for data once it has *any* window (one byte will do) and
-/// then queues the whole frame in h2, which holds it until the client's
-/// window lets it out: an answer of 250 KiB in one frame, behind a window
-/// of one byte, would sit in h2 with no task left to time it. Split into
-/// frames of HTTP/2's default frame size (RFC 9113 §6.5.2), at most one
-/// frame waits beyond the window, and the body is asked for the next only
-/// once the client has taken the last. The split is a slice of the same
-/// buffer, never a copy.
+/// sends a frame once it has *any* window (one byte will do), queueing the
+/// whole frame in h2 until the client's window lets it out: an answer of
+/// 250 KiB in one frame would sit in h2 whole. Split into frames of
+/// HTTP/2's default frame size (RFC 9113 §6.5.2), at most a frame waits in
+/// h2 and one in hyper, and the body is asked for the next only once the
+/// client has taken the last. The split is a slice of the same buffer,
+/// never a copy.
 const MAX_DATA_FRAME: usize = 16 * 1024;
+
+/// How long a stream whose client has taken some of its answer waits for
+/// the client's window before its connection counts it as stalled (idle,
+/// for eviction): a client with a small window waits a moment for every
+/// frame, and must not be evicted mid-answer for it.
+const STALL_GRACE: Duration = Duration::from_secs(1);
 
 tokio::task_local! {
     /// The stream whose task is running: what its answer reports to.
@@ -125,14 +142,14 @@ where
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
-        let this = self.project();
+        let mut this = self.project();
         let Some(stream) = this.stream.as_ref() else {
             return this.inner.poll_frame(cx);
         };
         stream.asked();
         let mut data = match this.rest.take() {
             Some(rest) => rest,
-            None => match std::task::ready!(this.inner.poll_frame(cx)) {
+            None => match std::task::ready!(this.inner.as_mut().poll_frame(cx)) {
                 Some(Ok(frame)) => match frame.into_data() {
                     Ok(data) => data,
                     Err(trailers) => return Poll::Ready(Some(Ok(trailers))),
@@ -142,6 +159,10 @@ where
         };
         if data.len() > MAX_DATA_FRAME {
             *this.rest = Some(data.split_off(MAX_DATA_FRAME));
+        } else if this.rest.is_none() && this.inner.is_end_stream() && data.len() > 1 {
+            // The last frame keeps back its last byte, sent on its own once
+            // the client's window has room for it (the module's opening).
+            *this.rest = Some(data.split_off(data.len() - 1));
         }
         stream.waiting.set(true);
         Poll::Ready(Some(Ok(Frame::data(data))))
@@ -181,40 +202,49 @@ where
         let task = TimedStream {
             connection: self.connection.clone(),
             stream: watch.clone(),
-            inner: Box::pin(STREAM.scope(watch, future)),
+            inner: STREAM.scope(watch, future),
             limit: self.send_timeout,
             timer: None,
-            armed_at: None,
+            watched: None,
             marked: false,
         };
         tokio::task::spawn_local(task);
     }
 }
 
-/// One stream's task, ended once its client has taken none of its answer
-/// for `limit`.
-struct TimedStream<F> {
-    connection: Rc<ConnectionWatch>,
-    stream: Rc<StreamWatch>,
-    inner: Pin<Box<F>>,
-    limit: Duration,
-    timer: Option<Pin<Box<Sleep>>>,
-    /// The body's `asked` count when the timer was armed: a body asked
-    /// since has had its client take bytes, and the timer starts over.
-    armed_at: Option<u64>,
-    /// Counted as stalled in the connection's activity.
-    marked: bool,
+/// A wait of the answer for its client's window, as the task times it.
+#[derive(Clone, Copy)]
+struct Wait {
+    /// The body's `asked` count: asked since, the client took bytes, and
+    /// this wait is over.
+    asked: u64,
+    since: Instant,
 }
 
-impl<F> TimedStream<F> {
-    fn mark(&mut self, stalled: bool) {
-        if self.marked == stalled {
-            return;
-        }
-        self.marked = stalled;
-        match stalled {
-            true => self.connection.activity.stall(),
-            false => self.connection.activity.unstall(),
+pin_project_lite::pin_project! {
+    /// One stream's task, ended once its client has taken none of its
+    /// answer for `limit`.
+    struct TimedStream<F> {
+        connection: Rc<ConnectionWatch>,
+        stream: Rc<StreamWatch>,
+        #[pin]
+        inner: tokio::task::futures::TaskLocalFuture<Rc<StreamWatch>, F>,
+        limit: Duration,
+        // Armed once the answer first waits, and then moved only when it
+        // fires, to what the wait it finds calls for: one timer for the
+        // stream's life, not one per frame.
+        timer: Option<Pin<Box<Sleep>>>,
+        watched: Option<Wait>,
+        // Counted as stalled in the connection's activity.
+        marked: bool,
+    }
+
+    impl<F> PinnedDrop for TimedStream<F> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if *this.marked {
+                this.connection.activity.unstall();
+            }
         }
     }
 }
@@ -222,44 +252,70 @@ impl<F> TimedStream<F> {
 impl<F: Future> Future for TimedStream<F> {
     type Output = ();
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.inner.as_mut().poll(cx).is_ready() {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.project();
+        if this.inner.poll(cx).is_ready() {
             return Poll::Ready(());
         }
-        if !self.stream.waiting.get() {
-            self.armed_at = None;
-            self.mark(false);
-            return Poll::Pending;
-        }
-        self.mark(true);
-        let asked = self.stream.asked.get();
-        if self.armed_at != Some(asked) {
-            self.armed_at = Some(asked);
-            let deadline = Instant::now() + self.limit;
-            match &mut self.timer {
-                Some(timer) => timer.as_mut().reset(deadline),
-                None => self.timer = Some(Box::pin(tokio::time::sleep_until(deadline))),
+        let mark = |marked: &mut bool, stalled: bool| {
+            if *marked != stalled {
+                *marked = stalled;
+                match stalled {
+                    true => this.connection.activity.stall(),
+                    false => this.connection.activity.unstall(),
+                }
             }
-        }
-        let fired = self
-            .timer
-            .as_mut()
-            .is_some_and(|timer| timer.as_mut().poll(cx).is_ready());
-        if !fired {
+        };
+        if !this.stream.waiting.get() {
+            *this.watched = None;
+            mark(this.marked, false);
             return Poll::Pending;
         }
-        tracing::debug!(
-            "an HTTP/2 client took none of an answer for the send timeout; resetting its stream"
-        );
-        if let Some(counter) = &self.connection.stalled {
-            counter.inc();
+        let asked = this.stream.asked.get();
+        let wait = match *this.watched {
+            Some(wait) if wait.asked == asked => wait,
+            _ => {
+                mark(this.marked, false);
+                let wait = Wait {
+                    asked,
+                    since: Instant::now(),
+                };
+                *this.watched = Some(wait);
+                wait
+            }
+        };
+        // An answer its client has taken nothing of (a window of zero from
+        // the start, as no client that means to read sets) is stalled at
+        // once; one it has been taking, after the grace. hyper asks for
+        // the first frame before it has window for it, so a body asked
+        // once has had nothing taken yet.
+        let grace = match wait.asked {
+            0 | 1 => Duration::ZERO,
+            _ => STALL_GRACE.min(*this.limit),
+        };
+        let timer = this
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(wait.since + grace)));
+        while timer.as_mut().poll(cx).is_ready() {
+            let waited = wait.since.elapsed();
+            if waited >= *this.limit {
+                tracing::debug!(
+                    "an HTTP/2 client took none of an answer for the send timeout; resetting its stream"
+                );
+                if let Some(counter) = &this.connection.stalled {
+                    counter.inc();
+                }
+                return Poll::Ready(());
+            }
+            if waited >= grace {
+                mark(this.marked, true);
+            }
+            let next = match *this.marked {
+                true => wait.since + *this.limit,
+                false => wait.since + grace,
+            };
+            timer.as_mut().reset(next);
         }
-        Poll::Ready(())
-    }
-}
-
-impl<F> Drop for TimedStream<F> {
-    fn drop(&mut self) {
-        self.mark(false);
+        Poll::Pending
     }
 }

@@ -602,3 +602,52 @@ async fn streams_held_on_a_verified_answer_share_it_rather_than_copy_it() {
     );
     assert!(connections.iter().all(|c| !c.is_closed()));
 }
+
+#[tokio::test]
+async fn streams_whose_last_frame_waits_behind_a_one_byte_window_are_reset_too() {
+    const SEND_TIMEOUT: Duration = Duration::from_secs(2);
+    // With a byte of window, hyper hands over an answer's frame and, were
+    // it the last, would end the stream's task with the frame still queued
+    // in h2 and nothing timing it.
+    const STREAMS: usize = 20;
+    let running = verifier::start(
+        support::mock().await,
+        None,
+        &[("LANYARD_SEND_TIMEOUT", "2s")],
+    )
+    .await;
+    let addr = running.process.verifier_addr.unwrap();
+    let began = Instant::now();
+    let mut connection = ZeroWindow::with_window(loopback(6), addr, 1).await;
+    let mut resets = JoinSet::new();
+    for _ in 0..STREAMS {
+        let held = connection.hold("/", &[]).await.expect("the page's head");
+        assert_eq!(held.status, 200);
+        let mut body = held.body;
+        resets.spawn(async move {
+            let mut received = 0;
+            loop {
+                match body.data().await {
+                    Some(Ok(data)) => received += data.len(),
+                    Some(Err(err)) => return (received, err.reason()),
+                    None => return (received, None),
+                }
+            }
+        });
+    }
+    let ended = tokio::time::timeout(SEND_TIMEOUT + MARGIN, resets.join_all())
+        .await
+        .expect("every stream ended in time");
+    for (received, reason) in ended {
+        assert_eq!(received, 1, "the one byte of window, and no more");
+        assert_eq!(reason, Some(Reason::CANCEL), "reset, not ended");
+    }
+    assert!(
+        began.elapsed() >= SEND_TIMEOUT,
+        "cut before the send timeout"
+    );
+    assert_eq!(
+        metric(&running.admin, STALLED_VERIFIER).await,
+        STREAMS as f64
+    );
+}

@@ -29,9 +29,15 @@ impl ZeroWindow {
     /// connection lanyard refuses (with a raw HTTP/1.1 503) shows only as
     /// its first request failing.
     pub async fn open(source: IpAddr, to: SocketAddr) -> ZeroWindow {
+        ZeroWindow::with_window(source, to, 0).await
+    }
+
+    /// As [`ZeroWindow::open`], granting each stream `window` bytes that
+    /// it never gives back.
+    pub async fn with_window(source: IpAddr, to: SocketAddr, window: u32) -> ZeroWindow {
         let io = connect_from(source, to).await;
         let (requests, connection) = h2::client::Builder::new()
-            .initial_window_size(0)
+            .initial_window_size(window)
             .handshake::<_, Bytes>(io)
             .await
             .expect("the HTTP/2 preface is written");
