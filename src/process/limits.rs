@@ -54,9 +54,21 @@ pub const VERIFIER_PROXIED_IDLE_TIMEOUT: Duration = Duration::from_secs(620);
 /// default 1024 connections takes 32 addresses, not one.
 pub const VERIFIER_CONNECTIONS_PER_CLIENT: usize = 32;
 
-/// HTTP/2 streams in flight on the verifier's listener, per connection of
+/// HTTP/2 answers being sent on the verifier's listener, per connection of
 /// its limit (`server::Limits::max_streams`).
-pub const VERIFIER_STREAMS_PER_CONNECTION: usize = 4;
+pub const VERIFIER_ANSWERS_PER_CONNECTION: usize = 4;
+/// HTTP/2 streams one connection may have open on the verifier's listener.
+/// A browser loads the page's few files and polls one at a time; a
+/// balancer opens more connections when one is full. One address's 32
+/// connections then hold 256 streams, a small part of what the header
+/// budget admits, so no one client can spend it for the others.
+pub const VERIFIER_STREAMS_PER_CONNECTION: u32 = 8;
+/// HTTP/2 streams one connection may have open on the proxy's listener, as
+/// Envoy allows (nginx: 128): an app multiplexes its requests over few
+/// connections.
+pub const PROXY_STREAMS_PER_CONNECTION: u32 = 100;
+/// Probes and scrapes ask one thing at a time.
+const ADMIN_STREAMS_PER_CONNECTION: u32 = 4;
 
 /// The proxy's: its clients are local apps, bounded by the settings.
 pub(super) fn proxy_limits(config: &ProxyConfig, max_connections: usize) -> server::Limits {
@@ -70,6 +82,7 @@ pub(super) fn proxy_limits(config: &ProxyConfig, max_connections: usize) -> serv
         // Each holds up to 32 KiB of its answer queued: one per connection
         // keeps that term of README "Limits" within the manifest's memory.
         max_streams: max_connections,
+        streams_per_connection: PROXY_STREAMS_PER_CONNECTION,
         refusal: ProxyError::TooManyConnections.http1_bytes().into(),
         evict_idle: false,
         extra_headers: HeaderMap::new(),
@@ -90,6 +103,7 @@ pub(super) fn admin_limits(send_timeout: Duration) -> server::Limits {
         }),
         max_header_bytes: MIN_MAX_HEADER_BYTES,
         max_streams: ADMIN_MAX_CONNECTIONS,
+        streams_per_connection: ADMIN_STREAMS_PER_CONNECTION,
         refusal: admin_refusal(),
         evict_idle: true,
         extra_headers: HeaderMap::new(),
@@ -118,7 +132,8 @@ pub(super) fn verifier_limits(config: &VerifierConfig, max_connections: usize) -
         // Its answers are shared, not copied per stream (README "Limits"),
         // so a stream costs its state alone; four per connection keep one
         // address (32 connections of 100 streams) from taking them all.
-        max_streams: VERIFIER_STREAMS_PER_CONNECTION * max_connections,
+        max_streams: VERIFIER_ANSWERS_PER_CONNECTION * max_connections,
+        streams_per_connection: VERIFIER_STREAMS_PER_CONNECTION,
         refusal: ProxyError::TooManyConnections.http1_bytes().into(),
         evict_idle: true,
         extra_headers: crate::verifier::security_headers(),

@@ -34,10 +34,12 @@ use crate::error::json_error;
 /// HTTP/1.1.
 const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-/// HTTP/2 streams one client connection may have open at once, as Envoy
-/// allows (nginx: 128). Together with the process-wide budget below, it
-/// keeps one connection from holding every stream.
-pub const MAX_CONCURRENT_STREAMS: u32 = 100;
+/// What an HTTP/2 stream costs beside its headers while it is open: h2's
+/// record of it, hyper's task and the handler's future, about 4 KiB as
+/// measured (`bench/slow_readers.sh`). Charged with its headers against
+/// the group's header budget, so that the budget bounds open streams'
+/// memory whatever their headers' size (README "Limits").
+const STREAM_STATE_BYTES: u32 = 4 * 1024;
 
 /// What each stream of an HTTP/2 connection may have queued in h2 to send
 /// (hyper's default is 400 KiB): with answers handed to hyper in frames of
@@ -49,6 +51,7 @@ const MAX_SEND_BUFFER: usize = 16 * 1024;
 /// An HTTP/2 connection's settings, from the listener's limits.
 struct Http2Settings {
     keep_alive: Duration,
+    streams: u32,
     max_header_list_size: u32,
 }
 
@@ -90,6 +93,7 @@ impl Protocols {
             .max_buf_size(limits.max_header_bytes);
         let http2 = Http2Settings {
             keep_alive: limits.idle_timeout,
+            streams: limits.streams_per_connection,
             max_header_list_size: u32::try_from(header_list_limit).unwrap_or(u32::MAX),
         };
         Protocols {
@@ -116,7 +120,7 @@ impl Protocols {
             .timer(TokioTimer::new())
             .keep_alive_interval(self.http2.keep_alive)
             .keep_alive_timeout(self.http2.keep_alive)
-            .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+            .max_concurrent_streams(self.http2.streams)
             .max_send_buf_size(MAX_SEND_BUFFER)
             .max_header_list_size(self.http2.max_header_list_size);
         http2
@@ -170,6 +174,33 @@ impl Protocols {
             headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         Some(response)
+    }
+}
+
+/// Why the service gave a stream no answer: the handler's [`Abort`], or a
+/// refusal for want of room, which carries the reset's reason for hyper
+/// (`REFUSED_STREAM`: the request was not processed, and clients retry).
+#[derive(Debug)]
+enum Ended {
+    Aborted(Abort),
+    Refused(h2::Error),
+}
+
+impl std::fmt::Display for Ended {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ended::Aborted(abort) => abort.fmt(f),
+            Ended::Refused(_) => f.write_str("stream refused: the listener's budget is spent"),
+        }
+    }
+}
+
+impl std::error::Error for Ended {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Ended::Aborted(_) => None,
+            Ended::Refused(reason) => Some(reason),
+        }
     }
 }
 
@@ -249,7 +280,7 @@ fn service<H: Handler>(
 ) -> impl hyper::service::HttpService<
     Incoming,
     ResBody = Answer<Either<H::Body, Full<Bytes>>>,
-    Error = Abort,
+    Error = Ended,
 > + use<H> {
     let Serving {
         handler,
@@ -263,6 +294,7 @@ fn service<H: Handler>(
     let (header_bytes, streams, activity) =
         (header_bytes.clone(), streams.clone(), activity.clone());
     let counts_requests = is_http2 || protocols.evicts;
+    let send_timeout = protocols.send_timeout;
     let requests = Cell::new(0u64);
     service_fn(move |req: Request<Incoming>| {
         // Busy from here until the answer's body has been sent; a listener
@@ -270,16 +302,16 @@ fn service<H: Handler>(
         let busy = activity.enter(counts_requests);
         let index = requests.replace(requests.get() + 1);
         let own = protocols.own_answer(&req, refused.of(index));
-        // An HTTP/2 stream holds its headers' size in the group's budget
-        // while it is handled (past the budget it is reset at once, its
-        // headers freed), and its answer a place among the group's answers
-        // being sent (it waits for one). (An HTTP/1.1 request's headers live
-        // in its connection's read buffer, and its answer is its
-        // connection's only one: the connection limit bounds both.)
+        // An HTTP/2 stream holds its headers' size and its state's in the
+        // group's budget until its answer has a place among the group's
+        // answers being sent (past the budget it is refused at once, its
+        // headers freed; for a place it waits). (An HTTP/1.1 request's
+        // headers live in its connection's read buffer, and its answer is
+        // its connection's only one: the connection limit bounds both.)
         let headers = match (is_http2, &own) {
             (true, None) => header_bytes
                 .clone()
-                .try_acquire_many_owned(header_list_size(&req))
+                .try_acquire_many_owned(header_list_size(&req).saturating_add(STREAM_STATE_BYTES))
                 .map(Some),
             _ => Ok(None),
         };
@@ -291,18 +323,24 @@ fn service<H: Handler>(
             }
             let Ok(headers) = headers else {
                 tracing::debug!(
-                    "HTTP/2 request headers in flight at their limit; resetting a stream"
+                    "HTTP/2 request headers in flight at their limit; refusing a stream"
                 );
-                return Err(Abort);
+                return Err(Ended::Refused(h2::Reason::REFUSED_STREAM.into()));
             };
-            let response = handler.handle(req, peer).await?;
+            let response = handler.handle(req, peer).await.map_err(Ended::Aborted)?;
             let stream = match headers {
-                Some(headers) => {
-                    drop(headers);
-                    Some(streams.acquire_owned().await.map_err(|_| Abort)?)
+                Some(_) => {
+                    // Every place held by answers whose clients take
+                    // nothing ends within the send timeout.
+                    let place = streams.acquire_owned();
+                    match tokio::time::timeout(send_timeout, place).await {
+                        Ok(Ok(place)) => Some(place),
+                        _ => return Err(Ended::Aborted(Abort)),
+                    }
                 }
                 None => None,
             };
+            drop(headers);
             Ok(response.map(|body| Answer::new(Either::Left(body), (busy, stream))))
         }
     })

@@ -46,7 +46,6 @@ mod stall;
 
 pub use balance::Member;
 pub use clients::Client;
-pub use connection::MAX_CONCURRENT_STREAMS;
 pub use socket::{Listener, Peer, StdListener, Stream};
 
 use std::future::Future;
@@ -92,6 +91,10 @@ pub struct Limits {
     /// answer beyond it waits for one to end (first come, first served),
     /// its body unread; requests still being handled are not counted.
     pub max_streams: usize,
+    /// HTTP/2 streams one connection may have open at once (its
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS`): each costs its state however
+    /// little it is answered, so this times `max_connections` bounds it.
+    pub streams_per_connection: u32,
     /// What a connection over the limit is told, as raw HTTP/1.1 with
     /// `connection: close`: the listener's owner names its own setting.
     pub refusal: Bytes,

@@ -66,6 +66,7 @@ async fn pair(
         per_client: None,
         max_header_bytes: 64 * 1024,
         max_streams: 10_000,
+        streams_per_connection: 100,
         refusal: Bytes::from_static(
             b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n",
         ),

@@ -116,11 +116,12 @@ async fn h2_get(source: IpAddr, to: SocketAddr, path: &str) -> u16 {
 #[tokio::test]
 async fn verifier_streams_held_at_a_zero_window_are_reset_while_others_are_served() {
     const SEND_TIMEOUT: Duration = Duration::from_secs(2);
-    // 150 streams from three addresses, two connections each: well
-    // within one client's 32 connections and a connection's 100 streams.
+    // 144 streams from three addresses, six connections each: within one
+    // client's 32 connections and a connection's 8 streams
+    // (`VERIFIER_STREAMS_PER_CONNECTION`).
     const HOLDERS: [u8; 3] = [3, 4, 5];
-    const CONNECTIONS_EACH: usize = 2;
-    const STREAMS_EACH: usize = 25;
+    const CONNECTIONS_EACH: usize = 6;
+    const STREAMS_EACH: usize = 8;
     const STREAMS: usize = HOLDERS.len() * CONNECTIONS_EACH * STREAMS_EACH;
     let running = verifier::start(
         support::mock().await,
@@ -544,13 +545,13 @@ fn resident() -> u64 {
 
 #[tokio::test]
 async fn streams_held_on_a_verified_answer_share_it_rather_than_copy_it() {
-    // 400 streams of a 250 KiB answer: 100 MB were each to hold a copy.
+    // 240 streams of a 250 KiB answer: 60 MB were each to hold a copy.
     // Small scale, in this process alongside other tests, so the bound
     // is loose; nothing here measures the full scale.
-    const CONNECTIONS: usize = 4;
-    const STREAMS_EACH: usize = 100;
+    const CONNECTIONS: usize = 30;
+    const STREAMS_EACH: usize = 8;
     const CLAIMS: usize = 250 * 1024;
-    const GROWTH_BOUND: u64 = 40 * 1024 * 1024;
+    const GROWTH_BOUND: u64 = 30 * 1024 * 1024;
     let running = verifier::start(
         support::mock().await,
         None,

@@ -176,7 +176,7 @@ async fn streams_of_one_http2_client_share_the_limited_upstream_connections() {
     upstream.slow_requests_started(8).await;
     // The client keeps the streams beyond the connection's limit of
     // concurrent streams to itself until others end.
-    let concurrent = i64::from(lanyard::server::MAX_CONCURRENT_STREAMS);
+    let concurrent = i64::from(lanyard::process::PROXY_STREAMS_PER_CONNECTION);
     settle_with_in_flight(&running, concurrent).await;
     assert_eq!(upstream.connections(), 8, "connections at once");
     assert_eq!(upstream.requests(), 8, "the other streams wait");
@@ -214,7 +214,7 @@ async fn fifty_http2_clients_of_200_streams_open_no_more_than_the_limit() {
     upstream.slow_requests_started(8).await;
     // Each client holds the streams beyond its connection's limit of
     // concurrent streams; 5,000 are in the sidecar's hands.
-    let concurrent = i64::from(lanyard::server::MAX_CONCURRENT_STREAMS);
+    let concurrent = i64::from(lanyard::process::PROXY_STREAMS_PER_CONNECTION);
     settle_with_in_flight(&running, 50 * concurrent).await;
     // Once released, connections may close and open again as the two
     // proxy threads even out their shares, so the count is taken here,
