@@ -100,6 +100,7 @@ pub(super) fn admin_limits(send_timeout: Duration) -> server::Limits {
         per_client: Some(server::ClientCap {
             max_connections: ADMIN_CONNECTIONS_PER_CLIENT,
             refusal: admin_cap_refusal(),
+            displaces_own: true,
         }),
         max_header_bytes: MIN_MAX_HEADER_BYTES,
         max_streams: ADMIN_MAX_CONNECTIONS,
@@ -127,6 +128,7 @@ pub(super) fn verifier_limits(config: &VerifierConfig, max_connections: usize) -
         per_client: (!proxied).then(|| server::ClientCap {
             max_connections: VERIFIER_CONNECTIONS_PER_CLIENT,
             refusal: client_cap_refusal(),
+            displaces_own: false,
         }),
         max_header_bytes: config.max_header_bytes,
         // Its answers are shared, not copied per stream (README "Limits"),

@@ -21,8 +21,9 @@ use crate::throttle::{self, Throttle};
 
 use super::activity::Activity;
 use super::balance::{Held, Taken, take};
+use super::clients::{ClientSlot, PerClient};
 use super::connection::{Protocols, Serving, serve_connection};
-use super::{ConnectionMetrics, Drained, Handler, Limits, Listener, Member, Peer, Stream};
+use super::{Client, ConnectionMetrics, Drained, Handler, Limits, Listener, Member, Peer, Stream};
 
 /// A failing `accept` (usually out of file descriptors) is retried after
 /// this pause rather than in a busy loop.
@@ -62,6 +63,10 @@ pub(super) async fn accept_loop<H: Handler>(
         evictable: limits.evict_idle.then(VecDeque::new),
         refusals: RefusalAnswers::new(&limits),
         metrics,
+        displaces_own: limits
+            .per_client
+            .as_ref()
+            .is_some_and(|cap| cap.displaces_own),
     };
     loop {
         let taken = tokio::select! {
@@ -115,12 +120,16 @@ struct Acceptor<H> {
     evictable: Option<VecDeque<Tracked>>,
     refusals: RefusalAnswers,
     metrics: Option<ConnectionMetrics>,
+    /// `ClientCap::displaces_own`.
+    displaces_own: bool,
 }
 
-/// A connection as eviction sees it: whether it has a request in flight.
+/// A connection as eviction sees it: whether it has a request in flight,
+/// and whose it is.
 struct Tracked {
     task: AbortHandle,
     activity: Arc<Activity>,
+    client: Client,
 }
 
 impl<H: Handler> Acceptor<H> {
@@ -129,9 +138,9 @@ impl<H: Handler> Acceptor<H> {
     /// refused or handed to another thread.
     async fn admit(&mut self, stream: Stream, peer: Peer, share: &Member) -> Option<Taken> {
         self.reap();
-        // The cap comes first: a client over it must not evict anyone.
+        // The cap comes first: a client over it must not evict anyone else.
         let client = match &share.group.clients {
-            Some(clients) => match clients.admit(peer.ip()) {
+            Some(clients) => match self.client_slot(clients, peer).await {
                 Some(held) => Some(held),
                 None => {
                     self.refuse(stream, peer, Refused::ClientCap);
@@ -147,27 +156,55 @@ impl<H: Handler> Acceptor<H> {
         share.place(stream, peer, Held { slot, client })
     }
 
+    /// A place in `peer`'s client's count: a free one, or, when the
+    /// listener evicts, one that an idle connection of the same client gave
+    /// up. A client at its cap displaces only itself, so a neighbour that
+    /// shares the kubelet's address (a host-network pod, NodePort traffic)
+    /// cannot keep the probes out by holding connections it does not use.
+    async fn client_slot(&mut self, clients: &Arc<PerClient>, peer: Peer) -> Option<ClientSlot> {
+        if let Some(held) = clients.admit(peer.ip()) {
+            return Some(held);
+        }
+        if !self.displaces_own {
+            return None;
+        }
+        self.evict(Some(Client::of(peer.ip()))).await;
+        clients.admit(peer.ip())
+    }
+
     /// A slot under the connection limit: a free one, or, when the
     /// listener evicts, the one an idle connection gave up.
     async fn slot(&mut self, slots: &Arc<Semaphore>) -> Option<OwnedSemaphorePermit> {
         if let Ok(slot) = slots.clone().try_acquire_owned() {
             return Some(slot);
         }
-        let evicted = evict_one(self.evictable.as_mut()?)?;
+        self.evict(None).await;
+        slots.clone().try_acquire_owned().ok()
+    }
+
+    /// Closes the connection (of `client`'s, when given) whose loss costs
+    /// least, if the listener evicts and one has no request in flight, and
+    /// waits for it to end.
+    async fn evict(&mut self, client: Option<Client>) {
+        let Some(evictable) = self.evictable.as_mut() else {
+            return;
+        };
+        let Some(evicted) = evict_one(evictable, client) else {
+            return;
+        };
         if let Some(counter) = self.metrics.as_ref().and_then(|m| m.evicted.as_ref()) {
             counter.inc();
         }
-        // The evicted connection gives its slot back (and closes its
+        // The evicted connection gives its places back (and closes its
         // socket) once its task is dropped, which happens as this thread
         // runs the tasks queued before it: waiting for that, rather than
-        // taking the slot at once, keeps the sockets open within the limit.
+        // taking a place at once, keeps the sockets open within the limit.
         for _ in 0..EVICTION_TURNS {
             if evicted.is_finished() {
                 break;
             }
             tokio::task::yield_now().await;
         }
-        slots.clone().try_acquire_owned().ok()
     }
 
     /// Counts a refusal and answers it, while few are being answered.
@@ -214,7 +251,11 @@ impl<H: Handler> Acceptor<H> {
         let span = tracing::debug_span!("connection", %peer);
         let task = self.connections.spawn_local(connection.instrument(span));
         if let Some(evictable) = &mut self.evictable {
-            evictable.push_back(Tracked { task, activity });
+            evictable.push_back(Tracked {
+                task,
+                activity,
+                client: Client::of(peer.ip()),
+            });
         }
     }
 
@@ -247,11 +288,14 @@ impl<H: Handler> Acceptor<H> {
 /// Ends the connection whose loss costs least: the oldest that has not
 /// sent a whole request, else the one idle longest; `None` when every
 /// connection has a request in flight.
-fn evict_one(evictable: &mut VecDeque<Tracked>) -> Option<AbortHandle> {
+fn evict_one(evictable: &mut VecDeque<Tracked>, client: Option<Client>) -> Option<AbortHandle> {
     evictable.retain(|tracked| !tracked.task.is_finished());
-    let waiting = evictable.iter().position(|t| !t.activity.started());
+    let candidate = |t: &Tracked| client.is_none_or(|client| t.client == client);
+    let waiting = evictable
+        .iter()
+        .position(|t| candidate(t) && !t.activity.started());
     let victim = waiting.or_else(|| {
-        let idle = evictable.iter().enumerate();
+        let idle = evictable.iter().enumerate().filter(|(_, t)| candidate(t));
         idle.filter_map(|(at, t)| Some((t.activity.idle_since()?, at)))
             .min()
             .map(|(_, at)| at)
@@ -395,7 +439,12 @@ mod tests {
                 for activity in &activities {
                     let task = tasks.spawn_local(std::future::pending::<()>());
                     let activity = activity.clone();
-                    evictable.push_back(Tracked { task, activity });
+                    let client = Client::of("192.0.2.1".parse().unwrap());
+                    evictable.push_back(Tracked {
+                        task,
+                        activity,
+                        client,
+                    });
                 }
                 let [busy, idle_longer, idle, waiting] = &activities[..] else {
                     unreachable!()
@@ -413,12 +462,15 @@ mod tests {
                     evictable.iter().filter_map(at).collect()
                 };
                 assert!(!waiting.started());
-                assert!(evict_one(&mut evictable).is_some());
+                assert!(evict_one(&mut evictable, None).is_some());
                 assert_eq!(left(&evictable), [0, 1, 2], "the one that sent nothing");
-                assert!(evict_one(&mut evictable).is_some());
+                assert!(evict_one(&mut evictable, None).is_some());
                 assert_eq!(left(&evictable), [0, 2], "the one idle longest");
-                let evicted = evict_one(&mut evictable).unwrap();
-                assert!(evict_one(&mut evictable).is_none(), "a request in flight");
+                let evicted = evict_one(&mut evictable, None).unwrap();
+                assert!(
+                    evict_one(&mut evictable, None).is_none(),
+                    "a request in flight"
+                );
                 assert_eq!(left(&evictable), [0]);
                 // Its task ends as the thread runs it.
                 tokio::task::yield_now().await;

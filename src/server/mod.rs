@@ -122,6 +122,11 @@ pub struct Limits {
 pub struct ClientCap {
     pub max_connections: usize,
     pub refusal: Bytes,
+    /// A client at its cap displaces its own connection with no request
+    /// in flight (with `Limits::evict_idle`) rather than being refused: for
+    /// a listener where one address may carry a client that must get in
+    /// (the kubelet's probes) beside others that hold connections idle.
+    pub displaces_own: bool,
 }
 
 /// hyper's own limit on a request head, as a multiple of
