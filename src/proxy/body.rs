@@ -141,15 +141,28 @@ impl hyper::body::Body for StreamedBody {
 struct Gathered {
     buffer: BytesMut,
     limit: usize,
+    /// The body's length is known to be `limit`: allocated whole at its
+    /// first byte, never grown.
+    known: bool,
     reservation: Reservation,
 }
 
 impl Gathered {
+    /// A body of unknown length, kept while it is within `limit`.
     fn new(budget: &ReplayBudget, limit: usize) -> Self {
         Gathered {
             buffer: BytesMut::new(),
             limit,
+            known: false,
             reservation: budget.empty(),
+        }
+    }
+
+    /// A body of `len` bytes, as its `Content-Length` says.
+    fn of_length(budget: &ReplayBudget, len: usize) -> Self {
+        Gathered {
+            known: true,
+            ..Gathered::new(budget, len)
         }
     }
 
@@ -163,13 +176,18 @@ impl Gathered {
         let capacity = self.buffer.capacity();
         if needed > capacity {
             // Doubling, within the limit, so that small frames do not
-            // reallocate for each one; charged for what was allocated.
-            let grown = needed.max(capacity.saturating_mul(2)).min(self.limit);
-            self.buffer.reserve(grown - self.buffer.len());
-            let added = self.buffer.capacity().saturating_sub(capacity);
-            if !self.reservation.grow(added as u64) {
+            // reallocate for each one. Allocated exactly (`reserve` would
+            // double past the limit), and charged before it is.
+            let grown = match self.known {
+                true => self.limit,
+                false => needed.max(capacity.saturating_mul(2)).min(self.limit),
+            };
+            if !self.reservation.grow((grown - capacity) as u64) {
                 return false;
             }
+            let mut buffer = BytesMut::with_capacity(grown);
+            buffer.extend_from_slice(&self.buffer);
+            self.buffer = buffer;
         }
         self.buffer.extend_from_slice(data);
         true
@@ -252,9 +270,9 @@ pub(super) async fn plan_body(
     if len > MAX_REPLAY_BODY {
         return Ok(BodyPlan::Streaming(StreamedBody::streaming(body)));
     }
-    // The budget is taken as bytes arrive, not as declared, so a client
-    // that announces a body and sends nothing holds none of it.
-    let mut gathered = Gathered::new(budget, len as usize);
+    // The budget is taken at the body's first byte, not as it is declared,
+    // so a client that announces a body and sends nothing holds none of it.
+    let mut gathered = Gathered::of_length(budget, len as usize);
     while let Some(frame) = body.frame().await {
         let frame = frame?;
         // Request trailers have no place in a replayable body; dropped.
