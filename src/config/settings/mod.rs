@@ -4,7 +4,8 @@
 //! file's keys, `--help`, the loader and the README's settings table
 //! (checked by `tests/it/docs.rs`) all come from here. Used as
 //! `settings::NAME` inside `config`; `config` re-exports the few that other
-//! modules name.
+//! modules name. The verifier's (`verifier`) and those that bound time and
+//! resources (`limits`) are declared in files of their own.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -12,20 +13,19 @@ use std::time::Duration;
 
 use super::declaration::{AnySetting, DefaultValue, Setting};
 use super::defaults::{
-    DEFAULT_ADMIN_LISTEN, DEFAULT_ASSERTION_TTL, DEFAULT_BODY_TIMEOUT, DEFAULT_EXPIRY_MARGIN,
-    DEFAULT_HEADER_TIMEOUT, DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEADER_BYTES,
-    DEFAULT_MAX_UPSTREAM_CONNECTIONS, DEFAULT_MAX_WORKER_THREADS, DEFAULT_SEND_TIMEOUT,
-    DEFAULT_SHUTDOWN_GRACE, DEFAULT_TOKEN_TIMEOUT, DEFAULT_UPSTREAM_TIMEOUT,
-    DEFAULT_VERIFIER_SESSION_TTL, MAX_CLOCK_SKEW, MAX_FORWARDED_HOPS, MAX_MAX_CONNECTIONS,
-    MAX_MAX_HEADER_BYTES, MAX_MAX_UPSTREAM_CONNECTIONS, MAX_WORKER_THREADS, MIN_MAX_HEADER_BYTES,
-    default_worker_threads,
+    DEFAULT_ADMIN_LISTEN, DEFAULT_ASSERTION_TTL, DEFAULT_LISTEN, MAX_CLOCK_SKEW,
 };
 use super::values::{
-    ByteSize, FileMode, ListenAddr, LogFormat, Rate, SessionKeys, WalletBaseUrl, parse_duration,
-    read_addr, read_bool, read_byte_size, read_count, read_duration, read_file_mode, read_lifetime,
-    read_listen, read_log_format, read_path, read_port, read_positive_duration, read_text,
+    FileMode, ListenAddr, LogFormat, WalletBaseUrl, parse_duration, read_addr, read_bool,
+    read_file_mode, read_lifetime, read_listen, read_log_format, read_path, read_port, read_text,
 };
 use crate::target::TargetUrl;
+
+mod limits;
+mod verifier;
+
+pub use limits::*;
+pub use verifier::*;
 
 /// The config file itself is located by flag or environment only.
 pub const CONFIG_ENV: &str = "LANYARD_CONFIG";
@@ -284,108 +284,6 @@ pub const WALLET_BASE_URL: Setting<WalletBaseUrl> = Setting {
     secret: false,
 };
 
-/// `LANYARD_VERIFIER_SESSION_TTL`.
-pub const VERIFIER_SESSION_TTL: Setting<Duration> = Setting {
-    key: "verifier_session_ttl",
-    env: "LANYARD_VERIFIER_SESSION_TTL",
-    flag: Some("--verifier-session-ttl"),
-    value_name: Some("DURATION"),
-    help: "How long a verification session is held and polled",
-    default: DefaultValue::Value(DEFAULT_VERIFIER_SESSION_TTL),
-    read: read_positive_duration,
-    secret: false,
-};
-
-/// `LANYARD_VERIFIER_FORWARDED_HOPS`: behind a load balancer or a
-/// serverless platform every client arrives from the proxy's address, and
-/// a per-client limit keyed on it would be one limit for everyone.
-pub const VERIFIER_FORWARDED_HOPS: Setting<usize> = Setting {
-    key: "verifier_forwarded_hops",
-    env: "LANYARD_VERIFIER_FORWARDED_HOPS",
-    flag: Some("--verifier-forwarded-hops"),
-    value_name: Some("N"),
-    help: "Proxies in front of the verifier whose X-Forwarded-For entries are trusted",
-    default: DefaultValue::Value(0),
-    read: |raw| read_count(raw, 0..=MAX_FORWARDED_HOPS, "proxies"),
-    secret: false,
-};
-
-/// `LANYARD_VERIFIER_SESSION_KEY`: environment or config file only, never
-/// a flag (a flag's value shows in the process list).
-pub const VERIFIER_SESSION_KEY: Setting<SessionKeys> = Setting {
-    key: "verifier_session_key",
-    env: "LANYARD_VERIFIER_SESSION_KEY",
-    flag: None,
-    value_name: None,
-    help: "The verifier's session binding key: base64 of 32+ bytes, or `current,previous`",
-    default: DefaultValue::Described("derived from the service account's key"),
-    read: SessionKeys::parse,
-    secret: true,
-};
-
-/// `LANYARD_VERIFIER_SESSION_KEY_FILE`: the same, from a file (a mounted
-/// Secret).
-pub const VERIFIER_SESSION_KEY_FILE: Setting<PathBuf> = Setting {
-    key: "verifier_session_key_file",
-    env: "LANYARD_VERIFIER_SESSION_KEY_FILE",
-    flag: Some("--verifier-session-key-file"),
-    value_name: Some("PATH"),
-    help: "A file holding LANYARD_VERIFIER_SESSION_KEY",
-    default: DefaultValue::None,
-    read: read_path,
-    secret: false,
-};
-
-/// `LANYARD_VERIFIER_CLIENT_STARTS`: a person restarts a few times, or a
-/// few people share an address; a flood from one client stops here and
-/// spends nothing of the shared limit.
-pub const VERIFIER_CLIENT_STARTS: Setting<Rate> = Setting {
-    key: "verifier_client_starts",
-    env: "LANYARD_VERIFIER_CLIENT_STARTS",
-    flag: Some("--verifier-client-starts"),
-    value_name: Some("COUNT/DURATION"),
-    help: "Verification starts one client (IPv4 address, IPv6 /64) may make",
-    default: DefaultValue::Value(Rate {
-        burst: std::num::NonZeroU32::new(10).unwrap(),
-        per: Duration::from_secs(60),
-    }),
-    read: Rate::parse,
-    secret: false,
-};
-
-/// `LANYARD_VERIFIER_STARTS`: well beyond one verifier's visitors, and a
-/// bound on what a flood from many addresses makes it ask of the service.
-pub const VERIFIER_STARTS: Setting<Rate> = Setting {
-    key: "verifier_starts",
-    env: "LANYARD_VERIFIER_STARTS",
-    flag: Some("--verifier-starts"),
-    value_name: Some("COUNT/DURATION"),
-    help: "Verification starts all clients together may make, per replica",
-    default: DefaultValue::Value(Rate {
-        burst: std::num::NonZeroU32::new(50).unwrap(),
-        per: Duration::from_secs(5),
-    }),
-    read: Rate::parse,
-    secret: false,
-};
-
-/// `LANYARD_VERIFIER_SERVICE_CALLS`: one budget for the calls a replica
-/// makes to the service, starts and polls together; the service's own
-/// rate limits exist though the seed does not give them.
-pub const VERIFIER_SERVICE_CALLS: Setting<Rate> = Setting {
-    key: "verifier_service_calls",
-    env: "LANYARD_VERIFIER_SERVICE_CALLS",
-    flag: Some("--verifier-service-calls"),
-    value_name: Some("COUNT/DURATION"),
-    help: "Calls to the service one replica may make, starts and polls together",
-    default: DefaultValue::Value(Rate {
-        burst: std::num::NonZeroU32::new(40).unwrap(),
-        per: Duration::from_secs(2),
-    }),
-    read: Rate::parse,
-    secret: false,
-};
-
 /// `LANYARD_ASSERTION_TTL`: read without the one-day bound, then capped at
 /// `MAX_ASSERTION_TTL` with a warning.
 pub const ASSERTION_TTL: Setting<Duration> = Setting {
@@ -433,141 +331,6 @@ pub const CA_FILE: Setting<PathBuf> = Setting {
     help: "Extra CA bundle (PEM) for upstream and token TLS",
     default: DefaultValue::None,
     read: read_path,
-    secret: false,
-};
-
-/// `LANYARD_UPSTREAM_TIMEOUT`.
-pub const UPSTREAM_TIMEOUT: Setting<Duration> = Setting {
-    key: "upstream_timeout",
-    env: "LANYARD_UPSTREAM_TIMEOUT",
-    flag: Some("--upstream-timeout"),
-    value_name: Some("DURATION"),
-    help: "Time to upstream response headers",
-    default: DefaultValue::Value(DEFAULT_UPSTREAM_TIMEOUT),
-    read: read_positive_duration,
-    secret: false,
-};
-
-/// `LANYARD_TOKEN_TIMEOUT`.
-pub const TOKEN_TIMEOUT: Setting<Duration> = Setting {
-    key: "token_timeout",
-    env: "LANYARD_TOKEN_TIMEOUT",
-    flag: Some("--token-timeout"),
-    value_name: Some("DURATION"),
-    help: "Time for one token request",
-    default: DefaultValue::Value(DEFAULT_TOKEN_TIMEOUT),
-    read: read_positive_duration,
-    secret: false,
-};
-
-/// `LANYARD_EXPIRY_MARGIN` (README "Token lifetime").
-pub const EXPIRY_MARGIN: Setting<Duration> = Setting {
-    key: "expiry_margin",
-    env: "LANYARD_EXPIRY_MARGIN",
-    flag: Some("--expiry-margin"),
-    value_name: Some("DURATION"),
-    help: "Stop sending a token this long before it expires, at most a tenth of its lifetime",
-    default: DefaultValue::Value(DEFAULT_EXPIRY_MARGIN),
-    read: read_duration,
-    secret: false,
-};
-
-/// `LANYARD_SHUTDOWN_GRACE` (README "Shutdown").
-pub const SHUTDOWN_GRACE: Setting<Duration> = Setting {
-    key: "shutdown_grace",
-    env: "LANYARD_SHUTDOWN_GRACE",
-    flag: Some("--shutdown-grace"),
-    value_name: Some("DURATION"),
-    help: "Drain time on shutdown",
-    default: DefaultValue::Value(DEFAULT_SHUTDOWN_GRACE),
-    read: read_duration,
-    secret: false,
-};
-
-/// `LANYARD_HEADER_TIMEOUT` (README "Limits").
-pub const HEADER_TIMEOUT: Setting<Duration> = Setting {
-    key: "header_timeout",
-    env: "LANYARD_HEADER_TIMEOUT",
-    flag: Some("--header-timeout"),
-    value_name: Some("DURATION"),
-    help: "Time a client has to send a request's headers, also the idle keep-alive limit",
-    default: DefaultValue::Value(DEFAULT_HEADER_TIMEOUT),
-    read: read_positive_duration,
-    secret: false,
-};
-
-/// `LANYARD_BODY_TIMEOUT` (README "Limits").
-pub const BODY_TIMEOUT: Setting<Duration> = Setting {
-    key: "body_timeout",
-    env: "LANYARD_BODY_TIMEOUT",
-    flag: Some("--body-timeout"),
-    value_name: Some("DURATION"),
-    help: "Time a request body may stay silent before the request is given up",
-    default: DefaultValue::Value(DEFAULT_BODY_TIMEOUT),
-    read: read_positive_duration,
-    secret: false,
-};
-
-/// `LANYARD_SEND_TIMEOUT` (README "Limits").
-pub const SEND_TIMEOUT: Setting<Duration> = Setting {
-    key: "send_timeout",
-    env: "LANYARD_SEND_TIMEOUT",
-    flag: Some("--send-timeout"),
-    value_name: Some("DURATION"),
-    help: "Time a client may take none of an answer's bytes before its stream or connection is ended",
-    default: DefaultValue::Value(DEFAULT_SEND_TIMEOUT),
-    read: read_positive_duration,
-    secret: false,
-};
-
-/// `LANYARD_MAX_HEADER_BYTES` (README "Limits").
-pub const MAX_HEADER_BYTES: Setting<ByteSize> = Setting {
-    key: "max_header_bytes",
-    env: "LANYARD_MAX_HEADER_BYTES",
-    flag: Some("--max-header-bytes"),
-    value_name: Some("BYTES"),
-    help: "Largest request head a client may send: bytes, KiB or MiB",
-    default: DefaultValue::Value(ByteSize(DEFAULT_MAX_HEADER_BYTES)),
-    read: |raw| read_byte_size(raw, MIN_MAX_HEADER_BYTES..=MAX_MAX_HEADER_BYTES),
-    secret: false,
-};
-
-/// `LANYARD_MAX_CONNECTIONS` (README "Limits").
-pub const MAX_CONNECTIONS: Setting<usize> = Setting {
-    key: "max_connections",
-    env: "LANYARD_MAX_CONNECTIONS",
-    flag: Some("--max-connections"),
-    value_name: Some("N"),
-    help: "Most client connections the proxy holds open at once",
-    default: DefaultValue::Value(DEFAULT_MAX_CONNECTIONS),
-    read: |raw| read_count(raw, 1..=MAX_MAX_CONNECTIONS, "connections"),
-    secret: false,
-};
-
-/// `LANYARD_MAX_UPSTREAM_CONNECTIONS` (README "Limits").
-pub const MAX_UPSTREAM_CONNECTIONS: Setting<usize> = Setting {
-    key: "max_upstream_connections",
-    env: "LANYARD_MAX_UPSTREAM_CONNECTIONS",
-    flag: Some("--max-upstream-connections"),
-    value_name: Some("N"),
-    help: "Most connections to the upstream, across all proxy threads",
-    default: DefaultValue::Value(DEFAULT_MAX_UPSTREAM_CONNECTIONS),
-    read: |raw| read_count(raw, 1..=MAX_MAX_UPSTREAM_CONNECTIONS, "connections"),
-    secret: false,
-};
-
-/// `LANYARD_WORKER_THREADS`.
-pub const WORKER_THREADS: Setting<usize> = Setting {
-    key: "worker_threads",
-    env: "LANYARD_WORKER_THREADS",
-    flag: Some("--worker-threads"),
-    value_name: Some("N"),
-    help: "Proxy threads",
-    default: DefaultValue::Computed {
-        value: default_worker_threads,
-        shown: || format!("CPUs available, at most {DEFAULT_MAX_WORKER_THREADS}"),
-    },
-    read: |raw| read_count(raw, 1..=MAX_WORKER_THREADS, "threads"),
     secret: false,
 };
 
