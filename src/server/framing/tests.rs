@@ -1,3 +1,4 @@
+use super::head::{MAX_FIELD_NAME_BYTES, MAX_TARGET_BYTES};
 use super::*;
 
 use std::collections::VecDeque;
