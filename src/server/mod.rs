@@ -20,7 +20,8 @@
 //! - [`balance`]: the threads serving one listener, kept even.
 //! - `clients`: the connections each client holds.
 //! - `connection`: one connection: protocol detection, HTTP/1.1 or HTTP/2,
-//!   the idle rule, the server's own 431.
+//!   the first-request, idle and send-timeout rules, the server's own
+//!   answers.
 //! - `control_frames`: HTTP/2 control frames (PING, SETTINGS,
 //!   WINDOW_UPDATE, ...) counted against what the connection's work
 //!   allows; a flooding connection is closed.
@@ -80,10 +81,10 @@ pub struct Limits {
     /// carries every client's connections).
     pub per_client: Option<ClientCap>,
     /// The largest request head (HTTP/1.1) or header list (HTTP/2). The
-    /// HTTP/2 requests in flight across all connections may hold
-    /// `max_connections` times this in headers; a stream beyond it is reset
-    /// at once, so that header memory is bounded by connections, not by
-    /// connections times streams (README "Limits").
+    /// HTTP/2 streams open across all connections may hold
+    /// `max_connections` times this in headers and state; a stream beyond
+    /// it is refused at once, so that their memory is bounded by
+    /// connections, not by connections times streams (README "Limits").
     pub max_header_bytes: usize,
     /// HTTP/2 answers being sent at once across all connections, each
     /// from the handler's answer to its last byte: what bounds the answers
@@ -107,12 +108,13 @@ pub struct Limits {
     /// clients, as nginx reuses its idle connections when it runs out.
     pub evict_idle: bool,
     /// Headers added to every answer the server makes itself: its
-    /// refusals, and 431 for a request head over `max_header_bytes`.
+    /// refusals, and those to request heads it refused (400, 414, 431).
     ///
-    /// When there are any, the server answers oversized heads itself, so
-    /// that they carry these headers: hyper then reads heads up to
-    /// [`HEAD_BACKSTOP`] times `max_header_bytes`, and only a head beyond
-    /// that gets hyper's own 431, without them.
+    /// HTTP/1.1 heads are judged before hyper reads them, so every such
+    /// answer carries these. When there are any, HTTP/2 header lists over
+    /// `max_header_bytes` are answered by the server too, up to
+    /// [`HEAD_BACKSTOP`] times it; a list beyond that gets h2's own answer,
+    /// without them.
     pub extra_headers: HeaderMap,
 }
 
@@ -129,12 +131,13 @@ pub struct ClientCap {
     pub displaces_own: bool,
 }
 
-/// hyper's own limit on a request head, as a multiple of
-/// [`Limits::max_header_bytes`], when the server answers oversized heads
-/// itself: far enough beyond the limit that a head just over it (a
+/// h2's own limit on a request's header list, as a multiple of
+/// [`Limits::max_header_bytes`], when the server answers oversized lists
+/// itself: far enough beyond the limit that a list just over it (a
 /// browser's cookies grown too large) is answered by the server, with the
-/// listener's headers. Each connection's read buffer may then hold this
-/// many times `max_header_bytes` (README "Limits").
+/// listener's headers. Each HTTP/2 connection may then hold this many
+/// times `max_header_bytes` of a header block being read (README
+/// "Limits").
 pub const HEAD_BACKSTOP: usize = 2;
 
 /// Where the accept loop reports connections, when the caller exports it.
