@@ -13,8 +13,8 @@ use crate::access::ServiceAccess;
 use crate::config::Config;
 use crate::otel::Telemetry;
 use crate::process::{
-    Components, Process, ProxyListener, Signals, bind, bind_admin, bind_proxy, bind_verifier,
-    failed, stop_on_signals,
+    Components, Process, ProxyListener, Signals, bind, bind_admin, bind_admin_on, bind_proxy,
+    bind_verifier, failed, stop_on_signals,
 };
 use crate::proxy::ProxyConfig;
 use crate::token::RefreshPolicy;
@@ -203,7 +203,7 @@ fn shell_word(word: &str) -> String {
 pub async fn run(config: &Config, telemetry: &Telemetry) -> Result<(), Failure> {
     let mut signals = Signals::install()?;
     let listeners = DemoListeners {
-        admin: bind_admin(config)?,
+        admin: bind_admin_on(config.demo_admin_listen())?,
         proxy: Some(bind_proxy(config)?),
         verifier: Some(bind(
             config.demo_verifier_listen(),

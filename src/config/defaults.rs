@@ -12,6 +12,9 @@ pub const DEFAULT_LISTEN: SocketAddr =
 /// health and metrics only, never a token.
 pub const DEFAULT_ADMIN_LISTEN: SocketAddr =
     SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9090));
+/// `lanyard demo`'s admin listener, on loopback like the rest of the demo.
+pub const DEMO_ADMIN_LISTEN: SocketAddr =
+    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 1), 9090));
 /// The seed's reference application listens on 8080 in its container
 /// (docs/service.md §8), on every interface: browsers reach it.
 pub const DEFAULT_VERIFIER_LISTEN: SocketAddr =

@@ -68,7 +68,10 @@ pub use values::{
 };
 pub use verifier::{VerifierRates, is_path_segment};
 
-use defaults::{DEFAULT_VERIFIER_LISTEN, DEMO_VERIFIER_LISTEN, MAX_ASSERTION_TTL};
+use defaults::{
+    DEFAULT_ADMIN_LISTEN, DEFAULT_VERIFIER_LISTEN, DEMO_ADMIN_LISTEN, DEMO_VERIFIER_LISTEN,
+    MAX_ASSERTION_TTL,
+};
 use settings::{
     ADMIN_LISTEN, ASSERTION_TTL, BODY_TIMEOUT, CA_FILE, CLIENT_ID, CLOCK_SKEW, DEMO, EXPIRY_MARGIN,
     HEADER_TIMEOUT, IAM_AUDIENCE, LISTEN_MODE, LOG_FORMAT, MAX_CONNECTIONS, MAX_HEADER_BYTES,
@@ -91,6 +94,9 @@ pub struct Config {
     /// The Unix socket's permissions, when `listen` is one.
     pub listen_mode: FileMode,
     pub admin_listen: SocketAddr,
+    /// Whether `admin_listen` was given rather than defaulted: the demo
+    /// keeps to loopback unless it was ([`Config::demo_admin_listen`]).
+    pub admin_listen_given: bool,
     /// `LANYARD_VERIFIER_LISTEN` and `PORT` as given; the command decides
     /// what unset means ([`Config::verifier_listen`]).
     pub verifier_listen_given: Option<SocketAddr>,
@@ -195,6 +201,16 @@ impl Config {
         self.verifier_listen_given.unwrap_or(DEMO_VERIFIER_LISTEN)
     }
 
+    /// Where `lanyard demo` serves health and metrics: as given, else on
+    /// loopback. The demo is one person's machine; its admin listener has
+    /// no kubelet or Prometheus to reach it from elsewhere.
+    pub fn demo_admin_listen(&self) -> SocketAddr {
+        match self.admin_listen_given {
+            true => self.admin_listen,
+            false => DEMO_ADMIN_LISTEN,
+        }
+    }
+
     /// Merges flags, environment, config file and defaults, validates
     /// everything, and reads the credentials and the CA bundle the command
     /// needs, reporting all problems at once.
@@ -247,7 +263,7 @@ impl Config {
             verifier_rates,
         } = VerifierSettings::read(l, credentials.org_id.as_ref(), verifier_required);
         let (listen, listen_mode) = proxy_listen(l);
-        let admin_listen = l.value(&ADMIN_LISTEN);
+        let admin_listen = l.optional(&ADMIN_LISTEN).map(|given| given.value);
         let (assertion_ttl, clock_skew) = assertion_timing(l);
         let ca_file = l.optional(&CA_FILE);
         // Struct fields are evaluated as written: this order is the
@@ -260,7 +276,8 @@ impl Config {
             rule_id,
             listen,
             listen_mode,
-            admin_listen,
+            admin_listen: admin_listen.unwrap_or(DEFAULT_ADMIN_LISTEN),
+            admin_listen_given: admin_listen.is_some(),
             verifier_listen_given,
             port,
             wallet_base_url,

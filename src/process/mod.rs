@@ -22,7 +22,7 @@ pub use limits::{
 };
 pub use signals::{Signal, Signals, run, run_verifier, stop_on_signals};
 pub(crate) use threads::failed;
-pub use threads::{bind, bind_admin, bind_proxy, bind_verifier};
+pub use threads::{bind, bind_admin, bind_admin_on, bind_proxy, bind_verifier};
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -151,11 +151,12 @@ pub(super) fn local_addr(listener: &TcpListener) -> Result<SocketAddr, Failure> 
 
 /// The admin listener, as `LANYARD_ADMIN_LISTEN` names it.
 pub fn bind_admin(config: &crate::config::Config) -> Result<TcpListener, Failure> {
-    bind(
-        config.admin_listen,
-        "LANYARD_ADMIN_LISTEN",
-        super::ADMIN_BACKLOG,
-    )
+    bind_admin_on(config.admin_listen)
+}
+
+/// The admin listener on `addr` (the demo's choice of address).
+pub fn bind_admin_on(addr: std::net::SocketAddr) -> Result<TcpListener, Failure> {
+    bind(addr, "LANYARD_ADMIN_LISTEN", super::ADMIN_BACKLOG)
 }
 
 /// The proxy listener, as `LANYARD_LISTEN` names it: an address, or a

@@ -49,6 +49,11 @@ fn defaults_apply_when_only_the_upstream_is_set() {
         ListenAddr::Tcp("127.0.0.1:8080".parse().unwrap())
     );
     assert_eq!(config.admin_listen, "0.0.0.0:9090".parse().unwrap());
+    assert_eq!(
+        config.demo_admin_listen(),
+        "127.0.0.1:9090".parse().unwrap(),
+        "the demo keeps to loopback"
+    );
     assert_eq!(config.assertion_ttl, Duration::from_secs(3600));
     assert_eq!(config.upstream_timeout, Duration::from_secs(30));
     assert_eq!(config.shutdown_grace, Duration::from_secs(20));
@@ -476,6 +481,8 @@ fn every_shown_default_reads_back_as_the_default() {
     let settings_only = |config: Config| Config {
         account: None,
         tls: None,
+        // Whether it was given is the one thing that differs.
+        admin_listen_given: false,
         ..config
     };
     let explicit = settings_only(load(&given).unwrap());
@@ -577,4 +584,14 @@ fn an_unreadable_variable_is_reported_once_not_again_as_unset() {
             "SA_CLIENT_ID (environment variable SA_CLIENT_ID): is not valid UTF-8",
         ]
     );
+}
+
+#[test]
+fn the_demo_serves_health_where_the_admin_listener_is_given() {
+    let config = load(&[
+        ("SERVICE_API_URL", "https://api.example.com/v1/"),
+        ("LANYARD_ADMIN_LISTEN", "0.0.0.0:9191"),
+    ])
+    .unwrap();
+    assert_eq!(config.demo_admin_listen(), "0.0.0.0:9191".parse().unwrap());
 }
