@@ -122,3 +122,42 @@ impl Drop for ActivityGuard {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_whose_every_request_is_stalled_is_idle_and_the_idle_rule_sees_it() {
+        let activity = Arc::new(Activity::new());
+        let first = activity.enter(true);
+        let second = activity.enter(true);
+        activity.stall();
+        assert_eq!(activity.idle_since(), None, "one request still moves");
+        activity.stall();
+        let since = activity.idle_since().expect("every request stalled");
+        assert_eq!(since, Instant::now());
+        activity.unstall();
+        assert_eq!(activity.idle_since(), None, "moving again");
+        // The one that moved ends; the stalled one left makes the
+        // connection idle, and the idle rule's wait ends on that.
+        let idle = activity.idle_for(Duration::from_secs(30));
+        tokio::pin!(idle);
+        assert!(futures_poll(idle.as_mut()).is_pending());
+        drop(second);
+        let ended = Instant::now();
+        idle.await;
+        assert_eq!(ended.elapsed(), Duration::from_secs(30));
+        activity.unstall();
+        drop(first);
+        assert!(activity.idle_since().is_some());
+    }
+
+    /// Polls `future` once, with a waker that does nothing.
+    fn futures_poll<F: std::future::Future>(
+        future: std::pin::Pin<&mut F>,
+    ) -> std::task::Poll<F::Output> {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        future.poll(&mut cx)
+    }
+}
