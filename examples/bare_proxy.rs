@@ -105,6 +105,13 @@ fn run(listen: &str, upstream: &str, authorization: &str, threads: &str) -> Resu
         max_header_bytes: 64 * 1024,
         max_streams: 10_000,
         streams_per_connection: 100,
+        head_refusal: |refused| {
+            let mut answer = http::Response::new(http_body_util::Full::new(Bytes::from_static(
+                refused.reason().as_bytes(),
+            )));
+            *answer.status_mut() = refused.status();
+            answer
+        },
         refusal: Bytes::from_static(
             b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n",
         ),

@@ -6,10 +6,11 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, StatusCode};
+use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
+use http_body_util::Full;
 
 use crate::config::MIN_MAX_HEADER_BYTES;
-use crate::error::{ProxyError, raw_http1};
+use crate::error::{ProxyError, json_error, raw_http1};
 use crate::proxy::ProxyConfig;
 use crate::server;
 use crate::verifier::VerifierConfig;
@@ -86,6 +87,7 @@ pub(super) fn proxy_limits(config: &ProxyConfig, max_connections: usize) -> serv
         refusal: ProxyError::TooManyConnections.http1_bytes().into(),
         evict_idle: false,
         extra_headers: HeaderMap::new(),
+        head_refusal,
     }
 }
 
@@ -108,6 +110,7 @@ pub(super) fn admin_limits(send_timeout: Duration) -> server::Limits {
         refusal: admin_refusal(),
         evict_idle: true,
         extra_headers: HeaderMap::new(),
+        head_refusal,
     }
 }
 
@@ -139,6 +142,31 @@ pub(super) fn verifier_limits(config: &VerifierConfig, max_connections: usize) -
         refusal: ProxyError::TooManyConnections.http1_bytes().into(),
         evict_idle: true,
         extra_headers: crate::verifier::security_headers(),
+        head_refusal,
+    }
+}
+
+/// Every listener's answer to a request head the server refused: lanyard's
+/// JSON error for a malformed or ambiguous head (400 `bad_request`) and an
+/// over-long target (414 `uri_too_long`), plain text for one too large
+/// (431), as README "Errors made by lanyard itself" lists them.
+fn head_refusal(refused: server::HeadRefusal) -> Response<Full<Bytes>> {
+    use server::HeadRefusal;
+    match refused {
+        HeadRefusal::TooLarge => {
+            let body = Bytes::from_static(b"request header fields too large\n");
+            let mut response = Response::new(Full::new(body));
+            *response.status_mut() = refused.status();
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            response
+        }
+        HeadRefusal::UriTooLong => json_error(refused.status(), "uri_too_long", refused.reason()),
+        HeadRefusal::Malformed | HeadRefusal::Framing => {
+            json_error(refused.status(), "bad_request", refused.reason())
+        }
     }
 }
 

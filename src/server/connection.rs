@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Version, header};
+use http::{HeaderMap, HeaderValue, Request, Response, Version, header};
 use http_body_util::{Either, Full};
 use hyper::body::Incoming;
 use hyper::server::conn::{http1, http2};
@@ -24,11 +24,10 @@ use tokio::time::Instant;
 
 use super::activity::Activity;
 use super::control_frames::ControlFrames;
-use super::framing::{HeadRefusal, Http1Framing, Refused};
+use super::framing::{Http1Framing, Refused};
 use super::io::{Rewind, Writes};
 use super::stall::{Answer, ConnectionWatch, StreamExecutor};
-use super::{Abort, HEAD_BACKSTOP, Handler, Limits, Peer, Stream};
-use crate::error::json_error;
+use super::{Abort, HEAD_BACKSTOP, Handler, HeadRefusal, Limits, Peer, Stream};
 
 /// What an HTTP/2 client sends first (RFC 9113 §3.4); anything else is
 /// HTTP/1.1.
@@ -71,6 +70,7 @@ pub(super) struct Protocols {
     max_header_bytes: usize,
     /// On every answer the server makes itself.
     extra_headers: HeaderMap,
+    head_refusal: fn(HeadRefusal) -> Response<Full<Bytes>>,
 }
 
 impl Protocols {
@@ -105,6 +105,7 @@ impl Protocols {
             evicts: limits.evict_idle,
             max_header_bytes: limits.max_header_bytes,
             extra_headers: limits.extra_headers.clone(),
+            head_refusal: limits.head_refusal,
         }
     }
 
@@ -146,24 +147,7 @@ impl Protocols {
             None => return None,
         };
         tracing::debug!(reason = refused.reason(), "refusing a request head");
-        let mut response = match refused {
-            HeadRefusal::TooLarge => {
-                let body = Bytes::from_static(b"request header fields too large\n");
-                let mut response = Response::new(Full::new(body));
-                *response.status_mut() = StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
-                response.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("text/plain; charset=utf-8"),
-                );
-                response
-            }
-            HeadRefusal::UriTooLong => {
-                json_error(refused.status(), "uri_too_long", refused.reason())
-            }
-            HeadRefusal::Malformed | HeadRefusal::Framing => {
-                json_error(refused.status(), "bad_request", refused.reason())
-            }
-        };
+        let mut response = (self.head_refusal)(refused);
         let headers = response.headers_mut();
         headers.extend(self.extra_headers.clone());
         // An HTTP/1.1 head refused is the last the connection reads (its

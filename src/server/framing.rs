@@ -52,7 +52,7 @@ const MAX_CHUNK_LINE_BYTES: usize = 4 * 1024;
 
 /// What was wrong with a request head the pre-parse refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum HeadRefusal {
+pub enum HeadRefusal {
     /// Not an HTTP/1.x head httparse can read, or a target hyper cannot.
     Malformed,
     /// Body framing that could be read more than one way.
@@ -65,7 +65,7 @@ pub(super) enum HeadRefusal {
 
 impl HeadRefusal {
     /// The status the refusal is answered with.
-    pub(super) fn status(self) -> StatusCode {
+    pub fn status(self) -> StatusCode {
         match self {
             HeadRefusal::Malformed | HeadRefusal::Framing => StatusCode::BAD_REQUEST,
             HeadRefusal::UriTooLong => StatusCode::URI_TOO_LONG,
@@ -74,7 +74,7 @@ impl HeadRefusal {
     }
 
     /// A fixed sentence for logs and answer bodies.
-    pub(super) fn reason(self) -> &'static str {
+    pub fn reason(self) -> &'static str {
         match self {
             HeadRefusal::Malformed => "the request head is malformed",
             HeadRefusal::Framing => {

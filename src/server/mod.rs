@@ -47,6 +47,7 @@ mod stall;
 
 pub use balance::Member;
 pub use clients::Client;
+pub use framing::HeadRefusal;
 pub use socket::{Listener, Peer, StdListener, Stream};
 
 use std::future::Future;
@@ -116,6 +117,10 @@ pub struct Limits {
     /// [`HEAD_BACKSTOP`] times it; a list beyond that gets h2's own answer,
     /// without them.
     pub extra_headers: HeaderMap,
+    /// The answer to a request head the server refused (before
+    /// `extra_headers` and, on HTTP/1.1, `connection: close` are added):
+    /// the listener's owner words it.
+    pub head_refusal: fn(HeadRefusal) -> Response<http_body_util::Full<Bytes>>,
 }
 
 /// How many connections one client ([`Client`]) may hold, and what a
