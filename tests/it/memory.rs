@@ -38,18 +38,6 @@ fn manifest_memory_limit() -> u64 {
     mib * 1024 * 1024
 }
 
-/// A field of /proc/PID/status, in bytes.
-fn status_bytes(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().strip_suffix("kB"))
-        .map(|v| v.trim().parse().unwrap())
-        .unwrap_or_else(|| panic!("{field} in {status}"));
-    kib * 1024
-}
-
 /// Bytes received by sockets on `port` that lanyard has not read yet, and
 /// how many such sockets there are (`ss`: Recv-Q of established sockets).
 fn unread_on(port: u16) -> (u64, usize) {

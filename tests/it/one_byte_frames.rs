@@ -27,7 +27,7 @@ use http::{Method, StatusCode};
 use support::child::Process;
 use support::sidecar::send;
 use support::upstream::TestUpstream;
-use support::{env, mock, settings};
+use support::{env, mock, settings, status_bytes};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, BufReader};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -57,18 +57,6 @@ const HEALTHCHECK_PEAK_LIMIT: u64 = 40 * MIB;
 const PAUSE: Duration = Duration::from_micros(20);
 /// Longer than any exchange here takes; a bound, not a wait.
 const EXCHANGE_LIMIT: Duration = Duration::from_secs(60);
-
-/// A field of /proc/PID/status, in bytes.
-fn status_bytes(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().strip_suffix("kB"))
-        .map(|v| v.trim().parse().unwrap())
-        .unwrap_or_else(|| panic!("{field} in {status}"));
-    kib * 1024
-}
 
 fn mib(bytes: u64) -> f64 {
     bytes as f64 / MIB as f64

@@ -168,3 +168,16 @@ pub fn forward_lines(
     });
     rx
 }
+
+/// A field of /proc/PID/status (`VmRSS:`, `VmHWM:`), in bytes: a child
+/// process's memory, as the memory tests bound it.
+pub fn status_bytes(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .map(|v| v.trim().parse().unwrap())
+        .unwrap_or_else(|| panic!("{field} in {status}"));
+    kib * 1024
+}
