@@ -3,12 +3,23 @@
 # new Debian 12 machine lacks. The sourcing script sets `prog` (its name in
 # messages).
 
-# Installs Debian packages, through sudo when not root.
+# Installs Debian packages. As root, at once. Otherwise through sudo, and
+# only when a person at a terminal says yes: a script that runs sudo
+# unasked is one nobody should trust with a machine. Not root and not on a
+# terminal (a CI job that is not root, a pipe), it names the packages and
+# exits 2 for someone to install them.
 apt_install() {
     local sudo=()
     if ((EUID != 0)); then
-        if ! command -v sudo >/dev/null 2>&1; then
-            echo "$prog: missing $*; install it (Debian: apt-get install $*)" >&2
+        if ! command -v sudo >/dev/null 2>&1 || ! [[ -t 0 && -t 1 ]]; then
+            echo "$prog: missing Debian packages: $*" >&2
+            echo "$prog: install them (sudo apt-get install $*) and run this again" >&2
+            exit 2
+        fi
+        local answer
+        read -r -p "$prog: install $* with sudo apt-get? [y/N] " answer
+        if [[ ! $answer =~ ^[Yy] ]]; then
+            echo "$prog: not installing; install them (sudo apt-get install $*) and run this again" >&2
             exit 2
         fi
         sudo=(sudo DEBIAN_FRONTEND=noninteractive)
