@@ -329,12 +329,32 @@ fn oauth_error(body: &[u8]) -> (Option<String>, Option<String>) {
         .filter(|d| !looks_like_it_echoes_a_secret(d))
         .map(|d| {
             d.chars()
-                .filter(|c| !c.is_control())
+                .filter(|&c| !c.is_control() && !is_invisible(c))
                 .take(MAX_DESCRIPTION_CHARS)
                 .collect::<String>()
         })
         .filter(|d| !d.is_empty());
     (error, description)
+}
+
+/// A character that changes how text around it shows without showing
+/// itself: bidirectional overrides and isolates, zero-width characters,
+/// the byte-order mark, Unicode tags. In a quoted description they could
+/// make a log line or `/readyz` read other than it is (Trojan Source,
+/// CVE-2021-42574).
+fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}'
+            | '\u{061C}'
+            | '\u{180E}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{2069}'
+            | '\u{FEFF}'
+            | '\u{FFF9}'..='\u{FFFB}'
+            | '\u{E0000}'..='\u{E007F}'
+    )
 }
 
 /// A JWT, or any long base64url run (a signature, a key fragment, a token),

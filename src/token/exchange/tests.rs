@@ -124,6 +124,22 @@ fn statuses_are_classified() {
 }
 
 #[test]
+fn a_description_is_quoted_without_the_characters_that_hide_or_reorder_text() {
+    let body = "{\"error\":\"invalid_client\",\"error_description\":\"key \u{202E}deifitnedi\u{202C} un\u{200B}known\u{FEFF}\u{E0041}\"}";
+    let err = interpret(
+        StatusCode::UNAUTHORIZED,
+        &http::HeaderMap::new(),
+        body.as_bytes(),
+        SystemTime::now(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the token endpoint refused the request: HTTP 401 (invalid_client: key deifitnedi unknown)"
+    );
+}
+
+#[test]
 fn echoed_assertion_is_not_quoted() {
     let err = interpret(
         StatusCode::BAD_REQUEST,
