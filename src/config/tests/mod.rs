@@ -595,3 +595,38 @@ fn the_demo_serves_health_where_the_admin_listener_is_given() {
     .unwrap();
     assert_eq!(config.demo_admin_listen(), "0.0.0.0:9191".parse().unwrap());
 }
+
+#[test]
+fn the_example_credentials_file_has_every_field_and_a_key_to_replace() {
+    // config/credentials.example.json: every field of a Portal's file,
+    // obviously fake; its key a placeholder that is refused by name.
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/config/credentials.example.json"
+    );
+    let only_the_file = env(&[
+        ("SERVICE_API_URL", "https://api.example.com/v1/"),
+        ("SA_CREDENTIALS_FILE", example),
+    ]);
+    let err = Config::load(&Flags::default(), &only_the_file, Requirement::Upstream)
+        .unwrap_err()
+        .to_string();
+    let problems: Vec<&str> = err.lines().collect();
+    assert_eq!(problems.len(), 1, "only the key: {err}");
+    assert!(problems[0].contains("private_key"), "{err}");
+    assert!(
+        !err.contains("REPLACE"),
+        "the key's text is never quoted: {err}"
+    );
+    // With a real key given beside it, the file's other fields are taken.
+    let with_key = env(&[
+        ("SERVICE_API_URL", "https://api.example.com/v1/"),
+        ("SA_CREDENTIALS_FILE", example),
+        ("SA_PRIVATE_KEY", KEY),
+    ]);
+    let config = Config::load(&Flags::default(), &with_key, Requirement::Upstream).unwrap();
+    let credentials = config.account.unwrap().credentials();
+    assert_eq!(credentials.client_id, "sa-example-0000");
+    assert_eq!(credentials.organization_id, "org-example-0000");
+    assert_eq!(credentials.iam_audience, "https://iam.example.com");
+}
