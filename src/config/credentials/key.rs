@@ -2,6 +2,8 @@
 //! checked once (PKCS#8 or PKCS#1, 2048 bits or more), or a key in a
 //! PKCS#11 token opened and checked once (crate::hsm); why a key was
 //! refused; and the session binding secret the verifier derives from it.
+//! Also a key's public half, with its JWK thumbprint, and a public key
+//! read alone (the OpenID Connect provider's previous key).
 
 use std::fmt;
 use std::io::BufReader;
@@ -157,6 +159,22 @@ impl SigningKey {
     }
 }
 
+impl RsaPublic {
+    /// The key's JWK thumbprint (RFC 7638 §3), the `kid` it is published
+    /// and named by: SHA-256 over its required members in lexicographic
+    /// order with no white space, in base64url. Every replica with the key
+    /// computes the same, and it changes with the key.
+    pub fn kid(&self) -> String {
+        let canonical = format!(
+            r#"{{"e":"{}","kty":"RSA","n":"{}"}}"#,
+            URL_SAFE_NO_PAD.encode(&self.exponent),
+            URL_SAFE_NO_PAD.encode(&self.modulus)
+        );
+        let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, canonical.as_bytes());
+        URL_SAFE_NO_PAD.encode(digest.as_ref())
+    }
+}
+
 /// What [`SigningKey::binding_secret`] signs, and its HKDF label.
 const BINDING_LABEL: &[u8] = b"lanyard verifier session binding v1";
 
@@ -274,6 +292,10 @@ pub enum KeyError {
     NotRsa(&'static str),
     #[error("is a {0}, not a private key")]
     NotPrivate(&'static str),
+    #[error(
+        "holds no RSA key (expected a -----BEGIN PRIVATE KEY----- block, or the public key alone in a -----BEGIN PUBLIC KEY----- block, as `openssl pkey -pubout` writes it)"
+    )]
+    NoRsaKey,
     #[error(
         "is in OpenSSH format; convert it to PKCS#8 with `ssh-keygen -p -m PKCS8 -f key` or use the PEM key from the credentials file"
     )]
@@ -401,6 +423,30 @@ pub fn parse_private_key(pem: &str) -> Result<SigningKey, KeyError> {
     })
 }
 
+/// The RSA public key in a PEM `PUBLIC KEY` block (SPKI, as `openssl pkey
+/// -pubout` writes it), of 2048 bits or more: a key that signs no more,
+/// published only so that what it signed still verifies.
+pub fn parse_public_key(pem: &str) -> Result<RsaPublic, KeyError> {
+    let pem = pem.trim().replace("\\n", "\n");
+    let mut reader = BufReader::new(pem.as_bytes());
+    let der = loop {
+        match rustls_pki_types::pem::from_buf(&mut reader) {
+            Ok(Some((SectionKind::PublicKey, der))) => break der,
+            Ok(Some(_)) => continue,
+            Ok(None) => return Err(KeyError::NoRsaKey),
+            Err(_) => return Err(KeyError::BadPem),
+        }
+    };
+    let key = aws_lc_rs::rsa::PublicKey::from_der(&der).map_err(|_| KeyError::NoRsaKey)?;
+    if key.modulus_len() * 8 < MIN_KEY_BITS {
+        return Err(KeyError::TooShort);
+    }
+    Ok(RsaPublic {
+        modulus: key.modulus().big_endian_without_leading_zero().to_vec(),
+        exponent: key.exponent().big_endian_without_leading_zero().to_vec(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -430,6 +476,37 @@ mod tests {
         assert_eq!(
             KeyError::NoAnswer(Duration::from_secs(10)).to_string(),
             "the PKCS#11 module did not open the key and sign within 10000 ms (LANYARD_TOKEN_TIMEOUT); is the HSM reachable?"
+        );
+    }
+
+    /// RFC 7638 §3.1's example key and its thumbprint.
+    #[test]
+    fn the_kid_is_the_rfc_7638_thumbprint() {
+        let n = "0vx7agoebGcQSuuPiLJXZptN9nndrQmbXEps2aiAFbWhM78LhWx4cbbfAAtVT86zwu1RK7aPFFxuhDR1L6tSoc_BJECPebWKRXjBZCiFV4n3oknjhMstn64tZ_2W-5JsGY4Hc5n9yBXArwl93lqt7_RN5w6Cf0h4QyQ5v-65YGjQR0_FDW2QvzqY368QQMicAtaSqzs8KJZgnYb9c7d0zgdAZHzu6qMQvRL5hajrn1n91CbOpbISD08qNLyrdkt-bFTWhAI4vMQFh6WeZu0fM4lFd2NcRwr3XPksINHaQ-G_xBniIqbw0Ls1jF44-csFCur-kEgU8awapJzKnqDKgw";
+        let public = RsaPublic {
+            modulus: URL_SAFE_NO_PAD.decode(n).unwrap(),
+            exponent: vec![1, 0, 1],
+        };
+        assert_eq!(public.kid(), "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs");
+    }
+
+    #[test]
+    fn a_public_key_alone_gives_the_public_half_of_its_private_key() {
+        let fixture = |name: &str| {
+            let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+            std::fs::read_to_string(path).unwrap()
+        };
+        let private = parse_private_key(&fixture("rsa2048.pkcs8.pem")).unwrap();
+        let public = parse_public_key(&fixture("rsa2048.pub.pem")).unwrap();
+        assert_eq!(Some(&public), private.public());
+        assert_eq!(
+            parse_public_key(&fixture("rsa2048.pkcs8.pem")),
+            Err(KeyError::NoRsaKey)
+        );
+        assert_eq!(parse_public_key("hello"), Err(KeyError::NoRsaKey));
+        assert_eq!(
+            parse_private_key(&fixture("rsa2048.pub.pem")).unwrap_err(),
+            KeyError::NotPrivate("public key")
         );
     }
 

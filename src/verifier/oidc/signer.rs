@@ -56,7 +56,7 @@ impl Signer {
         keys.extend(previous.map(jwk));
         let jwks = json!({ "keys": keys }).to_string();
         Ok(Signer {
-            kid: thumbprint(public),
+            kid: public.kid(),
             key,
             jwks: Bytes::from(jwks),
             turn: Semaphore::new(1),
@@ -117,44 +117,16 @@ fn jwk(public: &RsaPublic) -> Value {
         "kty": "RSA",
         "use": "sig",
         "alg": "RS256",
-        "kid": thumbprint(public),
+        "kid": public.kid(),
         "n": URL_SAFE_NO_PAD.encode(&public.modulus),
         "e": URL_SAFE_NO_PAD.encode(&public.exponent),
     })
-}
-
-/// The key's JWK thumbprint (RFC 7638 §3): SHA-256 over its required
-/// members in lexicographic order with no white space, in base64url. Every
-/// replica with the key computes the same `kid`, and it changes with the
-/// key.
-fn thumbprint(public: &RsaPublic) -> String {
-    let canonical = format!(
-        r#"{{"e":"{}","kty":"RSA","n":"{}"}}"#,
-        URL_SAFE_NO_PAD.encode(&public.exponent),
-        URL_SAFE_NO_PAD.encode(&public.modulus)
-    );
-    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, canonical.as_bytes());
-    URL_SAFE_NO_PAD.encode(digest.as_ref())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::credentials::parse_private_key;
-
-    /// RFC 7638 §3.1's example key and its thumbprint.
-    #[test]
-    fn the_kid_is_the_rfc_7638_thumbprint() {
-        let n = "0vx7agoebGcQSuuPiLJXZptN9nndrQmbXEps2aiAFbWhM78LhWx4cbbfAAtVT86zwu1RK7aPFFxuhDR1L6tSoc_BJECPebWKRXjBZCiFV4n3oknjhMstn64tZ_2W-5JsGY4Hc5n9yBXArwl93lqt7_RN5w6Cf0h4QyQ5v-65YGjQR0_FDW2QvzqY368QQMicAtaSqzs8KJZgnYb9c7d0zgdAZHzu6qMQvRL5hajrn1n91CbOpbISD08qNLyrdkt-bFTWhAI4vMQFh6WeZu0fM4lFd2NcRwr3XPksINHaQ-G_xBniIqbw0Ls1jF44-csFCur-kEgU8awapJzKnqDKgw";
-        let public = RsaPublic {
-            modulus: URL_SAFE_NO_PAD.decode(n).unwrap(),
-            exponent: vec![1, 0, 1],
-        };
-        assert_eq!(
-            thumbprint(&public),
-            "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs"
-        );
-    }
 
     #[tokio::test]
     async fn an_id_token_verifies_with_the_published_key_by_its_kid() {
