@@ -10,6 +10,7 @@ use super::*;
 
 mod files;
 mod listen;
+mod oidc;
 mod verifier;
 
 const KEY: &str = include_str!("../../../tests/fixtures/rsa2048.pkcs8.pem");
