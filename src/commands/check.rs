@@ -1,5 +1,5 @@
-//! `lanyard check`: settings, credentials, a token and the upstream, as a
-//! human report.
+//! `lanyard check`: settings, credentials, a token and the upstream, and
+//! the OpenID Connect provider when it is configured, as a human report.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -12,7 +12,8 @@ use http_body_util::Empty;
 
 use crate::Secret;
 use crate::config::Config;
-use crate::config::credentials::{Credentials, SigningKey};
+use crate::config::credentials::{Credentials, RsaPublic, SigningKey};
+use crate::config::oidc::OidcConfig;
 use crate::outbound::{self, FailureKind};
 use crate::target::TargetUrl;
 
@@ -78,9 +79,10 @@ impl CheckReport {
     }
 }
 
-/// `lanyard check`: settings, credentials, a token, the upstream, and the
-/// rule path when `PROJECT_ID` and `RULE_ID` are set. Bad settings or
-/// credentials are a [`Failure::Config`]; everything else is reported.
+/// `lanyard check`: settings, credentials, the OpenID Connect provider
+/// when it is configured, a token, the upstream, and the rule path when
+/// `PROJECT_ID` and `RULE_ID` are set. Bad settings or credentials are a
+/// [`Failure::Config`]; everything else is reported.
 pub async fn check(config: &Config) -> Result<CheckReport, Failure> {
     let access = ServiceAccess::from_config(config)?;
     let mut report = CheckReport::default();
@@ -96,7 +98,12 @@ pub async fn check(config: &Config) -> Result<CheckReport, Failure> {
             creds.key.bits()
         ),
     );
-    check_hsm_key(&creds.key, config.token_timeout, &mut report).await;
+    if let Some((status, detail)) = prove_hsm_key(&creds.key, config.token_timeout).await {
+        report.push(status, "key", detail);
+    }
+    if let Some(provider) = &config.oidc {
+        check_provider(provider, config.token_timeout, &mut report).await;
+    }
     let Some(token) = check_token(&access, &creds, &mut report).await else {
         report.push(CheckStatus::Skip, "upstream", "needs a token");
         return Ok(report);
@@ -134,11 +141,9 @@ const PROBE: &[u8] = b"lanyard check: a test signature";
 /// Where a key in a token is, and a signature made there and verified
 /// with the key's public half, within `limit` (`LANYARD_TOKEN_TIMEOUT`, as
 /// the token request has): a token that does not answer is reported, not
-/// waited on.
-async fn check_hsm_key(key: &Arc<SigningKey>, limit: Duration, report: &mut CheckReport) {
-    let Some(hsm) = key.hsm() else {
-        return;
-    };
+/// waited on. `None` for a PEM key, which has nothing to prove here.
+async fn prove_hsm_key(key: &Arc<SigningKey>, limit: Duration) -> Option<(CheckStatus, String)> {
+    let hsm = key.hsm()?;
     let place = format!(
         "RSA {}-bit key {} on PKCS#11 token `{}`, module {}",
         hsm.bits(),
@@ -152,7 +157,7 @@ async fn check_hsm_key(key: &Arc<SigningKey>, limit: Duration, report: &mut Chec
             None => Err("the key is not in a token".to_string()),
         })
         .await;
-    match proved {
+    Some(match proved {
         Ok(proof) => {
             let verified = if proof.verified {
                 "verifies with its public key"
@@ -160,14 +165,51 @@ async fn check_hsm_key(key: &Arc<SigningKey>, limit: Duration, report: &mut Chec
                 "was made (not verified: the token does not show the public exponent)"
             };
             let took = proof.took.as_millis();
-            report.push(
-                CheckStatus::Ok,
-                "key",
-                format!("{place}; a test signature made there in {took} ms {verified}"),
-            );
+            let detail = format!("{place}; a test signature made there in {took} ms {verified}");
+            (CheckStatus::Ok, detail)
         }
-        Err(why) => report.push(CheckStatus::Fail, "key", format!("{place}: {why}")),
-    }
+        Err(why) => (CheckStatus::Fail, format!("{place}: {why}")),
+    })
+}
+
+/// The OpenID Connect provider, when `LANYARD_OIDC_ISSUER` is set: its
+/// issuer and relying parties, then the key ID tokens are signed with (a
+/// key in a token proven as the account's is), its `kid`, and the
+/// previous key's when that is published too. Never a key or a secret.
+async fn check_provider(oidc: &OidcConfig, limit: Duration, report: &mut CheckReport) {
+    let clients = match oidc.clients.len() {
+        1 => "1 client".to_string(),
+        n => format!("{n} clients"),
+    };
+    report.push(
+        CheckStatus::Ok,
+        "provider",
+        format!(
+            "OpenID Connect issuer {}, {clients}, discovery at {}",
+            oidc.issuer,
+            oidc.issuer.endpoint("/.well-known/openid-configuration")
+        ),
+    );
+    let (status, key) = match prove_hsm_key(&oidc.key, limit).await {
+        Some(proved) => proved,
+        None => (
+            CheckStatus::Ok,
+            format!("RSA {}-bit PEM key", oidc.key.bits()),
+        ),
+    };
+    let kid = oidc
+        .key
+        .public()
+        .map_or_else(|| "unknown".to_string(), RsaPublic::kid);
+    let previous = match &oidc.previous {
+        Some(previous) => format!("the previous key, kid {}, is published too", previous.kid()),
+        None => "no previous key is published".to_string(),
+    };
+    report.push(
+        status,
+        "id token key",
+        format!("{key}; kid {kid}; {previous}"),
+    );
 }
 
 /// Requests one token and reports it; the token, if one came.

@@ -169,6 +169,100 @@ async fn check_exits_1_and_says_why_when_the_token_request_fails() {
     assert!(stdout.ends_with("1 check(s) failed\n"), "{stdout}");
 }
 
+/// With `LANYARD_OIDC_ISSUER` set, `check` reads the provider as
+/// `verifier` does and reports it: its issuer, its clients, its key by
+/// size and `kid`, and the previous key when one is published; never a
+/// key or a client's secret. A provider that could not start is exit 2.
+#[tokio::test]
+async fn check_reports_the_openid_connect_provider_and_never_its_key_or_secrets() {
+    const SECRET: &str = "the-shops-secret-0123456789";
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let clients = serde_json::json!({"clients": [
+        {"client_id": "shop", "client_secret": SECRET, "redirect_uris": ["https://shop.example/cb"]},
+        {"client_id": "spa", "redirect_uris": ["http://127.0.0.1:3000/cb"]},
+    ]});
+    let clients = write(d, "clients.json", &clients.to_string());
+    let key = |name: &str| {
+        let pem = lanyard::mock::generate_rsa_key().unwrap().private_pem;
+        let kid = lanyard::config::credentials::parse_private_key(pem.expose())
+            .unwrap()
+            .public()
+            .unwrap()
+            .kid();
+        (write(d, name, pem.expose()), pem, kid)
+    };
+    let (current, current_pem, kid) = key("oidc.pem");
+    let (previous, _, previous_kid) = key("oidc.previous.pem");
+    let provider = [
+        ("LANYARD_OIDC_ISSUER", "http://127.0.0.1/wallet"),
+        ("LANYARD_OIDC_CLIENTS_FILE", clients.to_str().unwrap()),
+        ("LANYARD_OIDC_SIGNING_KEY_FILE", current.to_str().unwrap()),
+    ];
+    let provider_line = "  ok    provider     OpenID Connect issuer http://127.0.0.1/wallet, 2 clients, discovery at http://127.0.0.1/wallet/.well-known/openid-configuration";
+    let no_secret = |out: &str| {
+        assert_no_secret(out);
+        assert!(!out.contains(SECRET), "a client's secret in output:\n{out}");
+        for line in current_pem
+            .expose()
+            .lines()
+            .filter(|l| !l.starts_with("-----"))
+        {
+            assert!(!out.contains(line), "the ID token key in output:\n{out}");
+        }
+    };
+
+    let out = lanyard(&["check"], &settings(&mock, d, &provider)).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines[2].starts_with("  ok    credentials"), "{stdout}");
+    assert_eq!(lines[3], provider_line);
+    assert_eq!(
+        lines[4],
+        format!(
+            "  ok    id token key RSA 2048-bit PEM key; kid {kid}; no previous key is published"
+        )
+    );
+    assert!(lines[5].starts_with("  ok    token"), "{stdout}");
+    assert_eq!(lines.last(), Some(&"all checks passed"));
+    no_secret(&stdout);
+    no_secret(&text(&out.stderr));
+
+    let mut with_previous = provider.to_vec();
+    with_previous.push(("LANYARD_OIDC_PREVIOUS_KEY_FILE", previous.to_str().unwrap()));
+    let out = lanyard(&["check"], &settings(&mock, d, &with_previous)).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert_eq!(
+        stdout.lines().nth(4),
+        Some(
+            format!(
+                "  ok    id token key RSA 2048-bit PEM key; kid {kid}; the previous key, kid {previous_kid}, is published too"
+            )
+            .as_str()
+        )
+    );
+    no_secret(&stdout);
+
+    // The account's own key as the provider's: nothing is checked.
+    let account_key = fixture_path("rsa2048.pkcs8.pem");
+    let mut own_key = provider.to_vec();
+    own_key[2].1 = account_key.to_str().unwrap();
+    let out = lanyard(&["check"], &settings(&mock, d, &own_key)).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.starts_with(
+            "lanyard: LANYARD_OIDC_SIGNING_KEY_FILE (environment variable LANYARD_OIDC_SIGNING_KEY_FILE): is the service account's key; "
+        ),
+        "{stderr}"
+    );
+    no_secret(&stderr);
+}
+
 /// Each bad input: the settings, and the one line lanyard must print.
 #[tokio::test]
 async fn bad_input_is_refused_with_exit_2_and_a_message_naming_it() {
