@@ -40,6 +40,58 @@ pub struct Metrics {
     pub connections_flooding: IntCounterVec,
     pub otel_spans_dropped: IntCounter,
     pub build_info: IntGaugeVec,
+    pub oidc: OidcMetrics,
+}
+
+/// The OpenID Connect provider's series (docs/oidc.md, Metrics).
+#[derive(Debug, Clone)]
+pub struct OidcMetrics {
+    /// Logins: pages shown (`started`), then how each ended.
+    pub authorizations: IntCounterVec,
+    /// ID tokens issued.
+    pub tokens: IntCounter,
+    /// Requests refused, by the error they got.
+    pub refusals: IntCounterVec,
+}
+
+/// How an OpenID Connect login ends: as a verification session does, and
+/// `started` when its page is first shown.
+pub const OIDC_OUTCOMES: [&str; 5] = VERIFIER_OUTCOMES;
+
+impl OidcMetrics {
+    fn register(registry: &Registry) -> Result<OidcMetrics, prometheus::Error> {
+        let metrics = OidcMetrics {
+            authorizations: IntCounterVec::new(
+                Opts::new(
+                    "lanyard_oidc_authorizations_total",
+                    "OpenID Connect logins: pages shown for an authorization request, and how each ended, by outcome.",
+                ),
+                &["outcome"],
+            )?,
+            tokens: IntCounter::new(
+                "lanyard_oidc_tokens_total",
+                "ID tokens the OpenID Connect provider issued.",
+            )?,
+            refusals: IntCounterVec::new(
+                Opts::new(
+                    "lanyard_oidc_refusals_total",
+                    "OpenID Connect requests refused, by the error they got (RFC 6749 and OpenID Connect codes, and untrusted_redirect for an unknown client or redirect URI).",
+                ),
+                &["reason"],
+            )?,
+        };
+        registry.register(Box::new(metrics.authorizations.clone()))?;
+        registry.register(Box::new(metrics.tokens.clone()))?;
+        registry.register(Box::new(metrics.refusals.clone()))?;
+        for outcome in OIDC_OUTCOMES {
+            metrics.authorizations.with_label_values(&[outcome]);
+        }
+        // The refusals an attack or a misconfigured client shows as.
+        for reason in ["untrusted_redirect", "invalid_client", "invalid_grant"] {
+            metrics.refusals.with_label_values(&[reason]);
+        }
+        Ok(metrics)
+    }
 }
 
 /// One listener's series of the connection metrics shared by every
@@ -182,6 +234,7 @@ impl Metrics {
                 ),
                 &["version"],
             )?,
+            oidc: OidcMetrics::register(registry)?,
         };
         registry.register(Box::new(metrics.token_requests.clone()))?;
         registry.register(Box::new(metrics.token_request_duration.clone()))?;

@@ -8,6 +8,9 @@
 //! - [`credentials`]: the credentials file, the `SA_*` overrides and the
 //!   RSA key, merged into checked credentials.
 //! - `verifier`: what `lanyard verifier` reads beyond `run`'s settings.
+//! - [`oidc`]: what the OpenID Connect provider reads, and the clients
+//!   file and keys its settings point at.
+//! - [`issuer`]: the provider's value types.
 //! - `sources`: flags, environment and file, layered, each value with
 //!   where it came from.
 //! - [`settings`]: the table. Each setting is declared once there, with
@@ -34,6 +37,8 @@ mod account;
 pub mod credentials;
 pub mod declaration;
 mod defaults;
+pub mod issuer;
+pub mod oidc;
 mod problems;
 pub mod settings;
 mod sources;
@@ -142,6 +147,9 @@ pub struct Config {
     /// The credentials, read and checked at load for the commands that
     /// sign assertions (`run`, `check`, `token`); `None` otherwise.
     pub account: Option<Account>,
+    /// The OpenID Connect provider, read and checked at load for
+    /// `verifier`, `check` and `demo` when `LANYARD_OIDC_ISSUER` is set.
+    pub oidc: Option<oidc::OidcConfig>,
     /// TLS for the token endpoint and the upstream: the system roots plus
     /// the `LANYARD_CA_FILE` bundle, read at load; `None` for
     /// `healthcheck`, which opens no TLS connection.
@@ -217,6 +225,12 @@ impl Config {
     pub fn load(flags: &Flags, env: &dyn Env, need: Requirement) -> Result<Config, ConfigError> {
         let mut layers = Layers::open(flags, env);
         let (mut config, ca_file) = Config::read(&mut layers, need);
+        let provider = match need {
+            Requirement::Verifier | Requirement::Check | Requirement::Demo => {
+                oidc::OidcSettings::read(&mut layers)
+            }
+            _ => None,
+        };
         // What the settings point at comes last, so its problems follow
         // the settings' own; all of them show in one run.
         if need != Requirement::AdminOnly {
@@ -225,6 +239,10 @@ impl Config {
         if need.credentials() && !config.demo {
             config.credentials.key_timeout = config.token_timeout;
             config.account = account::account(&config.credentials, &mut layers);
+        }
+        if let Some(provider) = provider {
+            let account_key = config.account.as_ref().map(|a| a.credentials().key);
+            config.oidc = provider.load(&mut layers, account_key.as_deref(), config.token_timeout);
         }
         if !layers.errors.is_empty() {
             return Err(ConfigError::new(layers.errors).unanswered_if(layers.unanswered));
@@ -304,6 +322,7 @@ impl Config {
             demo,
             warnings: Vec::new(),
             account: None,
+            oidc: None,
             tls: None,
         };
         (config, ca_file)

@@ -157,6 +157,16 @@ impl HsmKey {
         self.uri.object_description()
     }
 
+    /// The key's modulus, big-endian, as the token showed it.
+    pub fn public_modulus(&self) -> &[u8] {
+        &self.public.modulus
+    }
+
+    /// The key's public exponent, when the token shows it.
+    pub fn public_exponent(&self) -> Option<&[u8]> {
+        self.public.exponent.as_deref()
+    }
+
     /// The modulus's size in bits.
     pub fn bits(&self) -> usize {
         self.public.bits()

@@ -9,18 +9,22 @@
 //! the authorization model of docs/service.md §5.4, and serves verification
 //! sessions and the issuance operations; a simulated wallet (under
 //! [`WALLET_PREFIX`]) completes sessions, as JSON for scripts and as a page
-//! a person clicks through for the verifier's demo. Payload shapes the seed
+//! a person clicks through for the verifier's demo. "The shop" (under
+//! [`SHOP_PREFIX`]) is the demo's relying party: a page that logs a person
+//! in with the verifier's OpenID Connect provider. Payload shapes the seed
 //! leaves unspecified are illustrative; `docs/mock-service.md` documents
 //! every endpoint.
 //!
 //! - this file: [`MockService`], the handle tests and the demo hold, the
-//!   accept loop, and the routing to the three surfaces.
+//!   accept loop, and the routing to the four surfaces.
 //! - `token`: the token endpoint, its faults and its assertion checks.
 //! - `api`: the API's authentication, authorization and routing, and the
 //!   tables of the surfaces it dispatches to:
 //!   - `verification`: rules and sessions on the rule path, and the
 //!     simulated wallet that completes them (`wallet_page`: its page);
 //!   - `issuance`: the credential items and their state moves.
+//! - `shop/`: the relying party, which shares nothing with the rest: it
+//!   talks to its provider over HTTP like any other site.
 //! - `accounts`: the accounts the mock knows and the tokens it issued
 //!   them, which the token endpoint and the API share, and the counters.
 //! - `surface`: the HTTP conventions every surface shares: paths, JSON
@@ -36,6 +40,7 @@ mod accounts;
 mod api;
 mod issuance;
 mod keys;
+mod shop;
 mod surface;
 mod table;
 mod token;
@@ -61,11 +66,13 @@ use tracing::Instrument;
 pub use accounts::{MockAccount, MockCounters};
 pub use api::{ApiRequestLog, CREDENTIALS_ROLE, VERIFICATIONS_ROLE};
 pub use keys::{GeneratedKey, generate_rsa_key};
-pub use surface::{API_PREFIX, TOKEN_PATH, WALLET_PREFIX};
+pub use shop::ShopClient;
+pub use surface::{API_PREFIX, SHOP_PREFIX, TOKEN_PATH, WALLET_PREFIX};
 pub use token::{DEFAULT_EXPIRES_IN, Fault, TokenEvent, TokenRequestLog};
 
 use accounts::Accounts;
 use api::Api;
+use shop::Shop;
 use surface::{Disconnect, Reply, json};
 use token::Endpoint;
 
@@ -74,6 +81,7 @@ struct Mock {
     accounts: Accounts,
     token: Endpoint,
     api: Api,
+    shop: Shop,
     /// The mock's own base URL, for the links it hands out.
     base_url: String,
 }
@@ -109,6 +117,7 @@ impl MockService {
             accounts: Accounts::new(),
             token: Endpoint::new(format!("{base_url}/iam")),
             api: Api::new(base_url.clone()),
+            shop: Shop::new(base_url.clone()),
             base_url,
         });
         let mut tasks = JoinSet::new();
@@ -222,6 +231,24 @@ impl MockService {
     /// page a person presents or declines on.
     pub fn wallet_url(&self) -> String {
         format!("{}{WALLET_PREFIX}", self.mock.base_url)
+    }
+
+    /// Makes "the shop" a client of an OpenID Connect provider, replacing
+    /// any before: the provider must know `shop.client_id` with
+    /// `shop.client_secret` and [`shop_redirect_uri`](Self::shop_redirect_uri).
+    /// Until then the shop's pages say it is not set up.
+    pub fn set_shop(&self, shop: ShopClient) {
+        self.mock.shop.set_client(shop);
+    }
+
+    /// The shop's page, `{base}/shop/`, where a person logs in.
+    pub fn shop_url(&self) -> String {
+        self.mock.shop.url()
+    }
+
+    /// The redirect URI to register for the shop: `{base}/shop/callback`.
+    pub fn shop_redirect_uri(&self) -> String {
+        self.mock.shop.redirect_uri()
     }
 
     /// Where the simulated wallet presents a credential for a session.
@@ -353,6 +380,9 @@ async fn route(mock: &Mock, req: Request<Incoming>) -> Result<Reply, Disconnect>
     }
     if under(path, WALLET_PREFIX) {
         return Ok(verification::wallet(mock.api.verifications(), req).await);
+    }
+    if under(path, SHOP_PREFIX) {
+        return Ok(mock.shop.handle(req).await);
     }
     Ok(json(
         StatusCode::NOT_FOUND,

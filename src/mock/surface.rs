@@ -25,6 +25,9 @@ pub const API_PREFIX: &str = "/api";
 /// without a token: a wallet presents straight to the service
 /// (docs/service.md §4.2).
 pub const WALLET_PREFIX: &str = "/mock/wallet";
+/// The demo's relying party on the mock: a page that logs a person in
+/// with OpenID Connect. Outside the API, without a token: a browser's.
+pub const SHOP_PREFIX: &str = "/shop";
 
 /// Largest request body the API and the wallet read; anything bigger is a
 /// 413.

@@ -49,6 +49,7 @@ impl Inner {
         &self,
         req: Request<B>,
         client: Peer,
+        base: &str,
     ) -> Result<Response<Full<Bytes>>>
     where
         B: Body<Data = Bytes>,
@@ -61,6 +62,9 @@ impl Inner {
         if !is_json(&parts.headers) {
             return Err(VerifierError::NotJson.into());
         }
+        // An OpenID Connect login's page starts its session with the
+        // request it carries, checked before anything is spent on it.
+        let authorization = self.login_of(parts.uri.query())?;
         // The limits come before the body is read: a client stalling its
         // body spends its own starts, not a connection's time for free.
         let address = client_address(&parts.headers, client.ip(), self.forwarded_hops);
@@ -103,7 +107,8 @@ impl Inner {
             return Err(VerifierError::ServiceFailed.into());
         };
 
-        let (handle, set_cookie) = self.bind(&parts.headers, &transaction_id)?;
+        let (handle, set_cookie) =
+            self.bind(&parts.headers, &transaction_id, authorization, base)?;
         self.count("started");
         tracing::info!(transaction_id, "verification session started");
 
@@ -124,7 +129,13 @@ impl Inner {
     /// The page's sealed handle for the service's session `service_id`,
     /// bound to this browser, and the cookie to set when the browser has
     /// none of the current key (for the scheme it came over).
-    fn bind(&self, headers: &HeaderMap, service_id: &str) -> Result<(String, Option<HeaderValue>)> {
+    fn bind(
+        &self,
+        headers: &HeaderMap,
+        service_id: &str,
+        authorization: Option<String>,
+        base: &str,
+    ) -> Result<(String, Option<HeaderValue>)> {
         let keys = self.keys.ring();
         let https = forwarded_https(headers, self.forwarded_hops);
         let cookie_name = if https { SECURE_COOKIE } else { COOKIE };
@@ -135,13 +146,14 @@ impl Inner {
             Some(browser) => (browser, None),
             None => {
                 let (browser, value) = keys.issue_cookie().map_err(|why| self.internal(why))?;
-                (browser, Some(set_cookie(&value, https)))
+                (browser, Some(set_cookie(&value, https, base)))
             }
         };
         let sealed = Sealed {
             service_id: service_id.to_string(),
             browser,
             expires_at: unix_now().saturating_add(self.session_ttl.as_secs()),
+            authorization,
         };
         let handle = keys.seal(&sealed).map_err(|why| self.internal(why))?;
         Ok((handle, new_cookie))
@@ -168,8 +180,9 @@ impl Inner {
         let (expires, age) = (now + left, self.session_ttl.saturating_sub(left));
         let (lookup, newly) = polls::lock(&self.polls).lookup(id, expires, age, now);
         self.count_ending(newly.as_ref());
+        self.count_login(&sealed, newly.as_ref());
         match lookup {
-            Lookup::Ended(ending) => return Ok(ended(&ending)),
+            Lookup::Ended(ending) => return Ok(self.ended(&keys, &sealed, &ending)),
             Lookup::Pending => return Ok(pending(expires)),
             Lookup::Ask => {}
         }
@@ -208,8 +221,9 @@ impl Inner {
             );
         }
         self.count_ending(newly.as_ref());
+        self.count_login(&sealed, newly.as_ref());
         Ok(match view {
-            Lookup::Ended(ending) => ended(&ending),
+            Lookup::Ended(ending) => self.ended(&keys, &sealed, &ending),
             Lookup::Ask | Lookup::Pending => pending(expires),
         })
     }
@@ -238,6 +252,43 @@ impl Inner {
                 }))
             }
             other => other,
+        }
+    }
+
+    /// The sealed login request of `/api/start?authorization=`, as the
+    /// session handle is to carry it; `None` for the page's own sessions.
+    fn login_of(&self, query: Option<&str>) -> Result<Option<String>> {
+        let mut given = form_urlencoded::parse(query.unwrap_or("").as_bytes())
+            .filter(|(name, _)| name == "authorization")
+            .map(|(_, value)| value.into_owned());
+        let Some(sealed) = given.next() else {
+            return Ok(None);
+        };
+        let Some(provider) = &self.oidc else {
+            return Err(VerifierError::BadRequest("this verifier serves no logins").into());
+        };
+        let authorization = provider.take_authorization(&self.keys.ring(), &sealed)?;
+        Ok(Some(authorization))
+    }
+
+    /// What the page is told of a session that ended: its claims, or for
+    /// a login, where the browser goes next.
+    fn ended(&self, keys: &KeyRing, sealed: &Sealed, ending: &Ending) -> Response<Full<Bytes>> {
+        let login = self
+            .oidc
+            .as_ref()
+            .and_then(|p| p.ending(keys, sealed, ending));
+        match login {
+            Some(login) => json_answer(login.answer()),
+            None => ended(ending),
+        }
+    }
+
+    /// A login's ending, counted once per replica as sessions are.
+    fn count_login(&self, sealed: &Sealed, newly: Option<&Ending>) {
+        if let (Some(provider), Some(ending), Some(_)) = (&self.oidc, newly, &sealed.authorization)
+        {
+            provider.count(ending.outcome());
         }
     }
 
@@ -354,11 +405,12 @@ pub(super) fn browsers_of<'a>(
 /// site's page cannot send it. Over https (as a trusted proxy reports
 /// it), `__Host-` with `Secure` and `Path=/`, which a sibling subdomain
 /// cannot set; over plain http (the demo, on loopback) a browser would
-/// drop a `Secure` cookie, and `Path=/api` keeps it to the API.
-pub(super) fn set_cookie(value: &str, https: bool) -> HeaderValue {
+/// drop a `Secure` cookie, and `Path=/api` keeps it to the API (under an
+/// OpenID Connect issuer's path `base`, to the API there).
+pub(super) fn set_cookie(value: &str, https: bool, base: &str) -> HeaderValue {
     let cookie = match https {
         true => format!("{SECURE_COOKIE}={value}; Path=/; Secure; HttpOnly; SameSite=Strict"),
-        false => format!("{COOKIE}={value}; Path=/api; HttpOnly; SameSite=Strict"),
+        false => format!("{COOKIE}={value}; Path={base}/api; HttpOnly; SameSite=Strict"),
     };
     // Hex, base64url and fixed text only.
     HeaderValue::from_str(&cookie).unwrap_or_else(|_| HeaderValue::from_static(""))
@@ -379,7 +431,7 @@ pub(super) fn forwarded_https(headers: &HeaderMap, hops: usize) -> bool {
 }
 
 /// Now, in whole seconds of the wall clock, which replicas share.
-fn unix_now() -> u64 {
+pub(super) fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| since.as_secs())
@@ -479,14 +531,14 @@ mod tests {
 
     #[test]
     fn the_cookie_is_http_only_same_site_and_host_only_behind_https() {
-        let plain = set_cookie("v", false);
+        let plain = set_cookie("v", false, "");
         let plain = plain.to_str().unwrap();
         assert_eq!(
             plain,
             "lanyard_verifier=v; Path=/api; HttpOnly; SameSite=Strict"
         );
         assert_eq!(
-            set_cookie("v", true).to_str().unwrap(),
+            set_cookie("v", true, "").to_str().unwrap(),
             "__Host-lanyard_verifier=v; Path=/; Secure; HttpOnly; SameSite=Strict"
         );
     }

@@ -71,8 +71,14 @@ impl Claims {
     /// The JSON object, as the page receives it.
     #[cfg(test)]
     pub fn json(&self) -> &str {
+        self.object_text()
+    }
+
+    /// The claims' JSON object, as the service gave it.
+    pub fn object_text(&self) -> &str {
         let claims = &self.0[VERIFIED_HEAD.len()..self.0.len() - VERIFIED_TAIL.len()];
-        std::str::from_utf8(claims).unwrap()
+        // Made from a `&str` with ASCII around it.
+        std::str::from_utf8(claims).unwrap_or("{}")
     }
 
     /// Its size in bytes, which the memory bounds count.

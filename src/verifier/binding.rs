@@ -28,8 +28,9 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use super::assumptions::{MAX_TRANSACTION_ID, is_transaction_id};
 use crate::token::Exchanger;
 
-/// Handles are sealed in this format; another is refused.
+/// Handles are sealed in these formats; another is refused.
 const HANDLE_VERSION: u8 = 1;
+const HANDLE_VERSION_AUTHORIZED: u8 = 2;
 /// Bound into every handle, so no other ciphertext under the key passes.
 const HANDLE_AAD: &[u8] = b"lanyard verifier session handle";
 /// AES-GCM's tag.
@@ -37,10 +38,15 @@ const TAG_LEN: usize = 16;
 /// Version, expiry, browser id.
 const HANDLE_HEADER: usize = 1 + 8 + BROWSER_ID_LEN;
 const BROWSER_ID_LEN: usize = 16;
-/// The longest handle: a nonce, the header, the longest service id and
-/// the tag, in base64url.
+/// The longest handle: a nonce, the header, the longest service id, the
+/// longest authorization request and the tag, in base64url.
 pub const MAX_HANDLE: usize =
-    (NONCE_LEN + HANDLE_HEADER + MAX_TRANSACTION_ID + TAG_LEN).div_ceil(3) * 4;
+    (NONCE_LEN + HANDLE_HEADER + 2 + MAX_TRANSACTION_ID + MAX_SEALED_AUTHORIZATION + TAG_LEN)
+        .div_ceil(3)
+        * 4;
+/// The longest authorization request a handle carries, as
+/// `verifier::oidc` writes it.
+pub const MAX_SEALED_AUTHORIZATION: usize = 3 * 1024;
 
 /// A browser, as its cookie names it. Its `Debug` hides it: it is what
 /// binds a session to its browser.
@@ -61,6 +67,10 @@ pub struct Sealed {
     pub browser: BrowserId,
     /// Unix seconds: replicas share the wall clock, not a monotonic one.
     pub expires_at: u64,
+    /// An OpenID Connect login's authorization request, as
+    /// `verifier::oidc` wrote it: the session ends with a redirect to the
+    /// relying party rather than the claims on the page.
+    pub authorization: Option<String>,
 }
 
 /// One binding secret, stretched into its two keys.
@@ -143,25 +153,57 @@ impl KeyRing {
     /// The page's handle for a session. `service_id` is one the service
     /// gave, checked (assumption 5).
     pub fn seal(&self, sealed: &Sealed) -> Result<String, String> {
-        let mut text = Vec::with_capacity(HANDLE_HEADER + sealed.service_id.len() + TAG_LEN);
-        text.push(HANDLE_VERSION);
+        let authorization = sealed.authorization.as_deref().unwrap_or("");
+        let mut text = Vec::with_capacity(
+            HANDLE_HEADER + 2 + sealed.service_id.len() + authorization.len() + TAG_LEN,
+        );
+        // Version 1 holds the service's id alone; version 2 its length
+        // first, then the sealed authorization request of an OpenID
+        // Connect login (docs/oidc.md).
+        let version = match sealed.authorization {
+            None => HANDLE_VERSION,
+            Some(_) => HANDLE_VERSION_AUTHORIZED,
+        };
+        text.push(version);
         text.extend_from_slice(&sealed.expires_at.to_be_bytes());
         text.extend_from_slice(&sealed.browser.0);
+        if sealed.authorization.is_some() {
+            let length = u16::try_from(sealed.service_id.len())
+                .map_err(|_| "a service id too long to seal")?;
+            text.extend_from_slice(&length.to_be_bytes());
+        }
         text.extend_from_slice(sealed.service_id.as_bytes());
-        let nonce = self
-            .current()
-            .handles
-            .seal_in_place_append_tag(Aad::from(HANDLE_AAD), &mut text)
-            .map_err(|_| "cannot seal a session handle")?;
-        let mut handle = nonce.as_ref().to_vec();
-        handle.extend_from_slice(&text);
-        Ok(URL_SAFE_NO_PAD.encode(handle))
+        text.extend_from_slice(authorization.as_bytes());
+        self.seal_bytes(HANDLE_AAD, text)
     }
 
     /// What a handle holds, if one of these keys sealed it.
     pub fn open(&self, handle: &str) -> Option<Sealed> {
-        let bytes = URL_SAFE_NO_PAD.decode(handle).ok()?;
-        if bytes.len() < NONCE_LEN + HANDLE_HEADER + TAG_LEN {
+        let plain = self.open_bytes(HANDLE_AAD, handle)?;
+        parse_sealed(&plain)
+    }
+
+    /// `plain` sealed (AES-256-GCM) under the current key, bound to
+    /// `purpose` so that nothing sealed for another purpose opens as it:
+    /// a nonce, the text and the tag, in base64url.
+    pub fn seal_bytes(&self, purpose: &[u8], mut plain: Vec<u8>) -> Result<String, String> {
+        plain.reserve(TAG_LEN);
+        let nonce = self
+            .current()
+            .handles
+            .seal_in_place_append_tag(Aad::from(purpose), &mut plain)
+            .map_err(|_| "cannot seal")?;
+        let mut sealed = Vec::with_capacity(NONCE_LEN + plain.len());
+        sealed.extend_from_slice(nonce.as_ref());
+        sealed.extend_from_slice(&plain);
+        Ok(URL_SAFE_NO_PAD.encode(sealed))
+    }
+
+    /// What [`KeyRing::seal_bytes`] sealed for `purpose`, if one of these
+    /// keys sealed it.
+    pub fn open_bytes(&self, purpose: &[u8], sealed: &str) -> Option<Vec<u8>> {
+        let bytes = URL_SAFE_NO_PAD.decode(sealed).ok()?;
+        if bytes.len() < NONCE_LEN + TAG_LEN {
             return None;
         }
         let (nonce, text) = bytes.split_at(NONCE_LEN);
@@ -170,25 +212,34 @@ impl KeyRing {
             let mut text = text.to_vec();
             let plain = key
                 .handles
-                .open_in_place(nonce, Aad::from(HANDLE_AAD), &mut text)
+                .open_in_place(nonce, Aad::from(purpose), &mut text)
                 .ok()?;
-            parse_sealed(plain)
+            Some(plain.to_vec())
         })
     }
 }
 
 fn parse_sealed(plain: &[u8]) -> Option<Sealed> {
-    let (header, service_id) = plain.split_at_checked(HANDLE_HEADER)?;
-    if header[0] != HANDLE_VERSION {
-        return None;
-    }
+    let (header, rest) = plain.split_at_checked(HANDLE_HEADER)?;
     let expires_at = u64::from_be_bytes(header[1..9].try_into().ok()?);
     let browser = BrowserId(header[9..].try_into().ok()?);
+    let (service_id, authorization) = match header[0] {
+        HANDLE_VERSION => (rest, None),
+        HANDLE_VERSION_AUTHORIZED => {
+            let (length, rest) = rest.split_at_checked(2)?;
+            let length = usize::from(u16::from_be_bytes(length.try_into().ok()?));
+            let (service_id, authorization) = rest.split_at_checked(length)?;
+            let authorization = std::str::from_utf8(authorization).ok()?;
+            (service_id, Some(authorization.to_string()))
+        }
+        _ => return None,
+    };
     let service_id = std::str::from_utf8(service_id).ok()?;
     is_transaction_id(service_id).then(|| Sealed {
         service_id: service_id.to_string(),
         browser,
         expires_at,
+        authorization,
     })
 }
 
@@ -314,6 +365,7 @@ mod tests {
             service_id: "6f1c0e2a-4b7d-4e21-9a3c-0d5e8f7a1b2c".into(),
             browser,
             expires_at: 1_800_000_000,
+            authorization: None,
         }
     }
 

@@ -21,12 +21,15 @@
 //! - `limits`: how fast sessions may be started, per client and in all.
 //! - `page`: the page's files, its headers, the QR code.
 //! - `errors`: the API's error answers.
+//! - `oidc`: the OpenID Connect provider, when `LANYARD_OIDC_ISSUER` is
+//!   set (docs/oidc.md).
 
 mod api;
 mod assumptions;
 mod binding;
 mod errors;
 mod limits;
+mod oidc;
 mod page;
 mod polls;
 mod service;
@@ -103,6 +106,11 @@ pub struct VerifierConfig {
     /// Client connections (`LANYARD_MAX_CONNECTIONS`), before the
     /// open-file limit lowers it.
     pub max_connections: usize,
+    /// The OpenID Connect provider, when its issuer is set.
+    pub oidc: Option<crate::config::oidc::OidcConfig>,
+    /// How long a signature in a PKCS#11 token may take
+    /// (`LANYARD_TOKEN_TIMEOUT`).
+    pub signing_timeout: Duration,
 }
 
 /// The settings `lanyard verifier` requires: present whenever
@@ -186,6 +194,8 @@ impl VerifierConfig {
             send_timeout: config.send_timeout,
             max_header_bytes: config.max_header_bytes,
             max_connections: config.max_connections,
+            oidc: config.oidc.clone(),
+            signing_timeout: config.token_timeout,
         }
     }
 }
@@ -212,6 +222,7 @@ struct Inner {
     metrics: Metrics,
     /// Failures that repeat for every session, logged once a minute.
     repeating: Throttle,
+    oidc: Option<oidc::Provider>,
 }
 
 impl Verifier {
@@ -230,6 +241,13 @@ impl Verifier {
             metrics.clone(),
         )
         .map_err(Failure::Runtime)?;
+        let oidc = match &settings.oidc {
+            None => None,
+            Some(config) => Some(
+                oidc::Provider::new(config, settings.signing_timeout, metrics.oidc.clone())
+                    .map_err(Failure::Runtime)?,
+            ),
+        };
         Ok(Verifier {
             inner: Arc::new(Inner {
                 service,
@@ -246,6 +264,7 @@ impl Verifier {
                 calls: Semaphore::new(MAX_SERVICE_CALLS),
                 metrics,
                 repeating: Throttle::new(throttle::EVERY_MINUTE),
+                oidc,
             }),
         })
     }
@@ -309,15 +328,21 @@ impl Verifier {
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         let inner = &self.inner;
-        let path = req.uri().path();
+        let provider = inner.oidc.as_ref();
+        let (base, path) = split_base(req.uri().path(), provider.map(oidc::Provider::path));
+        let (base, path) = (base.to_string(), path.to_string());
         let head = req.method() == Method::HEAD;
         let https = api::forwarded_https(req.headers(), inner.forwarded_hops);
-        let answer = if let Some(api) = path.strip_prefix("/api/") {
+        let endpoint =
+            provider.and_then(|p| (base == p.path()).then(|| oidc::Endpoint::of(&path))?);
+        let answer = if let (Some(provider), Some(endpoint)) = (provider, endpoint) {
+            inner.oidc(provider, endpoint, req).await
+        } else if let Some(api) = path.strip_prefix("/api/") {
             if cross_site(req.headers()) {
                 Err(VerifierError::CrossSite.into())
             } else {
                 match (api, req.method()) {
-                    ("start", &Method::POST) => inner.start(req, client).await,
+                    ("start", &Method::POST) => inner.start(req, client, &base).await,
                     ("start", _) => Err(VerifierError::MethodNotAllowed { allow: "POST" }.into()),
                     ("status", &Method::GET | &Method::HEAD) => inner.status(&req).await,
                     ("status", _) => {
@@ -327,7 +352,10 @@ impl Verifier {
                 }
             }
         } else if req.method() == Method::GET || head {
-            Ok(page::asset(path).map_or_else(|| page::not_found(head), |a| a.response(head)))
+            // Under the issuer's path, only the page's files: its page is
+            // the authorization endpoint's.
+            let asset = page::asset(&path).filter(|a| base.is_empty() || a.path != "/");
+            Ok(asset.map_or_else(|| page::not_found(head), |a| a.response(head)))
         } else {
             Err(VerifierError::MethodNotAllowed { allow: "GET, HEAD" }.into())
         };
@@ -338,6 +366,19 @@ impl Verifier {
         };
         page::secure(response.headers_mut(), https);
         Ok(response)
+    }
+}
+
+/// The issuer's path (`/wallet`) and the rest, when `path` is under it,
+/// where the provider's endpoints and the page's files and API are; else
+/// `""` and the path.
+fn split_base<'a>(path: &'a str, issuer_path: Option<&'a str>) -> (&'a str, &'a str) {
+    match issuer_path {
+        Some(prefix) if !prefix.is_empty() => match path.strip_prefix(prefix) {
+            Some(rest) if rest.starts_with('/') => (prefix, rest),
+            _ => ("", path),
+        },
+        _ => ("", path),
     }
 }
 

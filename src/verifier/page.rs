@@ -122,6 +122,82 @@ pub fn secure(headers: &mut http::HeaderMap, https: bool) {
     }
 }
 
+/// The page for an OpenID Connect login (docs/oidc.md): the same page,
+/// its files and API under the issuer's path `base`, carrying the sealed
+/// authorization request for `/api/start`, and saying who asks. Never
+/// stored: it holds this request alone.
+pub fn login_page(base: &str, authorization: &str, asker: &str) -> Response<Full<Bytes>> {
+    let page = include_str!("page/index.html")
+        .replace("\"/assets/", &format!("\"{base}/assets/"))
+        .replace(
+            "<body>",
+            &format!(r#"<body data-base="{base}/" data-authorization="{authorization}">"#),
+        )
+        .replace(
+            r#"<p id="asker" hidden></p>"#,
+            &format!(
+                r#"<p id="asker"><strong class="isolated" dir="auto">{}</strong> asks you to verify a credential. Afterwards you return there.</p>"#,
+                escape_html(asker)
+            ),
+        );
+    html(page)
+}
+
+/// lanyard's page for a login it cannot go on with: `why`, in a sentence
+/// for the person, and what to do.
+pub fn error_page(why: &str) -> Response<Full<Bytes>> {
+    let page = format!(
+        r#"<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>This login cannot go on</title>
+<link rel="icon" href="/assets/icon.svg" type="image/svg+xml">
+<link rel="stylesheet" href="/assets/verifier.css">
+</head>
+<body>
+<main>
+  <h1>This login cannot go on</h1>
+  <p>{}</p>
+  <p>Go back to the site you came from and start again. If this happens again, tell its operator.</p>
+</main>
+</body>
+</html>
+"#,
+        escape_html(why)
+    );
+    html(page)
+}
+
+fn html(page: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(page)));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// `text` as HTML text and attribute content.
+pub fn escape_html(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// A plain-text answer for a path that is not the page's.
 pub fn not_found(head: bool) -> Response<Full<Bytes>> {
     let text = "not found: the verification page is at /\n";

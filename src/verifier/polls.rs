@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::assumptions::{Ending, Progress};
+use super::assumptions::{Claims, Ending, Progress};
 
 /// Sessions this replica keeps track of at once. Starts are rate-limited
 /// (see `limits`), so one replica's own sessions are fewer at the default
@@ -138,6 +138,19 @@ impl Polls {
         entry.asking = true;
         entry.next_ask = now + spacing(age);
         (Lookup::Ask, None)
+    }
+
+    /// The claims session `id` ended with, if it ended verified here and
+    /// is within its lifetime: what a token request finds without asking
+    /// the service.
+    pub fn verified(&self, id: &str) -> Option<Claims> {
+        let entry = self.by_id.get(id)?;
+        match &entry.ended {
+            Some(Ending::Verified(claims)) if Instant::now() < entry.expires => {
+                Some(claims.clone())
+            }
+            _ => None,
+        }
     }
 
     /// Records what the service said of a session asked about; returns

@@ -98,6 +98,7 @@ impl Fixture {
             service_id: service_id.into(),
             browser,
             expires_at,
+            authorization: None,
         };
         (keys.seal(&sealed).unwrap(), format!("{COOKIE}={cookie}"))
     }

@@ -18,6 +18,7 @@ mod listeners;
 mod log_format;
 mod memory;
 mod mock_api;
+mod oidc;
 mod oidc_interop;
 mod one_byte_frames;
 mod otel;

@@ -24,6 +24,10 @@ pub const MIN_KEY_BITS: usize = crate::hsm::MIN_KEY_BITS;
 pub struct SigningKey {
     held: Held,
     bits: usize,
+    /// The public half, for a JWK set (the verifier's ID token key) and to
+    /// tell two keys apart; `None` for a key in a token that does not show
+    /// its exponent.
+    public: Option<RsaPublic>,
     /// What the verifier binds browsers to sessions with when no key of
     /// its own is set (README "The verifier", Running many).
     binding_secret: [u8; 32],
@@ -138,6 +142,21 @@ impl SigningKey {
     }
 }
 
+/// An RSA public key's two numbers, big-endian without leading zeros, as
+/// a JWK carries them (RFC 7518 §6.3.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RsaPublic {
+    pub modulus: Vec<u8>,
+    pub exponent: Vec<u8>,
+}
+
+impl SigningKey {
+    /// The key's public half, when it is known.
+    pub fn public(&self) -> Option<&RsaPublic> {
+        self.public.as_ref()
+    }
+}
+
 /// What [`SigningKey::binding_secret`] signs, and its HKDF label.
 const BINDING_LABEL: &[u8] = b"lanyard verifier session binding v1";
 
@@ -189,6 +208,10 @@ pub fn load_key(value: &str, setting: &str, limit: Duration) -> Result<SigningKe
     })??;
     Ok(SigningKey {
         bits: key.bits(),
+        public: key.public_exponent().map(|exponent| RsaPublic {
+            modulus: key.public_modulus().to_vec(),
+            exponent: exponent.to_vec(),
+        }),
         binding_secret: binding_secret(&proof.signature)?,
         held: Held::Hsm {
             key: Box::new(key),
@@ -345,6 +368,14 @@ pub fn parse_private_key(pem: &str) -> Result<SigningKey, KeyError> {
         return Err(KeyError::TooShort);
     }
     let binding_secret = pem_binding_secret(&pair)?;
+    let public = {
+        use aws_lc_rs::signature::KeyPair as _;
+        let key = pair.public_key();
+        RsaPublic {
+            modulus: key.modulus().big_endian_without_leading_zero().to_vec(),
+            exponent: key.exponent().big_endian_without_leading_zero().to_vec(),
+        }
+    };
 
     // jsonwebtoken takes the key as PEM and finds the RSA key inside a
     // PKCS#8 wrapper itself; the section aws-lc just validated is wrapped
@@ -365,6 +396,7 @@ pub fn parse_private_key(pem: &str) -> Result<SigningKey, KeyError> {
     Ok(SigningKey {
         held: Held::Pem(encoding),
         bits,
+        public: Some(public),
         binding_secret,
     })
 }

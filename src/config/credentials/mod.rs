@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use file::{Fingerprint, PinSeen, pin_seen, read_file};
-pub use key::{KeyError, MIN_KEY_BITS, SigningKey, load_key, parse_private_key};
+pub use key::{KeyError, MIN_KEY_BITS, RsaPublic, SigningKey, load_key, parse_private_key};
 
 use super::declaration::Setting;
 use super::defaults::DEFAULT_TOKEN_TIMEOUT;

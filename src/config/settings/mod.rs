@@ -22,9 +22,11 @@ use super::values::{
 use crate::target::TargetUrl;
 
 mod limits;
+mod oidc;
 mod verifier;
 
 pub use limits::*;
+pub use oidc::*;
 pub use verifier::*;
 
 /// The config file itself is located by flag or environment only.
@@ -56,6 +58,13 @@ pub const SETTINGS: &[&dyn AnySetting] = &[
     &VERIFIER_CLIENT_STARTS,
     &VERIFIER_STARTS,
     &VERIFIER_SERVICE_CALLS,
+    &OIDC_ISSUER,
+    &OIDC_CLIENTS_FILE,
+    &OIDC_SIGNING_KEY_FILE,
+    &OIDC_SIGNING_KEY,
+    &OIDC_PREVIOUS_KEY_FILE,
+    &OIDC_SUB_CLAIM,
+    &OIDC_CLAIMS_MAP,
     &ASSERTION_TTL,
     &CLOCK_SKEW,
     &CA_FILE,

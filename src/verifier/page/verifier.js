@@ -27,6 +27,12 @@
   // a newer one.
   let run = 0;
 
+  // Under an OpenID Connect issuer's path the page's API is too, and the
+  // page carries the sealed login request it starts its session with
+  // (docs/oidc.md). Set on <body> by lanyard, never by the URL.
+  const base = () => document.body.dataset.base || '/';
+  const authorization = () => document.body.dataset.authorization || '';
+
   function say(text) {
     $('status').textContent = text;
   }
@@ -259,7 +265,7 @@
 
   async function poll(mine, transactionId, expiresAt) {
     let wait = FIRST_POLL_MS;
-    const url = '/api/status?transactionId=' + encodeURIComponent(transactionId);
+    const url = base() + 'api/status?transactionId=' + encodeURIComponent(transactionId);
     for (;;) {
       // Past the session's lifetime the server answers `expired`; only
       // when it cannot be reached does the page end the session itself.
@@ -303,6 +309,10 @@
         say('This site is busy right now. Still trying…');
         continue;
       }
+      if (typeof body.redirect === 'string' && /^[a-z][a-z0-9+.-]*:/i.test(body.redirect)) {
+        returnTo(body);
+        return;
+      }
       switch (body.status) {
         case 'verified':
           finish('Verified. Your wallet presented the claims below.', false);
@@ -324,6 +334,20 @@
     }
   }
 
+  // A login's session ended: lanyard says where the browser goes next,
+  // the application's address with the result (a code, or why not). The
+  // claims went to the application's server, not to this page.
+  function returnTo(body) {
+    const messages = {
+      verified: 'Verified. Returning you to the site that asked…',
+      declined: 'You declined to share a credential. Returning you to the site that asked…',
+      expired: 'The session expired. Returning you to the site that asked…',
+    };
+    finish(messages[body.status] || 'The verification failed. Returning you to the site that asked…', false);
+    $('restart').hidden = true;
+    window.location.assign(body.redirect);
+  }
+
   async function start() {
     const mine = ++run;
     reset();
@@ -331,7 +355,9 @@
     say('Starting…');
     let response;
     try {
-      response = await fetch('/api/start', {
+      const login = authorization();
+      const query = login ? '?authorization=' + encodeURIComponent(login) : '';
+      response = await fetch(base() + 'api/start' + query, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: '{}',

@@ -1,0 +1,87 @@
+use super::*;
+use crate::config::oidc::Clients;
+
+fn clients() -> Clients {
+    Clients::parse(
+        r#"{"clients": [
+            {"client_id": "shop", "client_secret": "0123456789abcdef", "redirect_uris": ["https://shop.example/cb"]},
+            {"client_id": "spa", "redirect_uris": ["https://spa.example/cb"]}
+        ]}"#,
+    )
+    .unwrap()
+}
+
+fn query(pairs: &[(&str, &str)]) -> Vec<u8> {
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    for (name, value) in pairs {
+        query.append_pair(name, value);
+    }
+    query.finish().into_bytes()
+}
+
+const SHOP: &[(&str, &str)] = &[
+    ("response_type", "code"),
+    ("client_id", "shop"),
+    ("redirect_uri", "https://shop.example/cb"),
+    ("scope", "openid email"),
+    ("state", "xyz"),
+    ("nonce", "n"),
+];
+
+#[test]
+fn a_good_request_is_taken_with_what_the_code_needs() {
+    let authorization = check(&query(SHOP), &clients(), 1000).unwrap();
+    assert_eq!(authorization.client_id, "shop");
+    assert_eq!(authorization.state.as_deref(), Some("xyz"));
+    assert_eq!(authorization.nonce.as_deref(), Some("n"));
+    assert_eq!(authorization.code_challenge, None);
+    assert_eq!(authorization.expires_at, 1000 + AUTHORIZATION_LIFETIME);
+}
+
+#[test]
+fn state_too_long_is_refused_and_not_sent_back() {
+    let long = "s".repeat(MAX_STATE + 1);
+    let mut pairs = SHOP.to_vec();
+    pairs.retain(|(n, _)| *n != "state");
+    pairs.push(("state", &long));
+    let Err(Refused::Redirect(redirect)) = check(&query(&pairs), &clients(), 0) else {
+        panic!("taken");
+    };
+    assert_eq!(redirect.error, "invalid_request");
+    assert_eq!(redirect.state, None);
+}
+
+#[test]
+fn a_challenge_must_be_s256_and_shaped_as_one() {
+    let mut pairs = SHOP.to_vec();
+    pairs.push(("code_challenge", "tooshort"));
+    pairs.push(("code_challenge_method", "S256"));
+    assert!(matches!(
+        check(&query(&pairs), &clients(), 0),
+        Err(Refused::Redirect(ErrorRedirect {
+            error: "invalid_request",
+            ..
+        }))
+    ));
+}
+
+#[test]
+fn a_redirect_keeps_the_uris_query_and_encodes_what_it_adds() {
+    assert_eq!(
+        redirect_to(
+            "https://a.example/cb?x=1",
+            &[("state", "a b&c"), ("iss", "https://i")]
+        ),
+        "https://a.example/cb?x=1&state=a+b%26c&iss=https%3A%2F%2Fi"
+    );
+    assert_eq!(
+        redirect_to("https://a.example/cb", &[("code", "c")]),
+        "https://a.example/cb?code=c"
+    );
+}
+
+#[test]
+fn parameters_are_each_given_once() {
+    assert_eq!(parameters(b"a=1&b=2").unwrap().len(), 2);
+    assert_eq!(parameters(b"a=1&a=2"), Err("a".to_string()));
+}

@@ -1,0 +1,307 @@
+//! The verifier as an OpenID Connect provider (docs/oidc.md): a relying
+//! party sends the browser to the authorization endpoint, which shows the
+//! verification page; once the wallet has presented, the browser goes
+//! back with a code, which the relying party's backend redeems for an ID
+//! token that lanyard signed over the presented claims.
+//!
+//! Nothing is kept between the steps but what one replica remembers to
+//! enforce single use: the request rides sealed in the session's handle,
+//! the code and the access token are sealed too, and the claims are asked
+//! of the service again by whichever replica redeems the code, as
+//! `/api/status` would (README "The verifier", Running many).
+//!
+//! - this file: the [`Provider`], its endpoints, discovery and the JWK
+//!   set, and the authorization endpoint's page.
+//! - `authorize`: the authorization request, checked, and its refusals.
+//! - `session`: what a login changes in `/api/start` and `/api/status`.
+//! - `token`: the token endpoint and `userinfo`.
+//! - `claims`: the presented claims as relying parties read them.
+//! - `sealed`: the request, the code and the access token, sealed.
+//! - `signer`: the ID token's signature and the JWK set.
+
+mod authorize;
+mod claims;
+mod sealed;
+mod session;
+mod signer;
+mod token;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::Full;
+use hyper::body::Body;
+use serde_json::json;
+
+use super::Inner;
+use super::api::{Refusal, unix_now};
+use super::errors::VerifierError;
+use crate::config::issuer::Issuer;
+use crate::config::oidc::{Clients, OidcConfig};
+use crate::metrics::OidcMetrics;
+
+pub use authorize::Refused;
+
+use claims::Naming;
+use signer::Signer;
+use token::Redeemed;
+
+/// How long a code may wait to be redeemed (OpenID Connect Core §3.1.2.5
+/// says short; RFC 6749 §4.1.2 recommends at most ten minutes).
+pub const CODE_LIFETIME: u64 = 60;
+/// How long ID tokens and access tokens live.
+pub const TOKEN_LIFETIME: u64 = 300;
+
+/// The provider: its settings, made ready once.
+pub struct Provider {
+    issuer: Issuer,
+    clients: Arc<Clients>,
+    signer: Signer,
+    naming: Naming,
+    /// Codes this replica has redeemed, until they expire.
+    redeemed: Mutex<Redeemed>,
+    discovery: Bytes,
+    metrics: OidcMetrics,
+}
+
+/// An endpoint of the provider, under the issuer's path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    Discovery,
+    Jwks,
+    Authorize,
+    Token,
+    Userinfo,
+}
+
+impl Endpoint {
+    /// The endpoint at `path`, which is under the issuer's path.
+    pub fn of(path: &str) -> Option<Endpoint> {
+        Some(match path {
+            "/.well-known/openid-configuration" => Endpoint::Discovery,
+            "/jwks" => Endpoint::Jwks,
+            "/authorize" => Endpoint::Authorize,
+            "/token" => Endpoint::Token,
+            "/userinfo" => Endpoint::Userinfo,
+            _ => return None,
+        })
+    }
+}
+
+impl Provider {
+    pub fn new(
+        config: &OidcConfig,
+        signing_limit: Duration,
+        metrics: OidcMetrics,
+    ) -> Result<Provider, String> {
+        let signer = Signer::new(config.key.clone(), config.previous.as_ref(), signing_limit)?;
+        Ok(Provider {
+            discovery: discovery(&config.issuer),
+            issuer: config.issuer.clone(),
+            clients: config.clients.clone(),
+            signer,
+            naming: Naming {
+                sub_claim: config.sub_claim.clone(),
+                map: config.claims_map.clone(),
+            },
+            redeemed: Mutex::new(Redeemed::default()),
+            metrics,
+        })
+    }
+
+    /// The issuer's path, under which every endpoint is: `""` or
+    /// `/wallet`.
+    pub fn path(&self) -> &str {
+        self.issuer.path()
+    }
+
+    /// A login's ending (or `started`), in
+    /// `lanyard_oidc_authorizations_total`.
+    pub fn count(&self, outcome: &str) {
+        self.metrics
+            .authorizations
+            .with_label_values(&[outcome])
+            .inc();
+    }
+
+    fn refused(&self, reason: &'static str) {
+        self.metrics.refusals.with_label_values(&[reason]).inc();
+    }
+}
+
+/// The discovery document (OpenID Connect Discovery §3): what is served,
+/// and nothing that is not.
+fn discovery(issuer: &Issuer) -> Bytes {
+    let document = json!({
+        "issuer": issuer.as_str(),
+        "authorization_endpoint": issuer.endpoint("/authorize"),
+        "token_endpoint": issuer.endpoint("/token"),
+        "userinfo_endpoint": issuer.endpoint("/userinfo"),
+        "jwks_uri": issuer.endpoint("/jwks"),
+        "scopes_supported": ["openid"],
+        "response_types_supported": ["code"],
+        "response_modes_supported": ["query"],
+        "grant_types_supported": ["authorization_code"],
+        "subject_types_supported": ["public"],
+        "id_token_signing_alg_values_supported": ["RS256"],
+        "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post", "none"],
+        "code_challenge_methods_supported": ["S256"],
+        "claims_parameter_supported": false,
+        "request_parameter_supported": false,
+        "request_uri_parameter_supported": false,
+        "authorization_response_iss_parameter_supported": true,
+        "prompt_values_supported": ["login", "consent"],
+        "claims_supported": ["iss", "sub", "aud", "exp", "iat", "auth_time", "nonce", "given_name", "family_name", "birthdate", "email", "phone_number"],
+    });
+    Bytes::from(document.to_string())
+}
+
+type Answer = Result<Response<Full<Bytes>>, Refusal>;
+
+impl Inner {
+    /// A request for one of the provider's endpoints; `base` is the
+    /// issuer's path, under which the page's files and API are too.
+    pub(super) async fn oidc<B>(
+        &self,
+        provider: &Provider,
+        endpoint: Endpoint,
+        req: Request<B>,
+    ) -> Answer
+    where
+        B: Body<Data = Bytes>,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let method = req.method().clone();
+        let head = method == Method::HEAD;
+        match (endpoint, &method) {
+            (Endpoint::Discovery, &Method::GET | &Method::HEAD) => {
+                Ok(public_json(provider.discovery.clone(), head))
+            }
+            (Endpoint::Jwks, &Method::GET | &Method::HEAD) => {
+                Ok(public_json(provider.signer.jwks(), head))
+            }
+            (Endpoint::Discovery | Endpoint::Jwks, &Method::OPTIONS) => Ok(preflight()),
+            (Endpoint::Discovery | Endpoint::Jwks, _) => Err(VerifierError::MethodNotAllowed {
+                allow: "GET, HEAD, OPTIONS",
+            }
+            .into()),
+            (Endpoint::Authorize, &Method::GET) => {
+                let query = req.uri().query().unwrap_or("").as_bytes().to_vec();
+                Ok(self.authorize(provider, &query))
+            }
+            (Endpoint::Authorize, &Method::POST) => {
+                let form = token::read_form(req).await?;
+                Ok(self.authorize(provider, &form))
+            }
+            (Endpoint::Authorize, _) => {
+                Err(VerifierError::MethodNotAllowed { allow: "GET, POST" }.into())
+            }
+            (Endpoint::Token, &Method::POST) => Ok(self.token(provider, req).await),
+            (Endpoint::Token, _) => Err(VerifierError::MethodNotAllowed { allow: "POST" }.into()),
+            (Endpoint::Userinfo, &Method::GET | &Method::POST) => {
+                Ok(self.userinfo(provider, req.headers()).await)
+            }
+            (Endpoint::Userinfo, _) => {
+                Err(VerifierError::MethodNotAllowed { allow: "GET, POST" }.into())
+            }
+        }
+    }
+
+    /// The authorization endpoint: the page, carrying the request sealed,
+    /// or the request's refusal.
+    fn authorize(&self, provider: &Provider, query: &[u8]) -> Response<Full<Bytes>> {
+        let checked = authorize::check(query, &provider.clients, unix_now());
+        let authorization = match checked {
+            Ok(authorization) => authorization,
+            Err(refused) => {
+                provider.refused(refused.reason());
+                tracing::debug!(reason = refused.reason(), "authorization request refused");
+                return match refused {
+                    Refused::Page(why) => error_page(why),
+                    Refused::Redirect(redirect) => found(&provider.error_location(&redirect)),
+                };
+            }
+        };
+        let keys = self.keys.ring();
+        let Ok(sealed) = sealed::seal(&keys, &authorization) else {
+            return error_page("This service cannot start a login right now. Please try again.");
+        };
+        let client = provider.clients.get(&authorization.client_id);
+        let name = client
+            .and_then(|c| c.name.as_deref())
+            .unwrap_or(&authorization.client_id);
+        provider.count("started");
+        super::page::login_page(provider.path(), &sealed, name)
+    }
+}
+
+/// A 303 to `location`.
+fn found(location: &str) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::new()));
+    *response.status_mut() = StatusCode::SEE_OTHER;
+    if let Ok(location) = HeaderValue::from_str(location) {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// lanyard's own page for a request it will not send back.
+fn error_page(why: &str) -> Response<Full<Bytes>> {
+    let mut response = super::page::error_page(why);
+    *response.status_mut() = StatusCode::BAD_REQUEST;
+    response
+}
+
+/// Discovery and the JWK set: public, for any origin's script (CORS `*`),
+/// cacheable for a few minutes so that a key rotation reaches relying
+/// parties well within an ID token's lifetime.
+fn public_json(body: Bytes, head: bool) -> Response<Full<Bytes>> {
+    let length = body.len();
+    let mut response = Response::new(Full::new(match head {
+        true => Bytes::new(),
+        false => body,
+    }));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if head {
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+    }
+    headers.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=300"),
+    );
+    cors(headers);
+    response
+}
+
+fn cors(headers: &mut http::HeaderMap) {
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+}
+
+/// A CORS preflight for discovery or the JWK set.
+fn preflight() -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::new()));
+    *response.status_mut() = StatusCode::NO_CONTENT;
+    let headers = response.headers_mut();
+    cors(headers);
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("GET, HEAD"),
+    );
+    headers.insert(
+        header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static("86400"),
+    );
+    response
+}

@@ -1,0 +1,176 @@
+//! What the provider hands out and takes back without keeping it: the
+//! authorization request the page carries to its session, the code, and
+//! the access token, each sealed (AES-256-GCM) with the verifier's session
+//! key (README "The verifier", Running many) for a purpose of its own, so
+//! that any replica with the same key opens it and nothing sealed for one
+//! purpose passes as another. JSON inside, with short names: a code rides
+//! in a redirect URL.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+
+use crate::verifier::binding::{KeyRing, MAX_SEALED_AUTHORIZATION};
+
+const AUTHORIZATION: &[u8] = b"lanyard oidc authorization request";
+const CODE: &[u8] = b"lanyard oidc authorization code";
+const ACCESS_TOKEN: &[u8] = b"lanyard oidc access token";
+
+/// A sealed value as a client sends it back, at most: a code carries the
+/// authorization request and more.
+pub const MAX_SEALED: usize = 6 * 1024;
+
+/// An authorization request, checked (`authorize`), from the page to the
+/// session it starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Authorization {
+    #[serde(rename = "c")]
+    pub client_id: String,
+    #[serde(rename = "r")]
+    pub redirect_uri: String,
+    #[serde(rename = "s", default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    #[serde(rename = "n", default, skip_serializing_if = "Option::is_none")]
+    pub nonce: Option<String>,
+    /// The PKCE S256 challenge (RFC 7636 §4.2).
+    #[serde(rename = "p", default, skip_serializing_if = "Option::is_none")]
+    pub code_challenge: Option<String>,
+    /// Unix seconds; the page must start its session before.
+    #[serde(rename = "e")]
+    pub expires_at: u64,
+}
+
+/// An authorization code: what the token endpoint needs to find the
+/// result and check the redemption, and never the claims.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Code {
+    /// Random: what single use is enforced on.
+    #[serde(rename = "i")]
+    pub id: String,
+    #[serde(rename = "a")]
+    pub authorization: Authorization,
+    /// The service's session.
+    #[serde(rename = "t")]
+    pub service_id: String,
+    /// When the session itself ends, Unix seconds.
+    #[serde(rename = "x")]
+    pub session_expires_at: u64,
+    #[serde(rename = "u")]
+    pub sub: String,
+    /// When the wallet presented, as far as lanyard saw (Unix seconds).
+    #[serde(rename = "w")]
+    pub auth_time: u64,
+    /// Unix seconds, at most [`super::CODE_LIFETIME`] after issue.
+    #[serde(rename = "e")]
+    pub expires_at: u64,
+}
+
+/// An access token: whose claims `userinfo` answers, for whom.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccessToken {
+    #[serde(rename = "c")]
+    pub client_id: String,
+    #[serde(rename = "t")]
+    pub service_id: String,
+    #[serde(rename = "x")]
+    pub session_expires_at: u64,
+    #[serde(rename = "u")]
+    pub sub: String,
+    #[serde(rename = "e")]
+    pub expires_at: u64,
+}
+
+/// A kind of sealed value, and the purpose it is sealed for.
+pub trait Kind: Serialize + DeserializeOwned {
+    const PURPOSE: &'static [u8];
+}
+
+impl Kind for Authorization {
+    const PURPOSE: &'static [u8] = AUTHORIZATION;
+}
+
+impl Kind for Code {
+    const PURPOSE: &'static [u8] = CODE;
+}
+
+impl Kind for AccessToken {
+    const PURPOSE: &'static [u8] = ACCESS_TOKEN;
+}
+
+/// `value`, sealed for its kind's purpose.
+pub fn seal<T: Kind>(keys: &KeyRing, value: &T) -> Result<String, String> {
+    let json = serde_json::to_vec(value).map_err(|_| "cannot write a sealed value")?;
+    keys.seal_bytes(T::PURPOSE, json)
+}
+
+/// What `text` holds, when one of `keys` sealed it for `T`'s purpose.
+pub fn open<T: Kind>(keys: &KeyRing, text: &str) -> Option<T> {
+    if text.is_empty() || text.len() > MAX_SEALED {
+        return None;
+    }
+    let plain = keys.open_bytes(T::PURPOSE, text)?;
+    serde_json::from_slice(&plain).ok()
+}
+
+impl Authorization {
+    /// As the session handle carries it: the JSON alone (the handle is
+    /// sealed itself), within what a handle holds.
+    pub fn to_handle_text(&self) -> Option<String> {
+        serde_json::to_string(self)
+            .ok()
+            .filter(|text| text.len() <= MAX_SEALED_AUTHORIZATION)
+    }
+
+    pub fn from_handle_text(text: &str) -> Option<Authorization> {
+        serde_json::from_str(text).ok()
+    }
+}
+
+/// 16 random bytes in base64url: a code's id, or a `sub` that names
+/// nobody.
+pub fn random_id() -> Result<String, String> {
+    let mut bytes = [0u8; 16];
+    aws_lc_rs::rand::fill(&mut bytes).map_err(|_| "no randomness")?;
+    Ok(URL_SAFE_NO_PAD.encode(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn authorization() -> Authorization {
+        Authorization {
+            client_id: "shop".into(),
+            redirect_uri: "https://shop.example/cb".into(),
+            state: Some("s".into()),
+            nonce: None,
+            code_challenge: Some("E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM".into()),
+            expires_at: 1_800_000_000,
+        }
+    }
+
+    #[test]
+    fn a_sealed_value_opens_only_as_its_own_kind_and_under_its_keys() {
+        let keys = KeyRing::new(&[7; 32], None);
+        let sealed = seal(&keys, &authorization()).unwrap();
+        assert_eq!(open::<Authorization>(&keys, &sealed), Some(authorization()));
+        assert!(!sealed.contains("shop"), "sealed, not signed");
+        assert_eq!(open::<Code>(&keys, &sealed), None, "another purpose");
+        assert_eq!(open::<AccessToken>(&keys, &sealed), None);
+        let other = KeyRing::new(&[8; 32], None);
+        assert_eq!(open::<Authorization>(&other, &sealed), None);
+        let rotated = KeyRing::new(&[8; 32], Some(&[7; 32]));
+        assert_eq!(
+            open::<Authorization>(&rotated, &sealed),
+            Some(authorization())
+        );
+        for junk in ["", "AAAA", "!!", &"A".repeat(MAX_SEALED + 1)] {
+            assert_eq!(open::<Authorization>(&keys, junk), None);
+        }
+        let handle = authorization().to_handle_text().unwrap();
+        assert_eq!(
+            Authorization::from_handle_text(&handle),
+            Some(authorization())
+        );
+    }
+}

@@ -1,0 +1,167 @@
+//! What an OpenID Connect login changes in the page's API: `/api/start`
+//! takes the sealed authorization request into the session's handle, and
+//! `/api/status` ends the session with where the browser goes next (the
+//! client's redirect URI with a code, or with an error) instead of the
+//! claims, which go to the relying party's backend only.
+
+use bytes::Bytes;
+use serde_json::{Map, Value, json};
+
+use super::authorize::{self, ErrorRedirect};
+use super::sealed::{self, Authorization, Code};
+use super::{CODE_LIFETIME, Provider};
+use crate::verifier::api::unix_now;
+use crate::verifier::assumptions::Ending;
+use crate::verifier::binding::{KeyRing, Sealed};
+use crate::verifier::errors::VerifierError;
+
+/// What the page is told when a login's session ended: its status, and
+/// the URL to send the browser to.
+#[derive(Debug, PartialEq, Eq)]
+pub struct LoginEnding {
+    pub status: &'static str,
+    pub redirect: String,
+}
+
+impl LoginEnding {
+    pub fn answer(&self) -> Bytes {
+        Bytes::from(json!({"status": self.status, "redirect": self.redirect}).to_string())
+    }
+}
+
+impl Provider {
+    /// The authorization request a page's `/api/start?authorization=`
+    /// carries, as the session handle is to hold it: sealed by a replica
+    /// with these keys, not expired, for a client and redirect URI still
+    /// registered.
+    pub fn take_authorization(
+        &self,
+        keys: &KeyRing,
+        sealed: &str,
+    ) -> Result<String, VerifierError> {
+        let stale = VerifierError::BadRequest(
+            "This login has expired or is not valid here. Go back to the application and start again.",
+        );
+        let authorization: Authorization = sealed::open(keys, sealed).ok_or(stale)?;
+        let registered = self
+            .clients
+            .get(&authorization.client_id)
+            .is_some_and(|client| client.redirect_uris.contains(&authorization.redirect_uri));
+        if authorization.expires_at <= unix_now() || !registered {
+            return Err(stale);
+        }
+        authorization.to_handle_text().ok_or(stale)
+    }
+
+    /// Where the browser of a login's session goes now that it ended.
+    pub fn ending(&self, keys: &KeyRing, session: &Sealed, ending: &Ending) -> Option<LoginEnding> {
+        let authorization = Authorization::from_handle_text(session.authorization.as_deref()?)?;
+        let (status, error, description) = match ending {
+            Ending::Verified(claims) => {
+                return Some(self.verified(keys, session, authorization, claims.object_text()));
+            }
+            Ending::Declined => (
+                "declined",
+                "access_denied",
+                "the person declined to share a credential",
+            ),
+            Ending::Expired => (
+                "expired",
+                "access_denied",
+                "the session expired before a credential was presented",
+            ),
+            Ending::Failed | Ending::Unusable { .. } => (
+                "failed",
+                "server_error",
+                "the verification failed; the person may try again",
+            ),
+        };
+        Some(LoginEnding {
+            status,
+            redirect: self.error_redirect(&authorization, error, description),
+        })
+    }
+
+    /// A verified login: a code for the client, or `access_denied` when
+    /// the claim that names the person is not there.
+    fn verified(
+        &self,
+        keys: &KeyRing,
+        session: &Sealed,
+        authorization: Authorization,
+        claims: &str,
+    ) -> LoginEnding {
+        let presented: Map<String, Value> = serde_json::from_str(claims).unwrap_or_default();
+        let sub = match self.naming.sub(&presented) {
+            Ok(Some(sub)) => Ok(sub),
+            Ok(None) => sealed::random_id(),
+            Err(()) => Err("the presented credential has no claim that names the person".into()),
+        };
+        let now = unix_now();
+        let code = sub.and_then(|sub| {
+            let code = Code {
+                id: sealed::random_id()?,
+                service_id: session.service_id.clone(),
+                session_expires_at: session.expires_at,
+                sub,
+                auth_time: now,
+                expires_at: now + CODE_LIFETIME,
+                authorization: authorization.clone(),
+            };
+            sealed::seal(keys, &code)
+        });
+        let redirect = match code {
+            Ok(code) => {
+                let mut params = vec![("code", code.as_str())];
+                if let Some(state) = &authorization.state {
+                    params.push(("state", state));
+                }
+                params.push(("iss", self.issuer.as_str()));
+                authorize::redirect_to(&authorization.redirect_uri, &params)
+            }
+            Err(why) => {
+                tracing::warn!(
+                    client_id = authorization.client_id,
+                    "an OpenID Connect login ends refused: {why}"
+                );
+                self.error_redirect(
+                    &authorization,
+                    "access_denied",
+                    "the presented credential cannot name the person",
+                )
+            }
+        };
+        LoginEnding {
+            status: "verified",
+            redirect,
+        }
+    }
+
+    fn error_redirect(
+        &self,
+        authorization: &Authorization,
+        error: &'static str,
+        description: &'static str,
+    ) -> String {
+        self.error_location(&ErrorRedirect {
+            redirect_uri: authorization.redirect_uri.clone(),
+            error,
+            description,
+            state: authorization.state.clone(),
+        })
+    }
+
+    /// Where an error goes back to the client: its redirect URI with the
+    /// error, `state` and `iss` (RFC 6749 §4.1.2.1, RFC 9207).
+    pub fn error_location(&self, redirect: &ErrorRedirect) -> String {
+        let mut params = vec![
+            ("error", redirect.error),
+            ("error_description", redirect.description),
+        ];
+        if let Some(state) = &redirect.state {
+            params.push(("state", state));
+        }
+        params.push(("iss", self.issuer.as_str()));
+        authorize::redirect_to(&redirect.redirect_uri, &params)
+    }
+}

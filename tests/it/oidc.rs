@@ -1,0 +1,480 @@
+//! The verifier as an OpenID Connect provider (docs/oidc.md), driven as a
+//! relying party's browser and backend would over real sockets, against
+//! the mock's service and wallet: discovery, the page, the code, the ID
+//! token, `userinfo`, and every refusal on the way. The relying parties
+//! nobody on the team wrote are in `oidc_interop`.
+
+use crate::support::sidecar::{Answer, send};
+use crate::support::verifier::{self, Browser, Running, Session};
+use crate::support::{self, write};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use bytes::Bytes;
+use http::Method;
+use serde_json::Value;
+
+/// The issuer: a path under which the provider's endpoints are, on a
+/// loopback host (plain http is allowed there only).
+const ISSUER: &str = "http://127.0.0.1/wallet";
+const SECRET: &str = "a-secret-of-the-shop-0123456789";
+const SHOP_CB: &str = "https://shop.example/cb";
+const SPA_CB: &str = "http://127.0.0.1:3000/cb?x=1";
+/// RFC 7636 Appendix B.
+const VERIFIER: &str = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
+const CHALLENGE: &str = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
+
+struct Provider {
+    running: Running,
+    _dir: tempfile::TempDir,
+}
+
+impl Provider {
+    async fn start(extra: &[(&str, &str)]) -> Provider {
+        let dir = tempfile::tempdir().unwrap();
+        let clients = write(
+            dir.path(),
+            "clients.json",
+            &serde_json::json!({"clients": [
+                {"client_id": "shop", "client_secret": SECRET, "redirect_uris": [SHOP_CB], "client_name": "The <Shop>"},
+                {"client_id": "spa", "redirect_uris": [SPA_CB]},
+            ]})
+            .to_string(),
+        );
+        let key = lanyard::mock::generate_rsa_key().unwrap();
+        let key = write(dir.path(), "oidc.pem", key.private_pem.expose());
+        let mut settings = vec![
+            ("LANYARD_OIDC_ISSUER", ISSUER),
+            ("LANYARD_OIDC_CLIENTS_FILE", clients.to_str().unwrap()),
+            ("LANYARD_OIDC_SIGNING_KEY_FILE", key.to_str().unwrap()),
+        ];
+        settings.extend_from_slice(extra);
+        let mock = support::mock().await;
+        let running = verifier::start(mock, None, &settings).await;
+        Provider { running, _dir: dir }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}/wallet{path}", self.running.url)
+    }
+
+    async fn get(&self, path: &str) -> Answer {
+        send(Method::GET, &self.url(path), &[], Bytes::new()).await
+    }
+
+    /// The authorization endpoint's answer to `query`.
+    async fn authorize(&self, query: &str) -> Answer {
+        self.get(&format!("/authorize?{query}")).await
+    }
+
+    /// A token request with `form` and `headers`.
+    async fn token(&self, form: &str, headers: &[(&str, &str)]) -> Answer {
+        let mut all = vec![("content-type", "application/x-www-form-urlencoded")];
+        all.extend_from_slice(headers);
+        send(
+            Method::POST,
+            &self.url("/token"),
+            &all,
+            Bytes::from(form.to_string()),
+        )
+        .await
+    }
+}
+
+fn shop_query(extra: &str) -> String {
+    format!(
+        "response_type=code&client_id=shop&redirect_uri={}&scope=openid%20profile&state=st-1&nonce=n-1{extra}",
+        enc(SHOP_CB)
+    )
+}
+
+fn enc(text: &str) -> String {
+    form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
+fn basic(id: &str, secret: &str) -> String {
+    format!("Basic {}", STANDARD.encode(format!("{id}:{secret}")))
+}
+
+/// The parameters of the URL a redirect sends the browser to.
+fn params_of(url: &str) -> Vec<(String, String)> {
+    let query = url.split_once('?').map_or("", |(_, q)| q);
+    form_urlencoded::parse(query.as_bytes())
+        .map(|(n, v)| (n.into_owned(), v.into_owned()))
+        .collect()
+}
+
+fn param(params: &[(String, String)], name: &str) -> Option<String> {
+    params
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.clone())
+}
+
+/// The sealed request in the authorization page.
+fn sealed_request(page: &Answer) -> String {
+    let html = support::text(&page.body);
+    let at = html.find("data-authorization=\"").expect("a login page") + 20;
+    html[at..].split('"').next().unwrap().to_string()
+}
+
+/// A login as a browser makes it: the page, the button, the wallet's
+/// answer, the poll that ends it. Returns the URL the page is sent to.
+async fn login(provider: &Provider, query: &str, wallet: &str) -> String {
+    let page = provider.authorize(query).await;
+    assert_eq!(page.status, 200, "{}", support::text(&page.body));
+    let sealed = sealed_request(&page);
+    let mut browser = Browser::default();
+    let started = browser
+        .request(
+            Method::POST,
+            &provider.url(&format!("/api/start?authorization={}", enc(&sealed))),
+            &[("content-type", "application/json")],
+        )
+        .await;
+    assert_eq!(started.status, 200, "{}", support::text(&started.body));
+    let set = started.headers["set-cookie"].to_str().unwrap();
+    assert!(set.contains("Path=/wallet/api"), "{set}");
+    browser.cookie = Some(set.split(';').next().unwrap().to_string());
+    let session = Session::of(&started.json());
+    let act = provider
+        .running
+        .mock
+        .wallet_present_url(&session.service_id)
+        .replace("/present", wallet);
+    assert_eq!(
+        send(Method::POST, &act, &[], Bytes::new()).await.status,
+        200
+    );
+    let status_url = |handle: &str| provider.url(&format!("/api/status?transactionId={handle}"));
+    let ended = loop {
+        let answer = browser
+            .request(Method::GET, &status_url(&session.handle), &[])
+            .await;
+        assert_eq!(answer.status, 200);
+        if answer.json()["status"] != "pending" {
+            break answer.json();
+        }
+        tokio::time::sleep(lanyard::verifier::SERVICE_POLL_SPACING).await;
+    };
+    assert!(
+        ended.get("claims").is_none(),
+        "claims reach the page: {ended}"
+    );
+    ended["redirect"].as_str().expect("a redirect").to_string()
+}
+
+#[tokio::test]
+async fn discovery_and_the_jwk_set_name_every_endpoint_for_any_origin() {
+    let provider = Provider::start(&[]).await;
+    let discovery = provider.get("/.well-known/openid-configuration").await;
+    assert_eq!(discovery.status, 200);
+    assert_eq!(discovery.headers["access-control-allow-origin"], "*");
+    let document = discovery.json();
+    assert_eq!(document["issuer"], ISSUER);
+    for (name, path) in [
+        ("authorization_endpoint", "/authorize"),
+        ("token_endpoint", "/token"),
+        ("userinfo_endpoint", "/userinfo"),
+        ("jwks_uri", "/jwks"),
+    ] {
+        assert_eq!(document[name], format!("{ISSUER}{path}"), "{name}");
+    }
+    assert_eq!(
+        document["authorization_response_iss_parameter_supported"],
+        true
+    );
+    assert_eq!(
+        document["code_challenge_methods_supported"],
+        serde_json::json!(["S256"])
+    );
+    let jwks = provider.get("/jwks").await;
+    assert_eq!(jwks.headers["access-control-allow-origin"], "*");
+    let keys = jwks.json()["keys"].as_array().unwrap().clone();
+    assert_eq!(keys.len(), 1);
+    assert!(keys[0]["kid"].as_str().is_some_and(|kid| kid.len() == 43));
+    // Nothing else carries CORS, and the endpoints are under the path only.
+    let page = provider.authorize(&shop_query("")).await;
+    assert!(!page.headers.contains_key("access-control-allow-origin"));
+    let root = send(
+        Method::GET,
+        &format!("{}/authorize", provider.running.url),
+        &[],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(root.status, 404);
+}
+
+#[tokio::test]
+async fn a_login_gives_the_shop_an_id_token_over_the_presented_claims_once() {
+    let provider = Provider::start(&[]).await;
+    let page = provider.authorize(&shop_query("")).await;
+    let html = support::text(&page.body);
+    assert!(
+        html.contains("The &lt;Shop&gt;</strong> asks you"),
+        "{html}"
+    );
+    assert!(html.contains("href=\"/wallet/assets/verifier.css\""));
+    assert_eq!(page.headers["cache-control"], "no-store");
+
+    let redirect = login(&provider, &shop_query(""), "/present").await;
+    assert!(redirect.starts_with(&format!("{SHOP_CB}?")), "{redirect}");
+    let params = params_of(&redirect);
+    assert_eq!(param(&params, "state").as_deref(), Some("st-1"));
+    assert_eq!(param(&params, "iss").as_deref(), Some(ISSUER));
+    let code = param(&params, "code").expect("a code");
+
+    let form = format!(
+        "grant_type=authorization_code&code={}&redirect_uri={}",
+        enc(&code),
+        enc(SHOP_CB)
+    );
+    let auth = basic("shop", SECRET);
+    let answer = provider.token(&form, &[("authorization", &auth)]).await;
+    assert_eq!(answer.status, 200, "{}", support::text(&answer.body));
+    assert_eq!(answer.headers["cache-control"], "no-store");
+    let tokens = answer.json();
+    assert_eq!(tokens["token_type"], "Bearer");
+    assert_eq!(tokens["expires_in"], 300);
+    let claims = verified_claims(&provider, tokens["id_token"].as_str().unwrap()).await;
+    assert_eq!(claims["iss"], ISSUER);
+    assert_eq!(claims["aud"], "shop");
+    assert_eq!(claims["nonce"], "n-1");
+    assert_eq!(claims["given_name"], "Erika");
+    assert_eq!(claims["birthdate"], "1984-01-26");
+    assert!(claims.get("birth_date").is_none());
+    let sub = claims["sub"].as_str().unwrap().to_string();
+
+    let bearer = format!("Bearer {}", tokens["access_token"].as_str().unwrap());
+    let userinfo = send(
+        Method::GET,
+        &provider.url("/userinfo"),
+        &[("authorization", &bearer)],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(userinfo.status, 200);
+    assert_eq!(userinfo.json()["sub"], sub.as_str());
+    assert_eq!(userinfo.json()["family_name"], claims["family_name"]);
+
+    let again = provider.token(&form, &[("authorization", &auth)]).await;
+    assert_eq!(
+        (again.status.as_u16(), again.json()["error"].clone()),
+        (400, "invalid_grant".into())
+    );
+    let metrics = send(
+        Method::GET,
+        &format!("{}/metrics", provider.running.admin),
+        &[],
+        Bytes::new(),
+    )
+    .await;
+    let metrics = support::text(&metrics.body);
+    for line in [
+        "lanyard_oidc_authorizations_total{outcome=\"verified\"} 1",
+        "lanyard_oidc_tokens_total 1",
+        "lanyard_oidc_refusals_total{reason=\"invalid_grant\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} not in\n{metrics}");
+    }
+}
+
+/// The ID token's claims, its signature checked with the published key
+/// its `kid` names.
+async fn verified_claims(provider: &Provider, id_token: &str) -> Value {
+    let header = jsonwebtoken::decode_header(id_token).unwrap();
+    assert_eq!(header.alg, jsonwebtoken::Algorithm::RS256);
+    let jwks: jsonwebtoken::jwk::JwkSet =
+        serde_json::from_slice(&provider.get("/jwks").await.body).unwrap();
+    let jwk = jwks
+        .find(header.kid.as_deref().unwrap())
+        .expect("the kid is published");
+    let key = jsonwebtoken::DecodingKey::from_jwk(jwk).unwrap();
+    let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::RS256);
+    validation.set_audience(&["shop", "spa"]);
+    validation.set_issuer(&[ISSUER]);
+    jsonwebtoken::decode::<Value>(id_token, &key, &validation)
+        .unwrap()
+        .claims
+}
+
+#[tokio::test]
+async fn a_public_client_needs_pkce_and_its_verifier() {
+    let provider = Provider::start(&[]).await;
+    let query = |extra: &str| {
+        format!(
+            "response_type=code&client_id=spa&redirect_uri={}&scope=openid{extra}",
+            enc(SPA_CB)
+        )
+    };
+    let refused = provider.authorize(&query("&state=s")).await;
+    assert_eq!(refused.status, 303);
+    let location = refused.headers["location"].to_str().unwrap();
+    assert!(
+        location.starts_with(&format!("{SPA_CB}&")),
+        "keeps the query: {location}"
+    );
+    let params = params_of(location);
+    assert_eq!(param(&params, "error").as_deref(), Some("invalid_request"));
+    assert_eq!(param(&params, "state").as_deref(), Some("s"));
+
+    let pkce = format!("&code_challenge={CHALLENGE}&code_challenge_method=S256");
+    let redirect = login(&provider, &query(&pkce), "/present").await;
+    let code = param(&params_of(&redirect), "code").unwrap();
+    let form = |verifier: &str| {
+        format!(
+            "grant_type=authorization_code&client_id=spa&code={}&redirect_uri={}&code_verifier={verifier}",
+            enc(&code),
+            enc(SPA_CB)
+        )
+    };
+    let wrong = provider.token(&form(&"A".repeat(43)), &[]).await;
+    assert_eq!(wrong.json()["error"], "invalid_grant");
+    let right = provider.token(&form(VERIFIER), &[]).await;
+    assert_eq!(right.status, 200, "{}", support::text(&right.body));
+}
+
+#[tokio::test]
+async fn a_decline_goes_back_as_access_denied_with_state_and_iss() {
+    let provider = Provider::start(&[]).await;
+    let redirect = login(&provider, &shop_query(""), "/decline").await;
+    let params = params_of(&redirect);
+    assert_eq!(param(&params, "error").as_deref(), Some("access_denied"));
+    assert_eq!(param(&params, "state").as_deref(), Some("st-1"));
+    assert_eq!(param(&params, "iss").as_deref(), Some(ISSUER));
+    assert!(param(&params, "code").is_none());
+}
+
+#[tokio::test]
+async fn an_unknown_client_or_redirect_uri_gets_lanyards_page_never_a_redirect() {
+    let provider = Provider::start(&[]).await;
+    for query in [
+        "response_type=code&client_id=nobody&redirect_uri=https%3A%2F%2Fevil.example%2F&scope=openid".to_string(),
+        "response_type=code&client_id=shop&redirect_uri=https%3A%2F%2Fevil.example%2F&scope=openid".to_string(),
+        format!("response_type=code&client_id=shop&redirect_uri={}%2Fmore&scope=openid", enc(SHOP_CB)),
+        "response_type=code&redirect_uri=https%3A%2F%2Fevil.example%2F&scope=openid".to_string(),
+        format!("{}&client_id=shop", shop_query("")),
+    ] {
+        let answer = provider.authorize(&query).await;
+        assert_eq!(answer.status, 400, "{query}");
+        assert!(!answer.headers.contains_key("location"), "{query}");
+        let html = support::text(&answer.body);
+        assert!(html.contains("This login cannot go on"), "{html}");
+        assert!(!html.contains("evil.example"), "reflected: {html}");
+    }
+}
+
+#[tokio::test]
+async fn other_request_errors_go_back_to_the_client_by_rfc_6749() {
+    let provider = Provider::start(&[]).await;
+    for (extra, error) in [
+        ("&prompt=none", "login_required"),
+        ("&response_mode=form_post", "invalid_request"),
+        ("&request=eyJ", "request_not_supported"),
+        (
+            "&code_challenge=abc&code_challenge_method=plain",
+            "invalid_request",
+        ),
+        ("&state=again", "invalid_request"),
+    ] {
+        let answer = provider.authorize(&shop_query(extra)).await;
+        assert_eq!(answer.status, 303, "{extra}");
+        let params = params_of(answer.headers["location"].to_str().unwrap());
+        assert_eq!(param(&params, "error").as_deref(), Some(error), "{extra}");
+        assert_eq!(param(&params, "iss").as_deref(), Some(ISSUER));
+    }
+    let wrong_type = provider
+        .authorize(&shop_query("").replace("response_type=code", "response_type=token"))
+        .await;
+    let params = params_of(wrong_type.headers["location"].to_str().unwrap());
+    assert_eq!(
+        param(&params, "error").as_deref(),
+        Some("unsupported_response_type")
+    );
+    let no_openid = provider
+        .authorize(&shop_query("").replace("openid%20profile", "profile"))
+        .await;
+    let params = params_of(no_openid.headers["location"].to_str().unwrap());
+    assert_eq!(param(&params, "error").as_deref(), Some("invalid_scope"));
+}
+
+#[tokio::test]
+async fn the_token_endpoint_refuses_wrong_clients_and_foreign_codes() {
+    let provider = Provider::start(&[]).await;
+    let redirect = login(&provider, &shop_query(""), "/present").await;
+    let code = param(&params_of(&redirect), "code").unwrap();
+    let form = format!(
+        "grant_type=authorization_code&code={}&redirect_uri={}",
+        enc(&code),
+        enc(SHOP_CB)
+    );
+    let wrong_secret = provider
+        .token(
+            &form,
+            &[("authorization", &basic("shop", "not-the-secret-at-all"))],
+        )
+        .await;
+    assert_eq!(wrong_secret.status, 401);
+    assert_eq!(wrong_secret.json()["error"], "invalid_client");
+    assert!(wrong_secret.headers.contains_key("www-authenticate"));
+    // The public client redeeming the shop's code: not its code.
+    let foreign = provider
+        .token(
+            &format!("{form}&client_id=spa&code_verifier={VERIFIER}"),
+            &[],
+        )
+        .await;
+    assert_eq!(foreign.json()["error"], "invalid_grant");
+    let other_redirect = form.replace(&enc(SHOP_CB), &enc("https://shop.example/other"));
+    let moved = provider
+        .token(
+            &other_redirect,
+            &[("authorization", &basic("shop", SECRET))],
+        )
+        .await;
+    assert_eq!(moved.json()["error"], "invalid_grant");
+    let two_methods = provider
+        .token(
+            &format!("{form}&client_secret={SECRET}"),
+            &[("authorization", &basic("shop", SECRET))],
+        )
+        .await;
+    assert_eq!(two_methods.json()["error"], "invalid_request");
+    let grant = provider
+        .token(
+            &form.replace("authorization_code", "password"),
+            &[("authorization", &basic("shop", SECRET))],
+        )
+        .await;
+    assert_eq!(grant.json()["error"], "unsupported_grant_type");
+    let forged = provider
+        .token(
+            &form.replace(&enc(&code), "AAAA"),
+            &[("authorization", &basic("shop", SECRET))],
+        )
+        .await;
+    assert_eq!(forged.json()["error"], "invalid_grant");
+    // After all that, the code itself is still good once, by post.
+    let post = provider
+        .token(
+            &format!("{form}&client_id=shop&client_secret={SECRET}"),
+            &[],
+        )
+        .await;
+    assert_eq!(post.status, 200, "{}", support::text(&post.body));
+    let unauthorized = send(
+        Method::GET,
+        &provider.url("/userinfo"),
+        &[("authorization", "Bearer AAAA")],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(unauthorized.status, 401);
+    assert!(
+        unauthorized.headers["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .contains("invalid_token")
+    );
+}
