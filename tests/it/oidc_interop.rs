@@ -48,21 +48,22 @@ const BIRTHDATE: &str = "1984-01-26";
 /// its service and wallet; killed when dropped.
 struct Provider {
     process: Process,
-    /// `http://127.0.0.1:PORT`: the issuer and the verifier's listener.
+    /// `http://127.0.0.1:PORT` and the issuer's path: the verifier's
+    /// listener serves it.
     issuer: String,
     _dir: tempfile::TempDir,
 }
 
 impl Provider {
-    /// Starts it with `clients` as its clients file, once it holds a token
-    /// from the mock.
-    async fn start(clients: Value) -> Provider {
+    /// Starts it with `clients` as its clients file and the issuer's path
+    /// `path` ("" or "/wallet", say), once it holds a token from the mock.
+    async fn start(path: &str, clients: Value) -> Provider {
         let dir = tempfile::tempdir().unwrap();
         let clients = support::write(dir.path(), "clients.json", &clients.to_string());
         // The issuer names the port, so the port is chosen before lanyard
         // starts rather than by the kernel at its bind.
         let listen = support::closed_port();
-        let issuer = format!("http://{listen}");
+        let issuer = format!("http://{listen}{path}");
         let vars = support::env(&[
             ("DEMO_MOCK", "true"),
             ("LANYARD_VERIFIER_LISTEN", &listen.to_string()),
@@ -199,15 +200,49 @@ impl Script {
     }
 }
 
-/// One sign-in by `tests/oidc/relying-party.mjs` as `client` (with a
-/// secret or none), the person pressing `action` in the wallet: returns
-/// the script's final report and the provider's issuer.
-async fn openid_client(client_id: &str, secret: Option<&str>, action: &str) -> (Value, String) {
+/// How a relying party authenticates at the token endpoint.
+#[derive(Clone, Copy)]
+enum ClientAuth {
+    SecretBasic,
+    SecretPost,
+    /// A public client: PKCE alone.
+    None,
+}
+
+impl ClientAuth {
+    /// The method's name, as the discovery document lists it.
+    fn method(self) -> &'static str {
+        match self {
+            ClientAuth::SecretBasic => "client_secret_basic",
+            ClientAuth::SecretPost => "client_secret_post",
+            ClientAuth::None => "none",
+        }
+    }
+
+    fn secret(self) -> Option<&'static str> {
+        match self {
+            ClientAuth::SecretBasic | ClientAuth::SecretPost => Some(SECRET),
+            ClientAuth::None => None,
+        }
+    }
+}
+
+/// One sign-in by `tests/oidc/relying-party.mjs` as `client_id`,
+/// authenticating with `auth`, at an issuer whose path is `path`, the
+/// person pressing `action` in the wallet: returns the script's final
+/// report and the issuer.
+async fn openid_client(
+    client_id: &str,
+    auth: ClientAuth,
+    path: &str,
+    action: &str,
+) -> (Value, String) {
     let mut vars = vec![
         ("OIDC_CLIENT_ID", client_id),
+        ("OIDC_CLIENT_AUTH", auth.method()),
         ("OIDC_WALLET_ACTION", action),
     ];
-    if let Some(secret) = secret {
+    if let Some(secret) = auth.secret() {
         vars.push(("OIDC_CLIENT_SECRET", secret));
     }
     let mut rp = Script::start("relying-party.mjs", &vars);
@@ -218,15 +253,25 @@ async fn openid_client(client_id: &str, secret: Option<&str>, action: &str) -> (
         "redirect_uris": [redirect_uri],
         "client_name": "Interop Shop",
     });
-    if let Some(secret) = secret {
+    if let Some(secret) = auth.secret() {
         client["client_secret"] = secret.into();
     }
-    let mut provider = Provider::start(json!({ "clients": [client] })).await;
+    let mut provider = Provider::start(path, json!({ "clients": [client] })).await;
     rp.tell(&provider.issuer).await;
 
     let authorizing = rp.next("authorizing", || provider.logs()).await;
-    assert_eq!(
-        authorizing["metadata"]["issuer"], provider.issuer,
+    let metadata = &authorizing["metadata"];
+    assert_eq!(metadata["issuer"], provider.issuer, "{authorizing:#}");
+    assert!(
+        authorizing["url"]
+            .as_str()
+            .is_some_and(|url| url.starts_with(&format!("{}/authorize?", provider.issuer))),
+        "{authorizing:#}"
+    );
+    assert!(
+        metadata["token_endpoint_auth_methods_supported"]
+            .as_array()
+            .is_some_and(|methods| methods.iter().any(|m| m == auth.method())),
         "{authorizing:#}"
     );
     let (expected, wallet_said) = match action {
@@ -309,19 +354,28 @@ fn assert_signed_in(outcome: &Value, issuer: &str, client_id: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openid_client_signs_in_with_client_secret_basic() {
-    let (outcome, issuer) = openid_client("shop", Some(SECRET), "present").await;
+    let (outcome, issuer) = openid_client("shop", ClientAuth::SecretBasic, "", "present").await;
     assert_signed_in(&outcome, &issuer, "shop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn openid_client_signs_in_as_a_public_client_with_pkce_alone() {
-    let (outcome, issuer) = openid_client("shop-spa", None, "present").await;
+async fn openid_client_signs_in_with_client_secret_post() {
+    let (outcome, issuer) = openid_client("shop", ClientAuth::SecretPost, "", "present").await;
+    assert_signed_in(&outcome, &issuer, "shop");
+}
+
+/// A public client, at an issuer with a path: discovery, the page and
+/// its API, the token endpoint and userinfo all under `/wallet`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openid_client_signs_in_as_a_public_client_with_pkce_alone_under_an_issuer_path() {
+    let (outcome, issuer) = openid_client("shop-spa", ClientAuth::None, "/wallet", "present").await;
+    assert!(issuer.ends_with("/wallet"), "{issuer}");
     assert_signed_in(&outcome, &issuer, "shop-spa");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openid_client_gets_access_denied_with_state_and_iss_when_the_wallet_declines() {
-    let (outcome, issuer) = openid_client("shop", Some(SECRET), "decline").await;
+    let (outcome, issuer) = openid_client("shop", ClientAuth::SecretBasic, "", "decline").await;
     // openid-client threw the provider's error only after checking state
     // and iss; the callback carried no code.
     assert_eq!(outcome["error"], "access_denied", "{outcome:#}");
@@ -501,71 +555,174 @@ fn page_lines(text: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// A person's visit to Apache's protected page, pressing `action` in the
+/// wallet: what the browser reported of Apache's authorization request
+/// and of its return to Apache, with the servers for their logs.
+struct ApacheVisit {
+    authorizing: Value,
+    returned: Value,
+    redirect_uri: String,
+    provider: Provider,
+    apache: Apache,
+}
+
+impl ApacheVisit {
+    async fn run(action: &str) -> ApacheVisit {
+        // Apache's redirect URI must be registered before lanyard starts,
+        // and lanyard's issuer must be in Apache's config: Apache's port is
+        // chosen first, then lanyard started, then Apache.
+        let apache_port = support::closed_port().port();
+        let redirect_uri = format!("http://127.0.0.1:{apache_port}/protected/redirect_uri");
+        let mut provider = Provider::start(
+            "",
+            json!({ "clients": [{
+                "client_id": "apache",
+                "client_secret": SECRET,
+                "redirect_uris": [redirect_uri],
+                "client_name": "Apache",
+            }]}),
+        )
+        .await;
+        let mut apache = Apache::start(apache_port, &provider.issuer, "apache").await;
+
+        let mut browser = Script::start(
+            "apache.mjs",
+            &[
+                ("APACHE_PROTECTED_URL", &apache.protected),
+                ("APACHE_REDIRECT_URI", &redirect_uri),
+                ("OIDC_ISSUER", &provider.issuer),
+                ("OIDC_WALLET_ACTION", action),
+            ],
+        );
+        let authorizing = browser
+            .next("authorizing", || both(&mut provider, &mut apache))
+            .await;
+        let request = &authorizing["parameters"];
+        assert_eq!(request["response_type"], "code", "{authorizing:#}");
+        assert_eq!(request["client_id"], "apache", "{authorizing:#}");
+        assert_eq!(request["redirect_uri"], redirect_uri, "{authorizing:#}");
+        assert_eq!(request["code_challenge_method"], "S256", "{authorizing:#}");
+        assert!(request["code_challenge"].is_string(), "{authorizing:#}");
+        assert!(request["state"].is_string(), "{authorizing:#}");
+        assert!(request["nonce"].is_string(), "{authorizing:#}");
+
+        let returned = browser
+            .next("returned", || both(&mut provider, &mut apache))
+            .await;
+        browser.finish().await;
+        ApacheVisit {
+            authorizing,
+            returned,
+            redirect_uri,
+            provider,
+            apache,
+        }
+    }
+
+    /// The query lanyard sent the browser back to Apache with.
+    fn response(&self) -> BTreeMap<String, String> {
+        let url = self.returned["redirect_uri"]["url"].as_str().unwrap();
+        let (_, query) = url.split_once('?').expect("a query");
+        form_urlencoded::parse(query.as_bytes())
+            .map(|(name, value)| (name.into_owned(), value.into_owned()))
+            .collect()
+    }
+
+    /// The reports and both logs, for a failure's message: the flow is
+    /// over, so they hold all they will of it.
+    fn context(&mut self) -> String {
+        format!(
+            "{:#}\n{:#}\n\n{}",
+            self.authorizing,
+            self.returned,
+            both(&mut self.provider, &mut self.apache)
+        )
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apache_mod_auth_openidc_shows_the_wallet_s_claims_on_its_protected_page() {
-    // Apache's redirect URI must be registered before lanyard starts, and
-    // lanyard's issuer must be in Apache's config: lanyard's port is
-    // chosen first, so Apache's config can name it.
-    let apache_port = support::closed_port().port();
-    let redirect_uri = format!("http://127.0.0.1:{apache_port}/protected/redirect_uri");
-    let mut provider = Provider::start(json!({ "clients": [{
-        "client_id": "apache",
-        "client_secret": SECRET,
-        "redirect_uris": [redirect_uri],
-        "client_name": "Apache",
-    }]}))
-    .await;
-    let mut apache = Apache::start(apache_port, &provider.issuer, "apache").await;
-
-    let mut browser = Script::start(
-        "apache.mjs",
-        &[
-            ("APACHE_PROTECTED_URL", &apache.protected),
-            ("OIDC_ISSUER", &provider.issuer),
-        ],
+    let mut visit = ApacheVisit::run("present").await;
+    let context = visit.context();
+    let issuer = &visit.provider.issuer;
+    let response = visit.response();
+    assert_eq!(
+        response.get("state").map(String::as_str),
+        visit.authorizing["parameters"]["state"].as_str(),
+        "{context}"
     );
-    let authorizing = browser
-        .next("authorizing", || both(&mut provider, &mut apache))
-        .await;
-    let request = &authorizing["parameters"];
-    assert_eq!(request["response_type"], "code", "{authorizing:#}");
-    assert_eq!(request["client_id"], "apache", "{authorizing:#}");
-    assert_eq!(request["redirect_uri"], redirect_uri, "{authorizing:#}");
-    assert_eq!(request["code_challenge_method"], "S256", "{authorizing:#}");
-    assert!(request["code_challenge"].is_string(), "{authorizing:#}");
-    assert!(request["state"].is_string(), "{authorizing:#}");
-    let nonce = request["nonce"]
-        .as_str()
-        .expect("mod_auth_openidc sends a nonce");
+    assert_eq!(response.get("iss"), Some(issuer), "{context}");
+    assert!(response.contains_key("code"), "{context}");
+    assert_eq!(
+        visit.returned["ended"]["url"],
+        visit.apache.protected.as_str(),
+        "{context}"
+    );
 
-    let report = browser
-        .next("protected", || both(&mut provider, &mut apache))
-        .await;
-    let shown = page_lines(report["claims"].as_str().unwrap_or_default());
-    // The flow is over: Apache has logged all it will of it.
-    let context = format!("{report:#}\n\n{}", both(&mut provider, &mut apache));
-    assert_eq!(report["url"], apache.protected.as_str(), "{context}");
+    let shown = page_lines(visit.returned["claims"].as_str().unwrap_or_default());
     assert_eq!(shown["given_name"], GIVEN_NAME, "{context}");
     assert_eq!(shown["family_name"], FAMILY_NAME, "{context}");
     assert_eq!(shown["birthdate"], BIRTHDATE, "{context}");
     let sub = &shown["sub"];
     assert!(!sub.is_empty() && sub != "(none)", "{context}");
     // mod_auth_openidc's default user name: the subject at the issuer.
-    assert_eq!(
-        shown["remote_user"],
-        format!("{sub}@{}", provider.issuer),
-        "{context}"
-    );
+    assert_eq!(shown["remote_user"], format!("{sub}@{issuer}"), "{context}");
     let id_token: Value = serde_json::from_str(&shown["id_token"])
         .unwrap_or_else(|err| panic!("the ID token's payload is not JSON ({err}): {context}"));
-    assert_eq!(id_token["iss"], provider.issuer, "{context}");
+    assert_eq!(id_token["iss"], issuer.as_str(), "{context}");
     assert!(audience_is(&id_token, "apache"), "{context}");
-    assert_eq!(id_token["nonce"], nonce, "{context}");
+    assert_eq!(
+        id_token["nonce"], visit.authorizing["parameters"]["nonce"],
+        "{context}"
+    );
     let userinfo: Value = serde_json::from_str(&shown["userinfo"])
         .unwrap_or_else(|err| panic!("userinfo's answer is not JSON ({err}): {context}"));
     assert_eq!(userinfo["sub"], sub.as_str(), "{context}");
     assert_eq!(userinfo["given_name"], GIVEN_NAME, "{context}");
-    browser.finish().await;
+}
+
+/// A decline reaches Apache's redirect URI as `access_denied` with the
+/// state Apache sent and lanyard's `iss` (RFC 9207), and Apache lets no
+/// one in. What it shows meanwhile is its own affair: mod_auth_openidc
+/// (2.4.12, and its dispatch is unchanged since) takes any request to its
+/// redirect URI that has an `iss` and no `code` for an answer from its
+/// own discovery page, so it says "SSO to this module without specifying
+/// a target_link_uri parameter is not possible" rather than the
+/// provider's error. Leaving `iss` out of error responses would break
+/// RFC 9207, and openid-client, which requires it once discovery says
+/// it is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apache_mod_auth_openidc_lets_no_one_in_when_the_wallet_declines() {
+    let mut visit = ApacheVisit::run("decline").await;
+    let context = visit.context();
+    let issuer = visit.provider.issuer.clone();
+    let response = visit.response();
+    assert_eq!(
+        response.get("error").map(String::as_str),
+        Some("access_denied"),
+        "{context}"
+    );
+    assert_eq!(
+        response.get("state").map(String::as_str),
+        visit.authorizing["parameters"]["state"].as_str(),
+        "{context}"
+    );
+    assert_eq!(response.get("iss"), Some(&issuer), "{context}");
+    assert!(!response.contains_key("code"), "{context}");
+    let ended = &visit.returned["ended"];
+    assert!(
+        ended["url"]
+            .as_str()
+            .is_some_and(|url| url.starts_with(&format!("{}?", visit.redirect_uri))),
+        "{context}"
+    );
+    assert!(visit.returned["claims"].is_null(), "{context}");
+    assert!(
+        visit.returned["again"]
+            .as_str()
+            .is_some_and(|url| url.starts_with(&format!("{issuer}/authorize?"))),
+        "no session, so the protected page sends the browser to lanyard again: {context}"
+    );
 }
 
 /// A path as the settings and Apache's config take it.

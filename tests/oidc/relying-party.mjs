@@ -14,8 +14,9 @@
 //      "decline") in the mock wallet, and lanyard's page sends it back to
 //      the redirect URI;
 //   4. present: openid-client checks the authorization response (state,
-//      iss), exchanges the code (client_secret_basic, or as a public
-//      client with only PKCE when OIDC_CLIENT_SECRET is unset), checks the
+//      iss), exchanges the code (authenticating as OIDC_CLIENT_AUTH says:
+//      client_secret_basic or client_secret_post with OIDC_CLIENT_SECRET,
+//      or none, a public client with only PKCE), checks the
 //      ID token (signature against the JWKS, iss, aud, exp, iat, nonce)
 //      and asks userinfo for the same subject, and the script reports
 //      `{"event":"signed_in",…}` with what it got; decline: openid-client
@@ -33,7 +34,7 @@ import { STEP_TIMEOUT_MS, launch, readLine, report, required, run, trace, verify
 
 run(async () => {
   const clientId = required('OIDC_CLIENT_ID');
-  const secret = process.env.OIDC_CLIENT_SECRET || undefined;
+  const authentication = clientAuthentication(required('OIDC_CLIENT_AUTH'));
   const action = required('OIDC_WALLET_ACTION');
 
   const { server, redirectUri, callback } = await redirectEndpoint();
@@ -44,7 +45,7 @@ run(async () => {
     new URL(issuer),
     clientId,
     undefined,
-    secret === undefined ? client.None() : client.ClientSecretBasic(secret),
+    authentication,
     // lanyard's issuer in these tests is plain http on loopback.
     { execute: [client.allowInsecureRequests] },
   );
@@ -113,6 +114,20 @@ run(async () => {
     userinfo,
   });
 });
+
+/** How the client authenticates at the token endpoint: `method`. */
+function clientAuthentication(method) {
+  switch (method) {
+    case 'client_secret_basic':
+      return client.ClientSecretBasic(required('OIDC_CLIENT_SECRET'));
+    case 'client_secret_post':
+      return client.ClientSecretPost(required('OIDC_CLIENT_SECRET'));
+    case 'none':
+      return client.None();
+    default:
+      throw new Error(`OIDC_CLIENT_AUTH is ${method}: client_secret_basic, client_secret_post or none`);
+  }
+}
 
 /**
  * The redirect URI, served on a free loopback port: it answers a small
