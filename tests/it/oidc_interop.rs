@@ -416,8 +416,9 @@ userinfo=<!--#echo encoding="none" var="OIDC_userinfo_json" -->
 
 impl Apache {
     /// Starts Apache on `port`, protecting `/protected/` with lanyard at
-    /// `issuer` as its provider, as the client `client_id` with [`SECRET`].
-    async fn start(port: u16, issuer: &str, client_id: &str) -> Apache {
+    /// `issuer` as its provider, as the client `client_id` with [`SECRET`],
+    /// sending authorization requests by `method` (GET or POST).
+    async fn start(port: u16, issuer: &str, client_id: &str, method: &str) -> Apache {
         assert!(
             Path::new(APACHE).is_file()
                 && Path::new(APACHE_MODULES)
@@ -435,7 +436,7 @@ impl Apache {
         let conf = support::write(
             dir.path(),
             "httpd.conf",
-            &httpd_conf(dir.path(), port, issuer, client_id),
+            &httpd_conf(dir.path(), port, issuer, client_id, method),
         );
         let mut child = Command::new(APACHE)
             .arg("-X")
@@ -486,8 +487,9 @@ impl Apache {
 
 /// Apache's whole configuration: nothing from /etc/apache2, every file in
 /// `dir`, the modules it needs and mod_auth_openidc as Debian 12 ships it
-/// (2.4.12) protecting `/protected/`.
-fn httpd_conf(dir: &Path, port: u16, issuer: &str, client_id: &str) -> String {
+/// (2.4.12) protecting `/protected/`, sending authorization requests by
+/// `method`: a redirect (GET), or a form the browser posts (POST).
+fn httpd_conf(dir: &Path, port: u16, issuer: &str, client_id: &str, method: &str) -> String {
     let dir = path_str(dir);
     let modules = [
         ("mpm_event_module", "mod_mpm_event.so"),
@@ -521,6 +523,7 @@ OIDCClientSecret {SECRET}
 OIDCRedirectURI http://127.0.0.1:{port}/protected/redirect_uri
 OIDCCryptoPassphrase interop-passphrase-0a1b2c3d4e5f6a7b
 OIDCPKCEMethod S256
+OIDCProviderAuthRequestMethod {method}
 OIDCScope "openid"
 # The ID token's payload and userinfo's answer as they came, beside the
 # claims one by one.
@@ -567,7 +570,8 @@ struct ApacheVisit {
 }
 
 impl ApacheVisit {
-    async fn run(action: &str) -> ApacheVisit {
+    /// The visit, Apache sending its authorization request by `method`.
+    async fn run(method: &str, action: &str) -> ApacheVisit {
         // Apache's redirect URI must be registered before lanyard starts,
         // and lanyard's issuer must be in Apache's config: Apache's port is
         // chosen first, then lanyard started, then Apache.
@@ -583,7 +587,7 @@ impl ApacheVisit {
             }]}),
         )
         .await;
-        let mut apache = Apache::start(apache_port, &provider.issuer, "apache").await;
+        let mut apache = Apache::start(apache_port, &provider.issuer, "apache", method).await;
 
         let mut browser = Script::start(
             "apache.mjs",
@@ -597,6 +601,7 @@ impl ApacheVisit {
         let authorizing = browser
             .next("authorizing", || both(&mut provider, &mut apache))
             .await;
+        assert_eq!(authorizing["method"], method, "{authorizing:#}");
         let request = &authorizing["parameters"];
         assert_eq!(request["response_type"], "code", "{authorizing:#}");
         assert_eq!(request["client_id"], "apache", "{authorizing:#}");
@@ -642,7 +647,19 @@ impl ApacheVisit {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apache_mod_auth_openidc_shows_the_wallet_s_claims_on_its_protected_page() {
-    let mut visit = ApacheVisit::run("present").await;
+    assert_apache_signs_in(ApacheVisit::run("GET", "present").await);
+}
+
+/// mod_auth_openidc's `OIDCProviderAuthRequestMethod POST`: its page
+/// posts the authorization request to lanyard as a form.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apache_mod_auth_openidc_signs_in_with_a_posted_authorization_request() {
+    assert_apache_signs_in(ApacheVisit::run("POST", "present").await);
+}
+
+/// Checks a visit that ended on the protected page: lanyard's answer to
+/// Apache, and the claims Apache passed on.
+fn assert_apache_signs_in(mut visit: ApacheVisit) {
     let context = visit.context();
     let issuer = &visit.provider.issuer;
     let response = visit.response();
@@ -693,7 +710,7 @@ async fn apache_mod_auth_openidc_shows_the_wallet_s_claims_on_its_protected_page
 /// it is sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apache_mod_auth_openidc_lets_no_one_in_when_the_wallet_declines() {
-    let mut visit = ApacheVisit::run("decline").await;
+    let mut visit = ApacheVisit::run("GET", "decline").await;
     let context = visit.context();
     let issuer = visit.provider.issuer.clone();
     let response = visit.response();

@@ -1,6 +1,7 @@
 // A person opening a page that Apache's mod_auth_openidc protects with
 // lanyard as its OpenID Connect provider, in headless Chromium:
-// Apache sends the browser to lanyard's authorization page, the person
+// Apache sends the browser to lanyard's authorization page (a redirect,
+// or a form the page posts there), the person
 // presses OIDC_WALLET_ACTION ("present" or "decline") in the mock
 // wallet, and lanyard sends the browser back to Apache's redirect URI.
 // Reports `{"event":"authorizing",…}` with the authorization request
@@ -20,12 +21,21 @@ run(async () => {
   const { browser, context } = await launch();
   const page = await context.newPage();
   trace(page, 'apache');
-  const shown = await page.goto(protectedUrl);
-  const authorization = new URL(page.url());
-  if (!authorization.href.startsWith(`${issuer}/authorize?`) || shown.status() !== 200) {
-    throw new Error(`${protectedUrl} led to ${authorization.href} (${shown.status()}), not to ${issuer}/authorize: ${await shown.text()}`);
+  // Apache redirects to lanyard's authorization endpoint, or, told to
+  // post, answers a form the page submits there itself.
+  const authorize = `${issuer}/authorize`;
+  const authorizing = page.waitForRequest((request) => request.isNavigationRequest()
+    && (request.url() === authorize || request.url().startsWith(`${authorize}?`)));
+  await page.goto(protectedUrl);
+  const request = await authorizing;
+  const shown = await request.response();
+  if (shown?.status() !== 200) {
+    throw new Error(`${request.method()} ${request.url()} answered ${shown?.status()}: ${await shown?.text()}`);
   }
-  report('authorizing', { url: authorization.href, parameters: Object.fromEntries(authorization.searchParams) });
+  const parameters = request.method() === 'POST'
+    ? new URLSearchParams(request.postData() ?? '')
+    : new URL(request.url()).searchParams;
+  report('authorizing', { method: request.method(), url: request.url(), parameters: Object.fromEntries(parameters) });
 
   const returned = page.waitForResponse((response) =>
     response.url().startsWith(`${redirectUri}?`) && response.request().isNavigationRequest());
