@@ -26,6 +26,8 @@ pub const DEMO_ORGANIZATION: &str = "org-demo";
 /// The project the demo account is a member of, and one it is not.
 pub const DEMO_PROJECT: &str = "proj-demo";
 pub const DEMO_OTHER_PROJECT: &str = "proj-other";
+/// The mock shop's client id at the demo's OpenID Connect provider.
+pub const DEMO_SHOP_CLIENT: &str = "shop";
 /// A published rule in the demo project.
 pub const DEMO_RULE: &str = "0b7c6d2e-4a1f-4c3b-9a57-2f1e8d9c6b10";
 
@@ -100,6 +102,14 @@ impl Demo {
         );
         // The demo's account key is made at start-up: derived from it.
         verifier.session_key = None;
+        if verifier.oidc.is_none()
+            && let Some(listener) = &listeners.verifier
+        {
+            let address = listener
+                .local_addr()
+                .map_err(|e| failed("the verifier's address", e))?;
+            verifier.oidc = Some(demo_provider(&mock, address)?);
+        }
         let components = Components {
             access: ServiceAccess::with_credentials(config, credentials, tls),
             refresh: RefreshPolicy::with_expiry_margin(config.expiry_margin),
@@ -124,6 +134,12 @@ impl Demo {
             banner.push_str(&format!(
                 "\x20 verifier http://{verifier}/  (open it in a browser: verify a credential from the mock wallet)\n"
             ));
+            if self.mock.shop_configured() {
+                banner.push_str(&format!(
+                    "\x20 shop     {shop}  (a site that logs you in with your wallet: the verifier as its OpenID Connect provider)\n",
+                    shop = self.mock.shop_url(),
+                ));
+            }
         }
         if let Some(proxy) = self.process.proxy_addr {
             banner.push_str(&format!(
@@ -185,6 +201,49 @@ impl Demo {
         banner.push_str("\nStop with Ctrl-C.\n");
         banner
     }
+}
+
+/// The demo's OpenID Connect provider, at the verifier's address, with the
+/// mock's shop as its one client (docs/mock-service.md, the shop): its own
+/// key and secret, made now.
+fn demo_provider(
+    mock: &crate::mock::MockService,
+    verifier: std::net::SocketAddr,
+) -> Result<crate::config::oidc::OidcConfig, Failure> {
+    use crate::config::credentials::parse_private_key;
+    use crate::config::issuer::{ClaimsMap, Issuer};
+    use crate::config::oidc::{Client, Clients, OidcConfig};
+
+    let issuer = Issuer::parse(&format!("http://{verifier}")).map_err(|e| failed("issuer", e))?;
+    let mut secret = [0u8; 24];
+    aws_lc_rs::rand::fill(&mut secret).map_err(|_| failed("the shop's secret", "no randomness"))?;
+    let secret = hex(&secret);
+    let key = crate::mock::generate_rsa_key().map_err(|e| failed("the ID token key", e))?;
+    let key =
+        parse_private_key(key.private_pem.expose()).map_err(|e| failed("the ID token key", e))?;
+    mock.set_shop(crate::mock::ShopClient {
+        issuer: issuer.as_str().to_string(),
+        client_id: DEMO_SHOP_CLIENT.into(),
+        client_secret: secret.clone(),
+    });
+    let shop = Client {
+        id: DEMO_SHOP_CLIENT.into(),
+        secret: Some(crate::Secret::new(secret)),
+        redirect_uris: vec![mock.shop_redirect_uri()],
+        name: Some("Demo shop".into()),
+    };
+    Ok(OidcConfig {
+        issuer,
+        clients: Arc::new(Clients::from_list(vec![shop])),
+        key: Arc::new(key),
+        previous: None,
+        sub_claim: None,
+        claims_map: ClaimsMap::default(),
+    })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `word` as one shell word: as it is when nothing in it is special to a

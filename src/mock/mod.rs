@@ -241,6 +241,11 @@ impl MockService {
         self.mock.shop.set_client(shop);
     }
 
+    /// Whether [`set_shop`](Self::set_shop) made the shop a client.
+    pub fn shop_configured(&self) -> bool {
+        self.mock.shop.configured()
+    }
+
     /// The shop's page, `{base}/shop/`, where a person logs in.
     pub fn shop_url(&self) -> String {
         self.mock.shop.url()

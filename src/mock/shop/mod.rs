@@ -126,6 +126,11 @@ impl Shop {
         *self.discovered.lock() = None;
     }
 
+    /// Whether a provider is registered.
+    pub(super) fn configured(&self) -> bool {
+        self.client.lock().is_some()
+    }
+
     /// `{base}/shop/`.
     pub(super) fn url(&self) -> String {
         format!("{}{HOME_PATH}", self.base_url)
