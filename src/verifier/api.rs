@@ -272,15 +272,24 @@ impl Inner {
     }
 
     /// What the page is told of a session that ended: its claims, or for
-    /// a login, where the browser goes next.
+    /// a login, where the browser goes next. A login's claims never reach
+    /// the page, even on a replica set up without the provider.
     fn ended(&self, keys: &KeyRing, sealed: &Sealed, ending: &Ending) -> Response<Full<Bytes>> {
+        if sealed.authorization.is_none() {
+            return ended(ending);
+        }
         let login = self
             .oidc
             .as_ref()
             .and_then(|p| p.ending(keys, sealed, ending));
         match login {
             Some(login) => json_answer(login.answer()),
-            None => ended(ending),
+            None => {
+                tracing::warn!(
+                    "a login's session ended on a replica that cannot send it back: is LANYARD_OIDC_ISSUER set alike on every replica?"
+                );
+                ended(&Ending::Failed)
+            }
         }
     }
 

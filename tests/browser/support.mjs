@@ -2,11 +2,10 @@
 // starts the demo and says so in the environment), headless Chromium, the
 // two screens the page is tested on, and the steps every flow takes.
 //
-// The verifier lets one client start 10 sessions a minute, 10 of them at
-// once (LANYARD_VERIFIER_CLIENT_STARTS's default, a refill every 6 s),
-// and every test here comes from 127.0.0.1: together the tests start 11,
-// over the 30 s or so they take; a few more would fail with HTTP 429. A
-// file that needs many sessions but not the server's answers
+// tests/it/browser.rs lets one client start 30 sessions a minute, 30 of
+// them at once (LANYARD_VERIFIER_CLIENT_STARTS), and every test here comes
+// from 127.0.0.1: together the tests start about 15, over the 30 s or so
+// they take. A file that needs many sessions but not the server's answers
 // (claims.test.mjs) starts one and replays it (`replayStart`).
 
 import assert from 'node:assert/strict';

@@ -49,12 +49,13 @@ async fn verifier_page_works_in_headless_chromium() {
     // Blocking, but nothing is served yet.
     let browser_dir = support::node::browser();
 
-    let config = Config::load(
-        &Flags::default(),
-        &HashMap::<String, String>::new(),
-        Requirement::Demo,
-    )
-    .expect("the demo needs no settings");
+    // The files start about 15 sessions from one address over half a
+    // minute (tests/browser/support.mjs), beyond the default per-client
+    // rate: raised here, not in the page.
+    let settings: HashMap<String, String> =
+        HashMap::from([("LANYARD_VERIFIER_CLIENT_STARTS".into(), "30/1m".into())]);
+    let config = Config::load(&Flags::default(), &settings, Requirement::Demo)
+        .expect("the demo needs no other settings");
     let listeners = DemoListeners {
         admin: TcpListener::bind("127.0.0.1:0").await.unwrap(),
         proxy: None,
@@ -83,6 +84,7 @@ async fn verifier_page_works_in_headless_chromium() {
             lanyard::verifier::CONTENT_SECURITY_POLICY,
         )
         .env("BROWSER_TEST_CHROMIUM", support::node::CHROMIUM)
+        .env("BROWSER_TEST_SHOP_URL", demo.mock.shop_url())
         .env("BROWSER_TEST_SCREENSHOTS", screenshot_dir())
         .stdin(Stdio::null())
         .kill_on_drop(true)

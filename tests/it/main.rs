@@ -19,6 +19,7 @@ mod log_format;
 mod memory;
 mod mock_api;
 mod oidc;
+mod oidc_interop;
 mod one_byte_frames;
 mod otel;
 mod pool;

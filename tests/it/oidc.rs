@@ -478,3 +478,105 @@ async fn the_token_endpoint_refuses_wrong_clients_and_foreign_codes() {
             .contains("invalid_token")
     );
 }
+
+#[tokio::test]
+async fn hostile_requests_get_a_clear_refusal_and_nothing_else() {
+    let provider = Provider::start(&[]).await;
+    // A login request lanyard did not seal, or sealed for another purpose.
+    let browser = Browser::default();
+    for forged in ["AAAA", "not-base64!", &"A".repeat(7000)] {
+        let started = browser
+            .request(
+                Method::POST,
+                &provider.url(&format!("/api/start?authorization={}", enc(forged))),
+                &[("content-type", "application/json")],
+            )
+            .await;
+        assert_eq!(started.status, 400, "{forged}");
+        assert_eq!(verifier::error_code(&started), "bad_request");
+    }
+    // The token endpoint: a body too large, not a form, no grant at all.
+    let auth = basic("shop", SECRET);
+    let large = provider
+        .token(&"a=b&".repeat(5000), &[("authorization", &auth)])
+        .await;
+    assert_eq!(
+        (large.status.as_u16(), large.json()["error"].clone()),
+        (400, "invalid_request".into())
+    );
+    let json = send(
+        Method::POST,
+        &provider.url("/token"),
+        &[
+            ("content-type", "application/json"),
+            ("authorization", &auth),
+        ],
+        Bytes::from_static(b"{\"grant_type\":\"authorization_code\"}"),
+    )
+    .await;
+    assert_eq!(json.json()["error"], "invalid_request");
+    let empty = provider.token("", &[("authorization", &auth)]).await;
+    assert_eq!(empty.json()["error"], "unsupported_grant_type");
+    let no_client = provider
+        .token("grant_type=authorization_code&code=x", &[])
+        .await;
+    assert_eq!(no_client.json()["error"], "invalid_request");
+    let get = provider.get("/token").await;
+    assert_eq!(get.status, 405);
+    // userinfo with no token, or another kind of sealed value as one.
+    let page = provider.authorize(&shop_query("")).await;
+    let sealed = sealed_request(&page);
+    for bearer in [
+        None,
+        Some(format!("Bearer {sealed}")),
+        Some("Basic abc".to_string()),
+    ] {
+        let headers: Vec<(&str, &str)> = bearer
+            .iter()
+            .map(|b| ("authorization", b.as_str()))
+            .collect();
+        let answer = send(
+            Method::GET,
+            &provider.url("/userinfo"),
+            &headers,
+            Bytes::new(),
+        )
+        .await;
+        assert_eq!(answer.status, 401, "{bearer:?}");
+    }
+}
+
+#[tokio::test]
+async fn an_authorization_request_may_be_posted_and_discovery_is_preflighted() {
+    let provider = Provider::start(&[]).await;
+    let posted = send(
+        Method::POST,
+        &provider.url("/authorize"),
+        &[("content-type", "application/x-www-form-urlencoded")],
+        Bytes::from(shop_query("")),
+    )
+    .await;
+    assert_eq!(posted.status, 200);
+    assert!(!sealed_request(&posted).is_empty());
+    let preflight = send(
+        Method::OPTIONS,
+        &provider.url("/jwks"),
+        &[
+            ("origin", "https://app.example"),
+            ("access-control-request-method", "GET"),
+        ],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(preflight.status, 204);
+    assert_eq!(preflight.headers["access-control-allow-origin"], "*");
+    let head = send(
+        Method::HEAD,
+        &provider.url("/.well-known/openid-configuration"),
+        &[],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(head.status, 200);
+    assert!(head.body.is_empty());
+}

@@ -52,9 +52,6 @@ pub struct Code {
     /// The service's session.
     #[serde(rename = "t")]
     pub service_id: String,
-    /// When the session itself ends, Unix seconds.
-    #[serde(rename = "x")]
-    pub session_expires_at: u64,
     #[serde(rename = "u")]
     pub sub: String,
     /// When the wallet presented, as far as lanyard saw (Unix seconds).
@@ -72,8 +69,6 @@ pub struct AccessToken {
     pub client_id: String,
     #[serde(rename = "t")]
     pub service_id: String,
-    #[serde(rename = "x")]
-    pub session_expires_at: u64,
     #[serde(rename = "u")]
     pub sub: String,
     #[serde(rename = "e")]

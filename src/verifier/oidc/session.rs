@@ -102,7 +102,6 @@ impl Provider {
             let code = Code {
                 id: sealed::random_id()?,
                 service_id: session.service_id.clone(),
-                session_expires_at: session.expires_at,
                 sub,
                 auth_time: now,
                 expires_at: now + CODE_LIFETIME,

@@ -213,9 +213,7 @@ impl Inner {
             }
             Err(false) => return Err(UNAVAILABLE),
         }
-        let claims = self
-            .presented(&code.service_id, code.session_expires_at)
-            .await?;
+        let claims = self.presented(&code.service_id).await?;
         self.tokens(provider, &code, &claims, now).await
     }
 
@@ -252,7 +250,6 @@ impl Inner {
         let access = AccessToken {
             client_id: authorization.client_id.clone(),
             service_id: code.service_id.clone(),
-            session_expires_at: code.session_expires_at,
             sub: code.sub.clone(),
             expires_at: now + TOKEN_LIFETIME,
         };
@@ -284,10 +281,7 @@ impl Inner {
                 return bearer_error("invalid_token", "the access token is invalid or expired");
             }
         };
-        match self
-            .presented(&access.service_id, access.session_expires_at)
-            .await
-        {
+        match self.presented(&access.service_id).await {
             Ok(claims) => {
                 let mut answer = provider.naming.name(&claims).userinfo;
                 answer.insert("sub".into(), access.sub.into());
@@ -302,15 +296,10 @@ impl Inner {
     }
 
     /// The claims presented in the service's session `id`: as this
-    /// replica saw them end, or asked of the service again.
-    async fn presented(
-        &self,
-        id: &str,
-        session_expires_at: u64,
-    ) -> Result<Map<String, Value>, TokenError> {
-        if session_expires_at <= unix_now() {
-            return Err(INVALID_GRANT);
-        }
+    /// replica saw them end, or asked of the service again, for as long as
+    /// it holds them (docs/oidc.md, "What lives where"); the code's and
+    /// the access token's own lifetimes bound how long that is asked.
+    async fn presented(&self, id: &str) -> Result<Map<String, Value>, TokenError> {
         let known = polls::lock(&self.polls).verified(id);
         let claims = match known {
             Some(claims) => claims,
@@ -531,7 +520,6 @@ mod tests {
                 expires_at: 0,
             },
             service_id: "t".into(),
-            session_expires_at: 0,
             sub: "s".into(),
             auth_time: 0,
             expires_at,

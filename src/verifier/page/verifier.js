@@ -309,7 +309,10 @@
         say('This site is busy right now. Still trying…');
         continue;
       }
-      if (typeof body.redirect === 'string' && /^[a-z][a-z0-9+.-]*:/i.test(body.redirect)) {
+      // The client's registered redirect URI; never a scheme that would
+      // run or render something in this page's place.
+      if (typeof body.redirect === 'string' && /^[a-z][a-z0-9+.-]*:/i.test(body.redirect) &&
+        !/^(javascript|data|vbscript|blob|file):/i.test(body.redirect)) {
         returnTo(body);
         return;
       }
