@@ -455,16 +455,14 @@ fn ended(ending: &Ending) -> Response<Full<Bytes>> {
     match ending {
         // One answer shared by every poll of the session.
         Ending::Verified(claims) => json_answer(claims.answer()),
+        // An id the page says in its language (docs/translations.md), not
+        // a sentence: one answer serves every language.
         Ending::Unusable { presented } => {
-            let message = match presented {
-                true => {
-                    "Your wallet presented a credential, but this site cannot show its claims (they are too large or not in the expected form). Nothing was kept. Please start again, or ask the site's operator."
-                }
-                false => {
-                    "The verification service gave an answer this site cannot read. Please start again, or ask the site's operator."
-                }
+            let reason = match presented {
+                true => "claims-unusable",
+                false => "answer-unreadable",
             };
-            json_answer(json!({"status": "failed", "message": message}).to_string())
+            json_answer(json!({"status": "failed", "reason": reason}).to_string())
         }
         other => json_answer(json!({"status": other.outcome()}).to_string()),
     }

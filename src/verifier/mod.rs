@@ -20,6 +20,7 @@
 //!   spacing, the call in flight, the ending; bounded.
 //! - `limits`: how fast sessions may be started, per client and in all.
 //! - `page`: the page's files, its headers, the QR code.
+//! - `i18n`: the page's languages, and the one a browser gets.
 //! - `errors`: the API's error answers.
 //! - `oidc`: the OpenID Connect provider, when `LANYARD_OIDC_ISSUER` is
 //!   set (docs/oidc.md).
@@ -28,6 +29,7 @@ mod api;
 mod assumptions;
 mod binding;
 mod errors;
+mod i18n;
 mod limits;
 mod oidc;
 mod page;
@@ -223,6 +225,8 @@ struct Inner {
     /// Failures that repeat for every session, logged once a minute.
     repeating: Throttle,
     oidc: Option<oidc::Provider>,
+    /// The page, in every language.
+    pages: page::Pages,
 }
 
 impl Verifier {
@@ -248,8 +252,10 @@ impl Verifier {
                     .map_err(Failure::Runtime)?,
             ),
         };
+        let languages = i18n::Languages::load().map_err(Failure::Runtime)?;
         Ok(Verifier {
             inner: Arc::new(Inner {
+                pages: page::Pages::render(languages),
                 service,
                 wallet: settings.wallet.clone(),
                 session_ttl: settings.session_ttl,
@@ -354,8 +360,15 @@ impl Verifier {
         } else if req.method() == Method::GET || head {
             // Under the issuer's path, only the page's files: its page is
             // the authorization endpoint's.
-            let asset = page::asset(&path).filter(|a| base.is_empty() || a.path != "/");
-            Ok(asset.map_or_else(|| page::not_found(head), |a| a.response(head)))
+            if path == "/" && base.is_empty() {
+                let rendered = inner.pages.choose(
+                    lang_of(req.uri().query()).as_deref(),
+                    accept_language(req.headers()),
+                );
+                Ok(page::page(rendered, head))
+            } else {
+                Ok(page::asset(&path).map_or_else(|| page::not_found(head), |a| a.response(head)))
+            }
         } else {
             Err(VerifierError::MethodNotAllowed { allow: "GET, HEAD" }.into())
         };
@@ -367,6 +380,19 @@ impl Verifier {
         page::secure(response.headers_mut(), https);
         Ok(response)
     }
+}
+
+/// The language a page's switch asked for: `?lang=`.
+fn lang_of(query: Option<&str>) -> Option<String> {
+    form_urlencoded::parse(query?.as_bytes())
+        .find(|(name, _)| name == "lang")
+        .map(|(_, value)| value.into_owned())
+}
+
+fn accept_language(headers: &http::HeaderMap) -> Option<&str> {
+    headers
+        .get(http::header::ACCEPT_LANGUAGE)
+        .and_then(|value| value.to_str().ok())
 }
 
 /// The issuer's path (`/wallet`) and the rest, when `path` is under it,

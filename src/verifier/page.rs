@@ -2,6 +2,10 @@
 //! into the binary and served under a strict Content-Security-Policy, and
 //! the QR code, an SVG lanyard renders (README "The verifier").
 
+mod render;
+
+pub use render::{Pages, Rendered};
+
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::Full;
@@ -21,13 +25,9 @@ pub struct Asset {
     body: &'static str,
 }
 
-/// The page and what it loads; `/` is the page.
+/// What the page loads. The page itself is rendered per language
+/// (`render`).
 pub const ASSETS: &[Asset] = &[
-    Asset {
-        path: "/",
-        content_type: "text/html; charset=utf-8",
-        body: include_str!("page/index.html"),
-    },
     Asset {
         path: "/assets/verifier.js",
         content_type: "text/javascript; charset=utf-8",
@@ -122,25 +122,54 @@ pub fn secure(headers: &mut http::HeaderMap, https: bool) {
     }
 }
 
+/// The page in its language, for a browser that asked for `lang`; its
+/// text depends on `Accept-Language`, which caches must key on.
+pub fn page(rendered: &Rendered, head: bool) -> Response<Full<Bytes>> {
+    let length = rendered.html.len();
+    let body = match head {
+        true => String::new(),
+        false => rendered.html.clone(),
+    };
+    let mut response = html(body);
+    let headers = response.headers_mut();
+    // Revalidated each time: a new lanyard's page must not run an old
+    // script against a new API.
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    language_headers(headers, &rendered.lang);
+    if head {
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+    }
+    response
+}
+
+fn language_headers(headers: &mut http::HeaderMap, lang: &str) {
+    headers.insert(header::VARY, HeaderValue::from_static("Accept-Language"));
+    if let Ok(lang) = HeaderValue::from_str(lang) {
+        headers.insert(header::CONTENT_LANGUAGE, lang);
+    }
+}
+
 /// The page for an OpenID Connect login (docs/oidc.md): the same page,
 /// its files and API under the issuer's path `base`, carrying the sealed
 /// authorization request for `/api/start`, and saying who asks. Never
 /// stored: it holds this request alone.
-pub fn login_page(base: &str, authorization: &str, asker: &str) -> Response<Full<Bytes>> {
-    let page = include_str!("page/index.html")
+pub fn login_page(
+    rendered: &Rendered,
+    base: &str,
+    authorization: &str,
+    asker: &str,
+) -> Response<Full<Bytes>> {
+    let page = rendered
+        .html
         .replace("\"/assets/", &format!("\"{base}/assets/"))
         .replace(
             "<body>",
             &format!(r#"<body data-base="{base}/" data-authorization="{authorization}">"#),
         )
-        .replace(
-            r#"<p id="asker" hidden></p>"#,
-            &format!(
-                r#"<p id="asker"><strong class="isolated" dir="auto">{}</strong> asks you to verify a credential. Afterwards you return there.</p>"#,
-                escape_html(asker)
-            ),
-        );
-    html(page)
+        .replace(r#"<p id="asker" hidden></p>"#, &rendered.asker(asker));
+    let mut response = html(page);
+    language_headers(response.headers_mut(), &rendered.lang);
+    response
 }
 
 /// lanyard's page for a login it cannot go on with: `why`, in a sentence
@@ -250,7 +279,8 @@ mod tests {
 
     #[test]
     fn the_page_loads_only_its_own_files() {
-        let page = asset("/").unwrap().body;
+        let pages = Pages::render(crate::verifier::i18n::Languages::load().unwrap());
+        let page = pages.choose(None, None).html.as_str();
         for reference in [
             "/assets/verifier.js",
             "/assets/verifier.css",

@@ -63,8 +63,8 @@ test('claims a wallet presents reach the page unchanged, through the mock and la
 
   await page.locator('#result').waitFor({ state: 'visible' });
   assert.deepEqual(await claimsShown(page), {
-    document_number: '123456789012345678901234567890',
-    file: '⟨U+202E⟩evil.exe⟨U+202C⟩ txt',
+    'Document number': '123456789012345678901234567890',
+    File: '⟨U+202E⟩evil.exe⟨U+202C⟩ txt',
   });
   await screenshot(page, 'claims-through-lanyard');
   await context.close();
@@ -75,10 +75,10 @@ test('a number beyond 64 bits, or one a double would change, shows digit for dig
     '{"document_number": 123456789012345678901234567890, "height_m": 1.10, "huge": 1e400, "age": 42}');
 
   assert.deepEqual(await claimsShown(page), {
-    document_number: '123456789012345678901234567890',
-    height_m: '1.10',
-    huge: '1e400',
-    age: '42',
+    'Document number': '123456789012345678901234567890',
+    'Height m': '1.10',
+    Huge: '1e400',
+    Age: '42',
   });
   await screenshot(page, 'claims-big-number');
   await context.close();
@@ -99,7 +99,7 @@ test('without JSON.parse source text access, a number shows as JavaScript has it
   await startSession(page);
   await page.locator('#result').waitFor({ state: 'visible' });
 
-  assert.deepEqual(await claimsShown(page), { document_number: '1.2345678901234568e+29' });
+  assert.deepEqual(await claimsShown(page), { 'Document number': '1.2345678901234568e+29' });
   assert.deepEqual(uncaught, []);
   await context.close();
 });
@@ -133,14 +133,14 @@ test('bidi controls and other control characters show as marks, in isolated text
   assert.ok(lefts[0] < lefts[1] && lefts[1] < lefts[2], `evil, exe, txt at x = ${lefts.join(', ')}`);
 
   assert.deepEqual(await claimsShown(page), {
-    file: '⟨U+202E⟩evil.exe⟨U+202C⟩ txt',
+    File: '⟨U+202E⟩evil.exe⟨U+202C⟩ txt',
     'label⟨U+2067⟩': 'line 1⟨U+000A⟩line 2⟨U+0000⟩',
-    city: 'القاهرة',
+    City: 'القاهرة',
   });
   const name = page.locator('#claims > dt').filter({ hasText: 'label' });
   assert.equal(await name.evaluate((dt) => getComputedStyle(dt).unicodeBidi), 'isolate');
   // dir=auto: right-to-left text reads from the right.
-  assert.equal(await valueOf(page, 'city').evaluate((dd) => dd.matches(':dir(rtl)')), true);
+  assert.equal(await valueOf(page, 'City').evaluate((dd) => dd.matches(':dir(rtl)')), true);
   await screenshot(page, 'claims-bidi');
   await context.close();
 });
@@ -157,10 +157,12 @@ test('a 200-character claim name wraps, and a phone never scrolls sideways', asy
     const box = await cell.boundingBox();
     assert.ok(box.x >= 0 && box.x + box.width <= width, `${JSON.stringify(box)} within ${width} px`);
   }
+  // Shown as a person reads a key: underscores as spaces, a capital first.
+  const readable = longName.charAt(0).toUpperCase() + longName.slice(1).replace(/_/g, ' ');
   const name = page.locator('#claims > dt').first();
-  assert.equal(await name.textContent(), longName);
+  assert.equal(await name.textContent(), readable);
   assert.ok((await name.boundingBox()).height > 40, 'the name wraps onto several lines');
-  assert.equal(await valueOf(page, longName).textContent(), 'Erika');
+  assert.equal(await valueOf(page, readable).textContent(), 'Erika');
   await screenshot(page, 'claims-long-name-phone');
   await context.close();
 });
@@ -182,7 +184,7 @@ test('on a desktop, a 200-character claim name leaves the values in view', async
   await context.close();
 });
 
-test('nested claims show as nested lists, empty ones as such, null and booleans as text', async () => {
+test('nested claims show as nested lists, empty ones as such, null as text, booleans as words', async () => {
   const { context, page } = await showing(DESKTOP, `{
     "address": {"street_address": "Heidestraße 17", "locality": "Köln", "postal_code": "51147"},
     "nationalities": ["DE", "FR"],
@@ -209,37 +211,38 @@ test('nested claims show as nested lists, empty ones as such, null and booleans 
       .map((dt) => [dt.textContent, read(dt.nextElementSibling)]));
   });
   assert.deepEqual(shown, {
-    address: { street_address: 'Heidestraße 17', locality: 'Köln', postal_code: '51147' },
-    nationalities: ['DE', 'FR'],
-    degrees: [{ type: 'Bachelor of Science', year: '2010' }],
-    preferences: '(empty object)',
-    aliases: '(empty list)',
-    middle_name: 'null',
-    age_over_18: 'true',
-    age_over_65: 'false',
+    // Top-level names readable, nested ones as written; booleans as words.
+    Address: { street_address: 'Heidestraße 17', locality: 'Köln', postal_code: '51147' },
+    Nationalities: ['DE', 'FR'],
+    Degrees: [{ type: 'Bachelor of Science', year: '2010' }],
+    Preferences: '(empty object)',
+    Aliases: '(empty list)',
+    'Middle name': 'null',
+    'Age over 18': 'Yes',
+    'Age over 65': 'No',
   });
   assert.equal(await page.locator('#claims').getByText('{').count(), 0, 'no JSON text');
-  assert.equal(await valueOf(page, 'aliases').locator('.note').count(), 1, 'set apart from a value');
+  assert.equal(await valueOf(page, 'Aliases').locator('.note').count(), 1, 'set apart from a value');
   await screenshot(page, 'claims-nested');
   await context.close();
 });
 
-test("a failed session shows lanyard's reason, when it gives a short one", async () => {
-  const reason = "The service's answer could not be used. Please start again.";
-  let message = 'x'.repeat(301);
+test("a failed session shows lanyard's reason in the page's words, when it gives one the page knows", async () => {
+  const known = 'The verification service gave an answer this site cannot read. Please start again, or ask the site\'s operator.';
+  let reason = 'not-a-reason-the-page-knows';
   const { context, page } = await verifierAnswering(DESKTOP,
-    () => JSON.stringify({ status: 'failed', message }));
+    () => JSON.stringify({ status: 'failed', reason }));
   const error = page.getByRole('alert');
 
-  // Longer than a sentence: the page's own words instead.
+  // An id the page has no words for: its own general words.
   await startSession(page);
   await error.waitFor({ state: 'visible' });
   assert.equal(await error.textContent(), 'The verification failed. Please start again.');
 
-  message = reason;
+  reason = 'answer-unreadable';
   await startSession(page, () => page.click('#restart'));
-  await page.getByText(reason).waitFor();
-  assert.equal(await error.textContent(), reason);
+  await page.getByText(known).waitFor();
+  assert.equal(await error.textContent(), known);
   assert.equal(await page.locator('#result').isVisible(), false);
   assert.equal(await page.locator('#restart').isVisible(), true);
   await screenshot(page, 'failed-with-message');

@@ -189,11 +189,12 @@ impl Inner {
             .into()),
             (Endpoint::Authorize, &Method::GET) => {
                 let query = req.uri().query().unwrap_or("").as_bytes().to_vec();
-                Ok(self.authorize(provider, &query))
+                Ok(self.authorize(provider, &query, req.headers()))
             }
             (Endpoint::Authorize, &Method::POST) => {
+                let headers = req.headers().clone();
                 let form = token::read_form(req).await?;
-                Ok(self.authorize(provider, &form))
+                Ok(self.authorize(provider, &form, &headers))
             }
             (Endpoint::Authorize, _) => {
                 Err(VerifierError::MethodNotAllowed { allow: "GET, POST" }.into())
@@ -211,7 +212,12 @@ impl Inner {
 
     /// The authorization endpoint: the page, carrying the request sealed,
     /// or the request's refusal.
-    fn authorize(&self, provider: &Provider, query: &[u8]) -> Response<Full<Bytes>> {
+    fn authorize(
+        &self,
+        provider: &Provider,
+        query: &[u8],
+        headers: &http::HeaderMap,
+    ) -> Response<Full<Bytes>> {
         let checked = authorize::check(query, &provider.clients, unix_now());
         let authorization = match checked {
             Ok(authorization) => authorization,
@@ -233,8 +239,30 @@ impl Inner {
             .and_then(|c| c.name.as_deref())
             .unwrap_or(&authorization.client_id);
         provider.count("started");
-        super::page::login_page(provider.path(), &sealed, name)
+        let accept = headers
+            .get(header::ACCEPT_LANGUAGE)
+            .and_then(|value| value.to_str().ok());
+        let rendered = self.pages.choose(asked_language(query).as_deref(), accept);
+        super::page::login_page(rendered, provider.path(), &sealed, name)
     }
+}
+
+/// The language the login page is asked in: the page's switch (`lang`),
+/// else the client's `ui_locales` (OpenID Connect Core §3.1.2.1), the
+/// first of them lanyard has.
+fn asked_language(query: &[u8]) -> Option<String> {
+    let params: Vec<(String, String)> = form_urlencoded::parse(query)
+        .map(|(n, v)| (n.into_owned(), v.into_owned()))
+        .collect();
+    let get = |name: &str| {
+        params
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    };
+    get("lang").or_else(|| {
+        get("ui_locales").and_then(|locales| locales.split(' ').next().map(str::to_string))
+    })
 }
 
 /// A 303 to `location`.

@@ -7,6 +7,22 @@
 (function () {
   const $ = (id) => document.getElementById(id);
 
+  // The page's messages in its language, which lanyard rendered it in
+  // (docs/translations.md): a JSON data block, not script.
+  let MESSAGES = {};
+  try {
+    MESSAGES = JSON.parse($('messages').textContent) || {};
+  } catch (_) {
+    MESSAGES = {};
+  }
+
+  // Message `id` with its placeables ({status}, ...) filled from `args`.
+  function t(id, args) {
+    const text = typeof MESSAGES[id] === 'string' ? MESSAGES[id] : id;
+    return text.replace(/\{(\w+)\}/g, (whole, name) =>
+      (args && Object.prototype.hasOwnProperty.call(args, name) ? String(args[name]) : whole));
+  }
+
   // Polling starts at 1 s and backs off by half each time up to 5 s: quick
   // enough to feel live after the wallet presents, gentle on the service
   // over a session's minutes.
@@ -43,6 +59,37 @@
     error.hidden = !text;
   }
 
+  // The session this tab is waiting on, kept for a reload (the language
+  // switch reloads the page) to carry on with.
+  const KEPT = 'lanyard-session';
+  function keep(session, expiresAt) {
+    try {
+      sessionStorage.setItem(KEPT, JSON.stringify({ session, expiresAt, page: location.pathname }));
+    } catch (_) {
+      // Storage may be off; a reload then starts over.
+    }
+  }
+  function forget() {
+    try {
+      sessionStorage.removeItem(KEPT);
+    } catch (_) {
+      // As above.
+    }
+  }
+  function kept() {
+    try {
+      const stored = JSON.parse(sessionStorage.getItem(KEPT) || 'null');
+      if (stored && stored.page === location.pathname && stored.expiresAt > Date.now() &&
+        stored.session && typeof stored.session.transaction_id === 'string') {
+        return stored;
+      }
+    } catch (_) {
+      // Unreadable: start over.
+    }
+    forget();
+    return null;
+  }
+
   function reset() {
     $('present').hidden = true;
     $('result').hidden = true;
@@ -54,6 +101,7 @@
   }
 
   function finish(text, isError) {
+    forget();
     $('present').hidden = true;
     $('qr').replaceChildren();
     if (isError) {
@@ -98,31 +146,28 @@
     return new NumberText(context.source);
   }
 
-  const UNREADABLE = 'This site gave an answer this page cannot read. Please start again.';
-
-  // The server's sentence when it sent one, else what the status means.
+  // lanyard's error, in the page's language when the page knows its
+  // code; else the server's sentence, else what the status means.
   async function failure(response) {
     const body = await jsonOf(response);
+    if (body && typeof body.error === 'string' && MESSAGES['error-' + body.error]) {
+      return t('error-' + body.error);
+    }
     if (body && typeof body.message === 'string') return body.message;
-    return 'Something went wrong (HTTP ' + response.status + '). Please start again.';
+    return t('http-error', { status: response.status });
   }
 
   // Why lanyard ended a session `failed`, when it says (the service's
-  // claims could not be used, say): a sentence for the person, not a
-  // page of text.
-  const MAX_MESSAGE = 300;
+  // claims could not be used, say): an id the page translates.
   function failedMessage(body) {
-    const message = body.message;
-    return typeof message === 'string' && message.trim() !== '' && message.length <= MAX_MESSAGE
-      ? message : null;
+    const reason = body.reason;
+    return typeof reason === 'string' && MESSAGES['failed-' + reason] ? t('failed-' + reason) : null;
   }
 
   function setQrVisible(visible) {
     $('qr-panel').hidden = !visible;
     $('toggle-qr').setAttribute('aria-expanded', String(visible));
-    $('toggle-qr').textContent = visible
-      ? 'Hide the QR code'
-      : 'My wallet is on another device: show a QR code';
+    $('toggle-qr').textContent = visible ? t('hide-qr') : t('show-qr');
   }
 
   function present(session) {
@@ -131,7 +176,7 @@
     const parsed = new DOMParser().parseFromString(session.qr_svg, 'image/svg+xml');
     const svg = document.importNode(parsed.documentElement, true);
     svg.setAttribute('role', 'img');
-    svg.setAttribute('aria-label', 'QR code to scan with your wallet');
+    svg.setAttribute('aria-label', t('qr-label'));
     $('qr').replaceChildren(svg);
     // A wallet that is a web page (the demo's, or an https universal link)
     // opens in a new tab, leaving this page polling, so one browser can do
@@ -158,8 +203,7 @@
     // falls back to the document and a keyboard or screen reader user
     // loses their place.
     $('present').focus();
-    say(mobile ? 'Open your wallet to continue. Waiting for your wallet…'
-      : 'Scan the QR code with your wallet. Waiting for your wallet…');
+    say(mobile ? t('waiting-mobile') : t('waiting-desktop'));
   }
 
   // Characters that change how text around them reads without showing
@@ -178,7 +222,7 @@
       if (match.index > from) nodes.push(document.createTextNode(text.slice(from, match.index)));
       const mark = document.createElement('span');
       mark.className = 'control';
-      mark.title = 'A control character, shown by its code point';
+      mark.title = t('control-character');
       const code = match[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0');
       mark.textContent = '\u27e8U+' + code + '\u27e9';
       nodes.push(mark);
@@ -214,18 +258,19 @@
   // an array as a numbered list, anything else as its text.
   function valueNodes(value, depth) {
     if (value instanceof NumberText) return [document.createTextNode(value.text)];
-    if (typeof value === 'string') return visibleText(value);
+    if (typeof value === 'boolean') return [document.createTextNode(t(value ? 'value-true' : 'value-false'))];
+    if (typeof value === 'string') return visibleText(asDate(value) || value);
     if (value === null || typeof value !== 'object') return [document.createTextNode(String(value))];
-    if (depth >= MAX_DEPTH) return note('(nested too deeply to show)');
+    if (depth >= MAX_DEPTH) return note(t('nested-too-deep'));
     if (Array.isArray(value)) {
-      if (value.length === 0) return note('(empty list)');
+      if (value.length === 0) return note(t('empty-list'));
       const list = document.createElement('ol');
       list.className = 'claim-list';
       list.replaceChildren(...value.map((item) => entry('li', item, depth + 1)));
       return [list];
     }
     const rows = Object.entries(value);
-    if (rows.length === 0) return note('(empty object)');
+    if (rows.length === 0) return note(t('empty-object'));
     return [claimList(document.createElement('dl'), rows, depth + 1)];
   }
 
@@ -241,10 +286,45 @@
     return isolated(tag, nodes);
   }
 
+  // An ISO 8601 calendar date (1984-01-26) as a date in the page's
+  // language. In UTC: a date has no time zone, and a browser's own would
+  // move it a day back west of Greenwich.
+  function asDate(text) {
+    const match = /^(\d{4})-(\d{2})-(\d{2})$/.exec(text);
+    if (!match) return null;
+    const date = new Date(Date.UTC(+match[1], +match[2] - 1, +match[3]));
+    if (date.getUTCMonth() !== +match[2] - 1 || date.getUTCDate() !== +match[3]) return null;
+    try {
+      return new Intl.DateTimeFormat(document.documentElement.lang || undefined,
+        { dateStyle: 'long', timeZone: 'UTC' }).format(date);
+    } catch (_) {
+      return null;
+    }
+  }
+
+  // The relying party's labels for top-level claims in the page's
+  // language, from its brand file (docs/translations.md).
+  let LABELS = {};
+  try {
+    LABELS = JSON.parse(($('labels') || {}).textContent || '{}') || {};
+  } catch (_) {
+    LABELS = {};
+  }
+
+  // A top-level claim's name as a person reads it: the brand file's label,
+  // else the key with its underscores as spaces and a capital first
+  // letter (age_over_18: "Age over 18"). Nested names show as they are.
+  function label(name, depth) {
+    if (depth === 0 && typeof LABELS[name] === 'string') return LABELS[name];
+    if (depth !== 0 || !/^[a-z][a-z0-9_]*$/.test(name)) return name;
+    const words = name.replace(/_/g, ' ');
+    return words.charAt(0).toUpperCase() + words.slice(1);
+  }
+
   function claimList(list, rows, depth) {
     list.classList.add('claims');
     list.replaceChildren(...rows.flatMap(([name, value]) =>
-      [isolated('dt', visibleText(name)), entry('dd', value, depth)]));
+      [isolated('dt', visibleText(label(name, depth))), entry('dd', value, depth)]));
     return list;
   }
 
@@ -271,7 +351,7 @@
       // when it cannot be reached does the page end the session itself.
       const left = expiresAt + EXPIRY_SLACK_MS - Date.now();
       if (left <= 0) {
-        finish('The session expired before a credential was presented.', false);
+        finish(t('expired'), false);
         return;
       }
       // The first poll after the lifetime comes just after it, so the
@@ -284,19 +364,19 @@
       try {
         response = await fetch(url, { cache: 'no-store', credentials: 'same-origin' });
       } catch (_) {
-        say('Cannot reach this site right now; still trying…');
+        say(t('unreachable-retrying'));
         continue;
       }
       if (mine !== run) return;
       if (response.status >= 500 || response.status === 429 || !fromLanyard(response) && !response.ok) {
-        say((fromLanyard(response) ? await failure(response)
-          : 'This site is busy right now.') + ' Still trying…');
+        say(fromLanyard(response) ? t('retrying', { reason: await failure(response) })
+          : t('busy-retrying'));
         continue;
       }
       if (response.status === 404) {
         // lanyard's own: no replica knows this session for this browser
         // (its key rotated out, or the cookie is gone).
-        finish('This session is no longer known here. Please start again.', true);
+        finish(t('session-unknown'), true);
         return;
       }
       if (!response.ok) {
@@ -306,7 +386,7 @@
       const body = await jsonOf(response, keepNumberText);
       if (!body) {
         // lanyard's answers are JSON: this one is not lanyard's.
-        say('This site is busy right now. Still trying…');
+        say(t('busy-retrying'));
         continue;
       }
       // The client's registered redirect URI; never a scheme that would
@@ -318,17 +398,17 @@
       }
       switch (body.status) {
         case 'verified':
-          finish('Verified. Your wallet presented the claims below.', false);
+          finish(t('verified'), false);
           showClaims(body.claims);
           return;
         case 'declined':
-          finish('You declined to share a credential. Nothing was shared.', false);
+          finish(t('declined'), false);
           return;
         case 'expired':
-          finish('The session expired before a credential was presented.', false);
+          finish(t('expired'), false);
           return;
         case 'failed':
-          finish(failedMessage(body) || 'The verification failed. Please start again.', true);
+          finish(failedMessage(body) || t('failed'), true);
           return;
         default:
           // Still pending.
@@ -341,12 +421,8 @@
   // the application's address with the result (a code, or why not). The
   // claims went to the application's server, not to this page.
   function returnTo(body) {
-    const messages = {
-      verified: 'Verified. Returning you to the site that asked…',
-      declined: 'You declined to share a credential. Returning you to the site that asked…',
-      expired: 'The session expired. Returning you to the site that asked…',
-    };
-    finish(messages[body.status] || 'The verification failed. Returning you to the site that asked…', false);
+    const known = ['verified', 'declined', 'expired'].includes(body.status);
+    finish(t(known ? 'return-' + body.status : 'return-failed'), false);
     $('restart').hidden = true;
     window.location.assign(body.redirect);
   }
@@ -355,7 +431,7 @@
     const mine = ++run;
     reset();
     $('start').disabled = true;
-    say('Starting…');
+    say(t('starting'));
     let response;
     try {
       const login = authorization();
@@ -369,7 +445,7 @@
       });
     } catch (_) {
       $('start').disabled = false;
-      finish('Cannot reach this site right now. Check your connection and start again.', true);
+      finish(t('unreachable-start'), true);
       return;
     }
     $('start').disabled = false;
@@ -380,15 +456,35 @@
     }
     const session = await jsonOf(response);
     if (!session) {
-      finish(UNREADABLE, true);
+      finish(t('unreadable'), true);
       return;
     }
     $('start').hidden = true;
+    const expiresAt = Date.now() + session.expires_in * 1000;
+    keep(session, expiresAt);
     present(session);
-    poll(mine, session.transaction_id, Date.now() + session.expires_in * 1000);
+    poll(mine, session.transaction_id, expiresAt);
+  }
+
+  // The language switch keeps what the page was asked with (a login's
+  // request) and only changes the language.
+  function switchKeepsTheRequest() {
+    for (const link of document.querySelectorAll('nav.languages a[hreflang]')) {
+      const url = new URL(location.href);
+      url.searchParams.set('lang', link.getAttribute('hreflang'));
+      link.href = url.pathname + url.search;
+    }
   }
 
   document.addEventListener('DOMContentLoaded', function () {
+    switchKeepsTheRequest();
+    // Back from the language switch: the session goes on.
+    const resumed = kept();
+    if (resumed) {
+      $('start').hidden = true;
+      present(resumed.session);
+      poll(++run, resumed.session.transaction_id, resumed.expiresAt);
+    }
     $('start').addEventListener('click', start);
     $('restart').addEventListener('click', start);
     $('toggle-qr').addEventListener('click', function () {

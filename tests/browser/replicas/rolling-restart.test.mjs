@@ -68,10 +68,10 @@ test('the page ends with the claims though every replica restarted while the per
   assert.match(await wallet.locator('#outcome').textContent(), /^Presented\./);
   await page.locator('#result').waitFor({ state: 'visible' });
   assert.deepEqual(await claimsShown(page), {
-    given_name: 'Erika',
-    family_name: 'Mustermann',
-    birth_date: '1984-01-26',
-    age_over_18: 'true',
+    'Given name': 'Erika',
+    'Family name': 'Mustermann',
+    'Birth date': 'January 26, 1984',
+    'Age over 18': 'Yes',
   });
   assert.equal(await page.locator('#status').textContent(), 'Verified. Your wallet presented the claims below.');
   assert.equal(await page.locator('#error').isVisible(), false);

@@ -1,0 +1,181 @@
+//! The page, rendered once per language at start-up (docs/translations.md):
+//! the HTML template's `{{id}}` placeholders filled with the language's
+//! messages, `<html lang dir>` set, the script's messages as a JSON data
+//! block, and the language switch. What changes per request (an OpenID
+//! Connect login's request and who asks) is filled in when it is served.
+
+use serde_json::{Map, Value};
+
+use super::escape_html;
+use crate::verifier::i18n::{Language, Languages, SCRIPT_MESSAGES};
+
+const TEMPLATE: &str = include_str!("index.html");
+
+/// The page in one language.
+pub struct Rendered {
+    pub lang: String,
+    pub html: String,
+    /// The `asker` sentence, HTML-escaped, around where the name goes.
+    asker: (String, String),
+}
+
+/// The page in every language, in the order of [`Languages::all`].
+pub struct Pages {
+    pub languages: Languages,
+    rendered: Vec<Rendered>,
+}
+
+impl Pages {
+    pub fn render(languages: Languages) -> Pages {
+        let rendered = languages
+            .all()
+            .iter()
+            .map(|language| render(language, &languages))
+            .collect();
+        Pages {
+            languages,
+            rendered,
+        }
+    }
+
+    /// The page for a request: in the language `?lang=` names (`asked`),
+    /// else the browser's `Accept-Language` best match, else English.
+    pub fn choose(&self, asked: Option<&str>, accept_language: Option<&str>) -> &Rendered {
+        let language = self.languages.choose(asked, accept_language);
+        let at = self
+            .languages
+            .all()
+            .iter()
+            .position(|l| l.tag == language.tag)
+            .unwrap_or(0);
+        &self.rendered[at]
+    }
+}
+
+impl Rendered {
+    /// The `asker` paragraph for `name`, as the page shows who asks.
+    pub fn asker(&self, name: &str) -> String {
+        format!(
+            r#"<p id="asker">{}<strong class="isolated" dir="auto">{}</strong>{}</p>"#,
+            self.asker.0,
+            escape_html(name),
+            self.asker.1
+        )
+    }
+}
+
+fn render(language: &Language, languages: &Languages) -> Rendered {
+    let mut html = String::with_capacity(TEMPLATE.len() * 2);
+    let mut rest = TEMPLATE;
+    while let Some(at) = rest.find("{{") {
+        html.push_str(&rest[..at]);
+        let Some(end) = rest[at..].find("}}") else {
+            break;
+        };
+        let name = &rest[at + 2..at + end];
+        html.push_str(&placeholder(name, language, languages));
+        rest = &rest[at + end + 2..];
+    }
+    html.push_str(rest);
+    let asker = escape_html(language.message("asker"));
+    let (before, after) = asker.split_once("{asker}").unwrap_or(("", &asker));
+    Rendered {
+        lang: language.tag(),
+        asker: (before.to_string(), after.to_string()),
+        html,
+    }
+}
+
+fn placeholder(name: &str, language: &Language, languages: &Languages) -> String {
+    match name {
+        "lang" => language.tag(),
+        "dir" => if language.rtl { "rtl" } else { "ltr" }.to_string(),
+        "messages" => script_messages(language),
+        "languages" => switch(language, languages),
+        // The brand file's claim labels; none without one.
+        "labels" => "{}".to_string(),
+        id => escape_html(language.message(id)),
+    }
+}
+
+/// The script's messages as JSON inside `<script type="application/json">`:
+/// `<` escaped, so that no message can close the element.
+fn script_messages(language: &Language) -> String {
+    let mut messages = Map::new();
+    for id in SCRIPT_MESSAGES {
+        messages.insert(
+            (*id).to_string(),
+            Value::String(language.message(id).to_string()),
+        );
+    }
+    Value::Object(messages)
+        .to_string()
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+}
+
+/// The language switch: a link per language, in its own name and
+/// language; the one shown marked current.
+fn switch(current: &Language, languages: &Languages) -> String {
+    languages
+        .all()
+        .iter()
+        .map(|language| {
+            let tag = language.tag();
+            let current = match language.tag == current.tag {
+                true => r#" aria-current="true""#,
+                false => "",
+            };
+            format!(
+                r#"<li><a href="?lang={tag}" hreflang="{tag}" lang="{tag}"{current}>{}</a></li>"#,
+                escape_html(&language.name)
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_language_fills_every_placeholder() {
+        let pages = Pages::render(Languages::load().unwrap());
+        for rendered in &pages.rendered {
+            assert!(
+                !rendered.html.contains("{{"),
+                "{}: {}",
+                rendered.lang,
+                rendered.html
+            );
+            assert!(
+                rendered
+                    .html
+                    .contains(&format!("<html lang=\"{}\"", rendered.lang))
+            );
+            assert!(
+                rendered
+                    .html
+                    .contains(r#"<script type="application/json" id="messages">{"#)
+            );
+            assert!(!rendered.asker("x").contains("{asker}"));
+        }
+        let en = pages.choose(None, None);
+        assert!(en.html.contains("<h1>Verify a credential</h1>"));
+        assert!(en.html.contains(r#"aria-current="true">English</a>"#));
+        assert_eq!(
+            en.asker("A <b>"),
+            r#"<p id="asker"><strong class="isolated" dir="auto">A &lt;b&gt;</strong> asks you to verify a credential. Afterwards you return there.</p>"#
+        );
+    }
+
+    #[test]
+    fn no_message_can_close_the_data_block() {
+        let languages = Languages::load().unwrap();
+        let block = script_messages(&languages.all()[0]);
+        assert!(!block.contains('<') && !block.contains('>'));
+        let parsed: Value = serde_json::from_str(&block).unwrap();
+        assert_eq!(parsed["value-true"], "Yes");
+    }
+}
