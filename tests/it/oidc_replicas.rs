@@ -9,6 +9,9 @@
 //!   replayed on B is `invalid_grant`, on A it is redeemed once more (A
 //!   never saw it redeemed), then refused there too. The access token
 //!   reads `userinfo` on either replica.
+//! - A token request answered 503 `temporarily_unavailable` because the
+//!   service could not be asked leaves its code unspent: the retry the
+//!   answer invites is served.
 //! - A key rotation in its two steps: the old and the new key published
 //!   side by side, an ID token signed before the rotation verifying with
 //!   the rotated JWK set, new ID tokens (a code issued before the rotation
@@ -21,6 +24,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -29,7 +33,6 @@ use serde_json::Value;
 use tokio::task::JoinSet;
 
 use crate::hsm::softhsm::{OBJECT, PIN, SoftHsm, TOKEN};
-use crate::support;
 use crate::support::relying_party::{
     self, ISSUER, ISSUER_PATH, code_of, jwks, kid_of, shop_query, shop_redeems, userinfo,
     verified_with,
@@ -37,6 +40,7 @@ use crate::support::relying_party::{
 use crate::support::replicas::{self, Replica};
 use crate::support::sidecar::Answer;
 use crate::support::verifier::{self, Running};
+use crate::support::{self, wait_for};
 
 /// The logins of the HSM test, ended together and redeemed together: as
 /// many as one client may start at once (`LANYARD_VERIFIER_CLIENT_STARTS`).
@@ -175,6 +179,46 @@ async fn a_code_from_one_replica_is_redeemed_on_another_once_per_replica() {
             assert_eq!(info["given_name"], "Erika");
         }
     }
+}
+
+/// docs/oidc.md: a token request is answered 503 `temporarily_unavailable`
+/// with `Retry-After: 1` when the service cannot be asked. The code was
+/// not used, so the retry that answer invites must be served, not refused
+/// as a replay.
+#[tokio::test]
+async fn a_code_the_service_could_not_be_asked_about_is_redeemed_on_retry() {
+    let shared = Shared::new().await;
+    let key = shared.key("oidc.pem");
+    let keys = [("LANYARD_OIDC_SIGNING_KEY_FILE", key.as_str())];
+    let a = shared.replica(&keys).await;
+    // B starts while the token endpoint is down: it holds no token, so it
+    // cannot ask the service for the claims.
+    shared.mock.set_token_outage(true);
+    let b = shared.replica(&keys).await;
+    let code = shared.code_from(&base(&a)).await;
+
+    let refused = shop_redeems(&base(&b), &code).await;
+    assert_eq!(
+        (refused.status.as_u16(), refused.json()["error"].clone()),
+        (503, "temporarily_unavailable".into()),
+        "{}",
+        support::text(&refused.body)
+    );
+    assert_eq!(refused.headers["retry-after"], "1");
+
+    shared.mock.set_token_outage(false);
+    let mut state = b.process.tokens.state();
+    wait_for(&mut state, Duration::from_secs(30), |s| s.generation >= 1).await;
+    let retried = shop_redeems(&base(&b), &code).await;
+    let tokens = granted(&retried, "the retry on B");
+    verified_with(
+        &jwks(&base(&b)).await,
+        tokens["id_token"].as_str().unwrap(),
+        ISSUER,
+        "shop",
+    )
+    .unwrap();
+    assert_invalid_grant(&shop_redeems(&base(&b), &code).await, "once served");
 }
 
 /// docs/oidc.md, "Rotating the signing key", both steps, each a rolled
