@@ -1,13 +1,22 @@
 //! `lanyard demo`: the banner's curl lines work as printed, against the
-//! embedded mock through the sidecar, on TCP and on a Unix socket.
+//! embedded mock through the sidecar, on TCP and on a Unix socket; and its
+//! `shop` line is a site that logs a person in with the verifier as its
+//! OpenID Connect provider, driven as a browser would over HTTP.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
+use bytes::Bytes;
+use http::Method;
 use lanyard::config::{Config, Flags, Requirement};
 use lanyard::demo::{Demo, DemoListeners};
 use lanyard::process::{ProxyListener, bind_proxy};
 use tokio::net::TcpListener;
+
+use crate::support::child::Process;
+use crate::support::relying_party;
+use crate::support::sidecar::{Answer, send};
+use crate::support::{env, text};
 
 #[tokio::test]
 async fn banner_curl_lines_start_poll_and_show_a_403() {
@@ -90,4 +99,104 @@ async fn banner_curl_lines_work(config: &Config, proxy: ProxyListener) -> String
     assert!(body.contains("project_group"), "{stdout}");
     assert_eq!(demo.mock.counters().tokens_issued, 1);
     banner
+}
+
+/// `lanyard demo`, the binary, on free ports: the banner's `shop` line is
+/// a site whose login goes through the verifier's page and the mock
+/// wallet, and ends with the shop showing the ID token's claims.
+#[tokio::test]
+async fn the_banners_shop_logs_a_person_in_through_the_verifier() {
+    let mut demo = Process::launch(&["demo"], env(&[]), "json", true);
+    let banner = demo.stdout_through("Stop with").await;
+    let shop = banner_url(&banner, "shop");
+    let verifier = banner_url(&banner, "verifier");
+    let mock = banner_url(&banner, "mock");
+    let mut browser = Jar::default();
+    let before = text(&browser.get(&shop).await.body);
+    assert!(before.contains("id=\"login\""), "{before}");
+
+    let login = browser.get(&format!("{shop}login")).await;
+    assert_eq!(login.status, 303, "{}", text(&login.body));
+    let authorize = location(&login);
+    let (issuer, _) = authorize
+        .split_once("/authorize?")
+        .unwrap_or_else(|| panic!("not the authorization endpoint: {authorize}"));
+    assert_eq!(
+        format!("{issuer}/"),
+        verifier,
+        "the provider is the verifier"
+    );
+    let page = browser.get(&authorize).await;
+    assert_eq!(page.status, 200, "{}", text(&page.body));
+    assert!(
+        text(&page.body).contains("Demo shop"),
+        "the page names who asks"
+    );
+    let sealed = relying_party::sealed_request(&page);
+    let callback = relying_party::through_page(issuer, &sealed, |service_id| {
+        format!("{}mock/wallet/{service_id}/present", with_slash(&mock))
+    })
+    .await;
+
+    let back = browser.get(&callback).await;
+    assert_eq!(back.status, 303, "{}", text(&back.body));
+    assert_eq!(location(&back), "/shop/");
+    let home = browser.get(&shop).await;
+    assert_eq!(home.status, 200);
+    let home = text(&home.body);
+    assert!(
+        home.contains("<dt>given_name</dt><dd>Erika</dd>"),
+        "the shop shows the ID token's given name:\n{home}"
+    );
+
+    demo.terminate();
+    let (code, log) = demo.finish().await;
+    assert_eq!(code, Some(0), "{log}");
+}
+
+/// The first URL on the banner's line for `what` (`shop`, `verifier`,
+/// `mock`).
+fn banner_url(banner: &str, what: &str) -> String {
+    banner
+        .lines()
+        .map(str::split_whitespace)
+        .find_map(|mut words| (words.next() == Some(what)).then(|| words.next()).flatten())
+        .unwrap_or_else(|| panic!("no `{what}` line in the banner:\n{banner}"))
+        .to_string()
+}
+
+fn with_slash(url: &str) -> String {
+    format!("{}/", url.trim_end_matches('/'))
+}
+
+fn location(answer: &Answer) -> String {
+    answer.headers["location"].to_str().unwrap().to_string()
+}
+
+/// A browser's cookies, for the one site it visits here: each
+/// `Set-Cookie` kept by name, one with `Max-Age=0` forgotten, all sent
+/// back. (The verifier's own cookie is kept by `through_page`.)
+#[derive(Default)]
+struct Jar(Vec<(String, String)>);
+
+impl Jar {
+    async fn get(&mut self, url: &str) -> Answer {
+        let cookies: Vec<String> = self.0.iter().map(|(n, v)| format!("{n}={v}")).collect();
+        let cookie = cookies.join("; ");
+        let headers: Vec<(&str, &str)> = match cookie.is_empty() {
+            true => vec![],
+            false => vec![("cookie", cookie.as_str())],
+        };
+        let answer = send(Method::GET, url, &headers, Bytes::new()).await;
+        for set in answer.headers.get_all("set-cookie") {
+            let set = set.to_str().unwrap();
+            let (pair, attributes) = set.split_once(';').unwrap_or((set, ""));
+            let (name, value) = pair.split_once('=').unwrap();
+            self.0.retain(|(kept, _)| kept != name);
+            if !attributes.contains("Max-Age=0") {
+                self.0.push((name.to_string(), value.to_string()));
+            }
+        }
+        answer
+    }
 }

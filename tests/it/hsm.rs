@@ -17,7 +17,7 @@ mod inprocess;
 #[path = "hsm/running.rs"]
 mod running;
 #[path = "hsm/softhsm.rs"]
-mod softhsm;
+pub(crate) mod softhsm;
 
 use std::collections::HashMap;
 use std::time::Duration;

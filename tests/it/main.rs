@@ -20,6 +20,7 @@ mod memory;
 mod mock_api;
 mod oidc;
 mod oidc_interop;
+mod oidc_replicas;
 mod one_byte_frames;
 mod otel;
 mod pool;

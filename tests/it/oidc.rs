@@ -4,22 +4,17 @@
 //! token, `userinfo`, and every refusal on the way. The relying parties
 //! nobody on the team wrote are in `oidc_interop`.
 
+use crate::support;
+use crate::support::relying_party::{
+    self, ISSUER, SECRET, SHOP_CB, SPA_CB, basic, enc, param, params_of, sealed_request, shop_query,
+};
 use crate::support::sidecar::{Answer, send};
-use crate::support::verifier::{self, Browser, Running, Session};
-use crate::support::{self, write};
+use crate::support::verifier::{self, Browser, Running};
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
 use http::Method;
 use serde_json::Value;
 
-/// The issuer: a path under which the provider's endpoints are, on a
-/// loopback host (plain http is allowed there only).
-const ISSUER: &str = "http://127.0.0.1/wallet";
-const SECRET: &str = "a-secret-of-the-shop-0123456789";
-const SHOP_CB: &str = "https://shop.example/cb";
-const SPA_CB: &str = "http://127.0.0.1:3000/cb?x=1";
 /// RFC 7636 Appendix B.
 const VERIFIER: &str = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
 const CHALLENGE: &str = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
@@ -32,21 +27,12 @@ struct Provider {
 impl Provider {
     async fn start(extra: &[(&str, &str)]) -> Provider {
         let dir = tempfile::tempdir().unwrap();
-        let clients = write(
-            dir.path(),
-            "clients.json",
-            &serde_json::json!({"clients": [
-                {"client_id": "shop", "client_secret": SECRET, "redirect_uris": [SHOP_CB], "client_name": "The <Shop>"},
-                {"client_id": "spa", "redirect_uris": [SPA_CB]},
-            ]})
-            .to_string(),
-        );
-        let key = lanyard::mock::generate_rsa_key().unwrap();
-        let key = write(dir.path(), "oidc.pem", key.private_pem.expose());
+        let clients = relying_party::clients_file(dir.path());
+        let key = relying_party::key_file(dir.path(), "oidc.pem");
         let mut settings = vec![
             ("LANYARD_OIDC_ISSUER", ISSUER),
-            ("LANYARD_OIDC_CLIENTS_FILE", clients.to_str().unwrap()),
-            ("LANYARD_OIDC_SIGNING_KEY_FILE", key.to_str().unwrap()),
+            ("LANYARD_OIDC_CLIENTS_FILE", clients.as_str()),
+            ("LANYARD_OIDC_SIGNING_KEY_FILE", key.as_str()),
         ];
         settings.extend_from_slice(extra);
         let mock = support::mock().await;
@@ -54,8 +40,13 @@ impl Provider {
         Provider { running, _dir: dir }
     }
 
+    /// The issuer's URL on this verifier.
+    fn base(&self) -> String {
+        format!("{}{}", self.running.url, relying_party::ISSUER_PATH)
+    }
+
     fn url(&self, path: &str) -> String {
-        format!("{}/wallet{path}", self.running.url)
+        format!("{}{path}", self.base())
     }
 
     async fn get(&self, path: &str) -> Answer {
@@ -69,99 +60,20 @@ impl Provider {
 
     /// A token request with `form` and `headers`.
     async fn token(&self, form: &str, headers: &[(&str, &str)]) -> Answer {
-        let mut all = vec![("content-type", "application/x-www-form-urlencoded")];
-        all.extend_from_slice(headers);
-        send(
-            Method::POST,
-            &self.url("/token"),
-            &all,
-            Bytes::from(form.to_string()),
-        )
-        .await
+        relying_party::token(&self.base(), form, headers).await
     }
 }
 
-fn shop_query(extra: &str) -> String {
-    format!(
-        "response_type=code&client_id=shop&redirect_uri={}&scope=openid%20profile&state=st-1&nonce=n-1{extra}",
-        enc(SHOP_CB)
-    )
-}
-
-fn enc(text: &str) -> String {
-    form_urlencoded::byte_serialize(text.as_bytes()).collect()
-}
-
-fn basic(id: &str, secret: &str) -> String {
-    format!("Basic {}", STANDARD.encode(format!("{id}:{secret}")))
-}
-
-/// The parameters of the URL a redirect sends the browser to.
-fn params_of(url: &str) -> Vec<(String, String)> {
-    let query = url.split_once('?').map_or("", |(_, q)| q);
-    form_urlencoded::parse(query.as_bytes())
-        .map(|(n, v)| (n.into_owned(), v.into_owned()))
-        .collect()
-}
-
-fn param(params: &[(String, String)], name: &str) -> Option<String> {
-    params
-        .iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, v)| v.clone())
-}
-
-/// The sealed request in the authorization page.
-fn sealed_request(page: &Answer) -> String {
-    let html = support::text(&page.body);
-    let at = html.find("data-authorization=\"").expect("a login page") + 20;
-    html[at..].split('"').next().unwrap().to_string()
-}
-
 /// A login as a browser makes it: the page, the button, the wallet's
-/// answer, the poll that ends it. Returns the URL the page is sent to.
+/// answer (`wallet`: `/present` or `/decline`), the poll that ends it.
+/// Returns the URL the page is sent to.
 async fn login(provider: &Provider, query: &str, wallet: &str) -> String {
-    let page = provider.authorize(query).await;
-    assert_eq!(page.status, 200, "{}", support::text(&page.body));
-    let sealed = sealed_request(&page);
-    let mut browser = Browser::default();
-    let started = browser
-        .request(
-            Method::POST,
-            &provider.url(&format!("/api/start?authorization={}", enc(&sealed))),
-            &[("content-type", "application/json")],
-        )
-        .await;
-    assert_eq!(started.status, 200, "{}", support::text(&started.body));
-    let set = started.headers["set-cookie"].to_str().unwrap();
-    assert!(set.contains("Path=/wallet/api"), "{set}");
-    browser.cookie = Some(set.split(';').next().unwrap().to_string());
-    let session = Session::of(&started.json());
-    let act = provider
-        .running
-        .mock
-        .wallet_present_url(&session.service_id)
-        .replace("/present", wallet);
-    assert_eq!(
-        send(Method::POST, &act, &[], Bytes::new()).await.status,
-        200
-    );
-    let status_url = |handle: &str| provider.url(&format!("/api/status?transactionId={handle}"));
-    let ended = loop {
-        let answer = browser
-            .request(Method::GET, &status_url(&session.handle), &[])
-            .await;
-        assert_eq!(answer.status, 200);
-        if answer.json()["status"] != "pending" {
-            break answer.json();
-        }
-        tokio::time::sleep(lanyard::verifier::SERVICE_POLL_SPACING).await;
-    };
-    assert!(
-        ended.get("claims").is_none(),
-        "claims reach the page: {ended}"
-    );
-    ended["redirect"].as_str().expect("a redirect").to_string()
+    let mock = &provider.running.mock;
+    relying_party::login(&provider.base(), query, |service_id| {
+        mock.wallet_present_url(service_id)
+            .replace("/present", wallet)
+    })
+    .await
 }
 
 #[tokio::test]
@@ -283,20 +195,8 @@ async fn a_login_gives_the_shop_an_id_token_over_the_presented_claims_once() {
 /// The ID token's claims, its signature checked with the published key
 /// its `kid` names.
 async fn verified_claims(provider: &Provider, id_token: &str) -> Value {
-    let header = jsonwebtoken::decode_header(id_token).unwrap();
-    assert_eq!(header.alg, jsonwebtoken::Algorithm::RS256);
-    let jwks: jsonwebtoken::jwk::JwkSet =
-        serde_json::from_slice(&provider.get("/jwks").await.body).unwrap();
-    let jwk = jwks
-        .find(header.kid.as_deref().unwrap())
-        .expect("the kid is published");
-    let key = jsonwebtoken::DecodingKey::from_jwk(jwk).unwrap();
-    let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::RS256);
-    validation.set_audience(&["shop", "spa"]);
-    validation.set_issuer(&[ISSUER]);
-    jsonwebtoken::decode::<Value>(id_token, &key, &validation)
-        .unwrap()
-        .claims
+    let jwks = relying_party::jwks(&provider.base()).await;
+    relying_party::verified_with(&jwks, id_token, ISSUER, "shop").unwrap()
 }
 
 #[tokio::test]

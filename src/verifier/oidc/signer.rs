@@ -94,12 +94,9 @@ impl Signer {
     /// A token signs one at a time: the rest wait their turn, a bounded
     /// number of them, each within the limit.
     async fn sign_in_token(&self, input: String) -> Result<Result<String, String>, SignError> {
-        if self.waiting.fetch_add(1, Ordering::AcqRel) >= MAX_WAITING_SIGNATURES {
-            self.waiting.fetch_sub(1, Ordering::AcqRel);
-            return Err(SignError::Busy);
-        }
+        let place = Place::take(&self.waiting).ok_or(SignError::Busy)?;
         let turn = tokio::time::timeout(self.limit, self.turn.acquire()).await;
-        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        drop(place);
         let Ok(Ok(_turn)) = turn else {
             return Err(SignError::Busy);
         };
@@ -107,6 +104,28 @@ impl Signer {
             .key
             .off_async(self.limit, move |key| key.sign_rs256(input.as_bytes()))
             .await)
+    }
+}
+
+/// A place among the signatures waiting for the token's turn, given back
+/// however the wait ends: a token request whose client hung up is dropped
+/// mid-wait, and must not keep its place for good.
+struct Place<'a>(&'a AtomicUsize);
+
+impl<'a> Place<'a> {
+    /// A place, unless [`MAX_WAITING_SIGNATURES`] are taken.
+    fn take(waiting: &'a AtomicUsize) -> Option<Place<'a>> {
+        if waiting.fetch_add(1, Ordering::AcqRel) >= MAX_WAITING_SIGNATURES {
+            waiting.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(Place(waiting))
+    }
+}
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -127,6 +146,30 @@ fn jwk(public: &RsaPublic) -> Value {
 mod tests {
     use super::*;
     use crate::config::credentials::parse_private_key;
+
+    /// A token request whose client hangs up while its signature waits for
+    /// the token's turn leaves the queue as it found it: after more such
+    /// than the queue holds, a signature is still made, not refused as busy.
+    #[tokio::test]
+    async fn a_signature_abandoned_while_queued_gives_its_place_back() {
+        let pem = include_str!("../../../tests/fixtures/rsa2048.pkcs8.pem");
+        let key = Arc::new(parse_private_key(pem).unwrap());
+        let signer = Signer::new(key, None, Duration::from_secs(10)).unwrap();
+        let busy = signer.turn.acquire().await.unwrap();
+        for _ in 0..=MAX_WAITING_SIGNATURES {
+            let mut queued = Box::pin(signer.sign_in_token("abandoned".into()));
+            // Polled until it waits for its turn, then dropped.
+            tokio::select! {
+                biased;
+                done = &mut queued => panic!("not queued behind the busy token: {done:?}"),
+                () = std::future::ready(()) => {}
+            }
+        }
+        assert_eq!(signer.waiting.load(Ordering::Acquire), 0);
+        drop(busy);
+        let signed = signer.sign_in_token("wanted".into()).await;
+        assert!(matches!(signed, Ok(Ok(_))), "{signed:?}");
+    }
 
     #[tokio::test]
     async fn an_id_token_verifies_with_the_published_key_by_its_kid() {

@@ -58,6 +58,41 @@ impl Redeemed {
         self.0.insert(code.id.clone(), code.expires_at);
         Ok(())
     }
+
+    /// Forgets a code taken by a redemption that did not spend it.
+    fn give_back(&mut self, id: &str) {
+        self.0.remove(id);
+    }
+}
+
+/// A code taken for a redemption under way. Taken before the service is
+/// asked, so that two requests with one code cannot both be served here;
+/// given back when the redemption ends without spending it, answered
+/// `temporarily_unavailable` (which invites the client to send the code
+/// again: nothing was issued for it) or abandoned by a client that went
+/// away before its answer.
+struct Taking<'a> {
+    provider: &'a Provider,
+    id: Option<String>,
+}
+
+impl Taking<'_> {
+    /// The code is spent: its answer was given, or it can never be.
+    fn spend(mut self) {
+        self.id = None;
+    }
+}
+
+impl Drop for Taking<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            self.provider
+                .redeemed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .give_back(&id);
+        }
+    }
 }
 
 /// A refusal in RFC 6749 §5.2's shape.
@@ -213,8 +248,18 @@ impl Inner {
             }
             Err(false) => return Err(UNAVAILABLE),
         }
-        let claims = self.presented(&code.service_id).await?;
-        self.tokens(provider, &code, &claims, now).await
+        let taking = Taking {
+            provider,
+            id: Some(code.id.clone()),
+        };
+        let issued = match self.presented(&code.service_id).await {
+            Ok(claims) => self.tokens(provider, &code, &claims, now).await,
+            Err(error) => Err(error),
+        };
+        if !matches!(&issued, Err(error) if *error == UNAVAILABLE) {
+            taking.spend();
+        }
+        issued
     }
 
     /// The ID token and the access token for a redeemed code.
@@ -507,7 +552,7 @@ mod tests {
     }
 
     #[test]
-    fn a_code_is_redeemed_once_and_the_table_is_bounded() {
+    fn a_code_is_redeemed_once_unless_given_back_and_the_table_is_bounded() {
         let mut redeemed = Redeemed::default();
         let code = |id: &str, expires_at| Code {
             id: id.into(),
@@ -525,6 +570,13 @@ mod tests {
             expires_at,
         };
         assert_eq!(redeemed.take(&code("a", 100), 50), Ok(()));
+        assert_eq!(redeemed.take(&code("a", 100), 50), Err(true));
+        redeemed.give_back("a");
+        assert_eq!(
+            redeemed.take(&code("a", 100), 50),
+            Ok(()),
+            "given back unspent, it is taken again"
+        );
         assert_eq!(redeemed.take(&code("a", 100), 50), Err(true));
         for i in 1..MAX_REDEEMED {
             redeemed.0.insert(format!("old{i}"), 10);

@@ -16,6 +16,7 @@ pub mod h2raw;
 pub mod logs;
 pub mod node;
 pub mod raw;
+pub mod relying_party;
 pub mod replicas;
 pub mod sidecar;
 pub mod tls;
