@@ -483,7 +483,7 @@ async fn the_token_endpoint_refuses_wrong_clients_and_foreign_codes() {
 async fn hostile_requests_get_a_clear_refusal_and_nothing_else() {
     let provider = Provider::start(&[]).await;
     // A login request lanyard did not seal, or sealed for another purpose.
-    let mut browser = Browser::default();
+    let browser = Browser::default();
     for forged in ["AAAA", "not-base64!", &"A".repeat(7000)] {
         let started = browser
             .request(
