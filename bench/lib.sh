@@ -1,5 +1,5 @@
 # shellcheck shell=bash disable=SC2154  # prog: set by the sourcing script
-# Shell helpers shared by bench/run.sh, bench/soak.sh and bench/fleet.sh. The sourcing
+# Shell helpers shared by the scripts in bench/. The sourcing
 # script sets `prog` (its name in messages) and defines `die_usage`.
 
 # apt_install, shared with scripts/test and .ci/run.
