@@ -5,38 +5,20 @@
 // judges the page in each state against WCAG 2.1 A and AA.
 
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { after, before, test } from 'node:test';
 
 import {
   DESKTOP, PHONE, VERIFIER_ORIGIN, launch, newContext, openVerifier, openWallet, screenshot,
-  startSession,
+  startSession, violations,
 } from './support.mjs';
 
 const SHOP_URL = process.env.BROWSER_TEST_SHOP_URL;
-const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
-const WCAG_21_AA = ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'];
 
 let browser;
 before(async () => {
   browser = await launch();
 });
 after(() => browser?.close());
-
-/**
- * What axe-core finds against WCAG 2.1 A and AA, one line per rule broken.
- * Evaluated through the browser's debugging protocol, which the page's
- * Content-Security-Policy does not govern, so the page runs under its own.
- */
-async function violations(page) {
-  await page.evaluate(AXE);
-  const found = await page.evaluate(async (tags) => {
-    const result = await window.axe.run(document, { runOnly: { type: 'tag', values: tags } });
-    return result.violations.map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
-  }, WCAG_21_AA);
-  return found;
-}
 
 test('the plain page has no WCAG 2.1 A or AA violation, before and after starting, on both screens', async () => {
   for (const screen of [DESKTOP, PHONE]) {

@@ -1,6 +1,7 @@
 // What the browser tests share: where the verifier is (tests/it/browser.rs
 // starts the demo and says so in the environment), headless Chromium, the
-// two screens the page is tested on, and the steps every flow takes.
+// two screens the page is tested on, the steps every flow takes, and
+// axe-core's reading of the page against WCAG 2.1.
 //
 // tests/it/browser.rs lets one client start 30 sessions a minute, 30 of
 // them at once (LANYARD_VERIFIER_CLIENT_STARTS), and every test here comes
@@ -9,7 +10,8 @@
 // (claims.test.mjs) starts one and replays it (`replayStart`).
 
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -58,15 +60,23 @@ export async function newContext(browser, options) {
   return context;
 }
 
+/** The verifier page in the language `tag` chose with the page's switch. */
+export function inLanguage(tag) {
+  const url = new URL(VERIFIER_URL);
+  url.searchParams.set('lang', tag);
+  return url.href;
+}
+
 /**
- * The verifier page, loaded in a new tab of `context`; `prepare` gets the
- * tab before it loads anything (to listen to its requests, say).
+ * The verifier page (at `url`, one of its languages say), loaded in a new
+ * tab of `context`; `prepare` gets the tab before it loads anything (to
+ * listen to its requests, say).
  */
-export async function openVerifier(context, prepare = () => {}) {
+export async function openVerifier(context, prepare = () => {}, url = VERIFIER_URL) {
   const page = await context.newPage();
   prepare(page);
-  const response = await page.goto(VERIFIER_URL);
-  assert.equal(response.status(), 200, `GET ${VERIFIER_URL}`);
+  const response = await page.goto(url);
+  assert.equal(response.status(), 200, `GET ${url}`);
   return page;
 }
 
@@ -137,6 +147,22 @@ export async function decodeQr(page) {
 export async function screenshot(page, name) {
   mkdirSync(SCREENSHOTS, { recursive: true });
   await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
+}
+
+const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+const WCAG_21_AA = ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'];
+
+/**
+ * What axe-core finds against WCAG 2.1 A and AA, one line per rule broken.
+ * Evaluated through the browser's debugging protocol, which the page's
+ * Content-Security-Policy does not govern, so the page runs under its own.
+ */
+export async function violations(page) {
+  await page.evaluate(AXE);
+  return page.evaluate(async (tags) => {
+    const result = await window.axe.run(document, { runOnly: { type: 'tag', values: tags } });
+    return result.violations.map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+  }, WCAG_21_AA);
 }
 
 /** Whether the page scrolls sideways: it should not, on any screen. */
