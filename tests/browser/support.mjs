@@ -5,9 +5,10 @@
 //
 // tests/it/browser.rs lets one client start 30 sessions a minute, 30 of
 // them at once (LANYARD_VERIFIER_CLIENT_STARTS), and every test here comes
-// from 127.0.0.1: together the tests start about 15, over the 30 s or so
+// from 127.0.0.1: together the tests start about 16, over the minute or so
 // they take. A file that needs many sessions but not the server's answers
-// (claims.test.mjs) starts one and replays it (`replayStart`).
+// (claims.test.mjs, languages.test.mjs) starts one and replays it
+// (`replayStart`).
 
 import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync } from 'node:fs';

@@ -21,7 +21,7 @@ use lanyard::demo::{Demo, DemoListeners};
 use tokio::net::TcpListener;
 
 /// Debian's Chromium; playwright-core brings no browser of its own.
-/// The whole browser suite takes 20 to 30 s on two cores; a hang fails
+/// The whole browser suite takes about a minute on two cores; a hang fails
 /// the test rather than the CI run.
 const SUITE_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -49,8 +49,8 @@ async fn verifier_page_works_in_headless_chromium() {
     // Blocking, but nothing is served yet.
     let browser_dir = support::node::browser();
 
-    // The files start about 15 sessions from one address over half a
-    // minute (tests/browser/support.mjs), beyond the default per-client
+    // The files start about 16 sessions from one address over a minute
+    // (tests/browser/support.mjs), beyond the default per-client
     // rate: raised here, not in the page.
     let settings: HashMap<String, String> =
         HashMap::from([("LANYARD_VERIFIER_CLIENT_STARTS".into(), "30/1m".into())]);
