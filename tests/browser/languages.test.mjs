@@ -236,3 +236,70 @@ test('in Arabic, booleans show as its words and a date as an Arabic date, on its
   await screenshot(page, 'ar-claims-words-and-date');
   await context.close();
 });
+
+test('in Arabic the claims mirror: each value sits against its name, nested lists are set in and numbered from the right', async () => {
+  const nested = JSON.stringify({
+    status: 'verified',
+    claims: {
+      given_name: 'Erika',
+      city: 'القاهرة',
+      address: { locality: 'Köln', postal_code: '51147' },
+      nationalities: ['DE', 'مصر'],
+    },
+  });
+  for (const [tag, start] of [['ar', 'right'], ['en', 'left']]) {
+    const { context, page } = await replaying(DESKTOP, tag, () => nested);
+    await startSession(page);
+    await page.locator('#result').waitFor({ state: 'visible' });
+    // Whatever a value's own direction (dir=auto: Erika reads left to
+    // right, القاهرة right to left), it lines up on the page's start
+    // side of its cell, next to its name, not across the column.
+    const offsets = await page.locator('#claims').evaluate((list, side) => {
+      const away = {};
+      for (const cell of list.querySelectorAll(':scope > dt, :scope > dd.isolated')) {
+        const range = document.createRange();
+        range.selectNodeContents(cell);
+        const text = range.getBoundingClientRect();
+        const box = cell.getBoundingClientRect();
+        away[cell.textContent] = Math.round(Math.abs(text[side] - box[side]));
+      }
+      return away;
+    }, start);
+    for (const [text, px] of Object.entries(offsets)) {
+      assert.ok(px <= 1, `${tag}: "${text}" is ${px} px from its cell's ${start} edge`);
+    }
+    // The rule and the indent of a nested level are on the start side.
+    const sides = await page.locator('#claims dl.claims, #claims ol.claim-list').evaluateAll((lists) =>
+      lists.map((list) => {
+        const style = getComputedStyle(list);
+        return { rule: { left: style.borderLeftWidth, right: style.borderRightWidth },
+          indented: { left: parseFloat(style.paddingLeft) > 0, right: parseFloat(style.paddingRight) > 0 } };
+      }));
+    assert.equal(sides.length, 2);
+    const end = start === 'right' ? 'left' : 'right';
+    for (const { rule, indented } of sides) {
+      assert.deepEqual({ start: rule[start], end: rule[end] }, { start: '2px', end: '0px' }, `${tag}: the rule`);
+      assert.deepEqual({ start: indented[start], end: indented[end] }, { start: true, end: false }, `${tag}: the indent`);
+    }
+    // A list item's number sits on the list's side, whatever the
+    // item's text: the item takes the list's direction, and its text is
+    // isolated inside it.
+    const items = await page.locator('#claims ol.claim-list > li').evaluateAll((lis) => lis.map((li) => ({
+      item: getComputedStyle(li).direction,
+      list: getComputedStyle(li.parentElement).direction,
+      text: getComputedStyle(li.querySelector('.isolated') || li).direction,
+    })));
+    assert.deepEqual(items.map(({ item, list }) => item === list), [true, true], `${tag}: ${JSON.stringify(items)}`);
+    assert.deepEqual(items.map(({ text }) => text), ['ltr', 'rtl'], `${tag}: DE reads left to right, مصر right to left`);
+    assert.equal(await scrollsSideways(page), false);
+    if (tag === 'ar') await screenshot(page, 'ar-claims-nested');
+    await context.close();
+  }
+});
+
+test("in Arabic, the QR code toggle's text starts on the right", async () => {
+  const { context, page } = await replaying(PHONE, 'ar', () => PENDING);
+  await startSession(page);
+  assert.match(await page.locator('#toggle-qr').evaluate((button) => getComputedStyle(button).textAlign), /^(start|right)$/);
+  await context.close();
+});

@@ -275,15 +275,17 @@
   }
 
   // A dd or li holding `value`: isolated when it is text, a plain
-  // container when it holds a nested list, whose own entries are.
+  // container when it holds a nested list, whose own entries are. A list
+  // item's text is isolated in a span inside it: the item's direction
+  // places its number, which belongs on the list's side ("1." right of
+  // "DE" on an Arabic page), not on its text's.
   function entry(tag, value, depth) {
     const nodes = valueNodes(value, depth);
-    if (value !== null && typeof value === 'object' && !(value instanceof NumberText)) {
-      const element = document.createElement(tag);
-      element.replaceChildren(...nodes);
-      return element;
-    }
-    return isolated(tag, nodes);
+    const nested = value !== null && typeof value === 'object' && !(value instanceof NumberText);
+    if (!nested && tag === 'dd') return isolated(tag, nodes);
+    const element = document.createElement(tag);
+    element.replaceChildren(...(nested ? nodes : [isolated('span', nodes)]));
+    return element;
   }
 
   // An ISO 8601 calendar date (1984-01-26) as a date in the page's
