@@ -8,6 +8,8 @@
 //! - [`credentials`]: the credentials file, the `SA_*` overrides and the
 //!   RSA key, merged into checked credentials.
 //! - `verifier`: what `lanyard verifier` reads beyond `run`'s settings.
+//! - [`brand`]: the relying party's brand file for the verifier's page,
+//!   read and checked once.
 //! - [`oidc`]: what the OpenID Connect provider reads, and the clients
 //!   file and keys its settings point at.
 //! - [`issuer`]: the provider's value types.
@@ -34,6 +36,7 @@
 //! its value came from; values of secret settings are never echoed.
 
 mod account;
+pub mod brand;
 pub mod credentials;
 pub mod declaration;
 mod defaults;
@@ -50,6 +53,7 @@ mod tests;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::target::TargetUrl;
@@ -81,7 +85,8 @@ use settings::{
     ADMIN_LISTEN, ASSERTION_TTL, BODY_TIMEOUT, CA_FILE, CLIENT_ID, CLOCK_SKEW, DEMO, EXPIRY_MARGIN,
     HEADER_TIMEOUT, IAM_AUDIENCE, LISTEN_MODE, LOG_FORMAT, MAX_CONNECTIONS, MAX_HEADER_BYTES,
     MAX_UPSTREAM_CONNECTIONS, ORG_ID, ORGANIZATION_ID, RFC7523_FIELDS, SEND_TIMEOUT,
-    SHUTDOWN_GRACE, TOKEN_TIMEOUT, TOKEN_URI, UPSTREAM_TIMEOUT, WORKER_THREADS,
+    SHUTDOWN_GRACE, TOKEN_TIMEOUT, TOKEN_URI, UPSTREAM_TIMEOUT, VERIFIER_BRAND_FILE,
+    WORKER_THREADS,
 };
 use sources::{Layers, Reported};
 use verifier::VerifierSettings;
@@ -150,6 +155,10 @@ pub struct Config {
     /// The OpenID Connect provider, read and checked at load for
     /// `verifier`, `check` and `demo` when `LANYARD_OIDC_ISSUER` is set.
     pub oidc: Option<oidc::OidcConfig>,
+    /// `LANYARD_VERIFIER_BRAND_FILE`, read and checked at load for
+    /// `verifier`, `check` and `demo` when it is set; `None`: the page's
+    /// own name, colours and texts.
+    pub verifier_brand: Option<Arc<brand::Brand>>,
     /// TLS for the token endpoint and the upstream: the system roots plus
     /// the `LANYARD_CA_FILE` bundle, read at load; `None` for
     /// `healthcheck`, which opens no TLS connection.
@@ -225,11 +234,12 @@ impl Config {
     pub fn load(flags: &Flags, env: &dyn Env, need: Requirement) -> Result<Config, ConfigError> {
         let mut layers = Layers::open(flags, env);
         let (mut config, ca_file) = Config::read(&mut layers, need);
-        let provider = match need {
-            Requirement::Verifier | Requirement::Check | Requirement::Demo => {
-                oidc::OidcSettings::read(&mut layers)
-            }
-            _ => None,
+        let (provider, brand_file) = match need {
+            Requirement::Verifier | Requirement::Check | Requirement::Demo => (
+                oidc::OidcSettings::read(&mut layers),
+                layers.optional(&VERIFIER_BRAND_FILE),
+            ),
+            _ => (None, None),
         };
         // What the settings point at comes last, so its problems follow
         // the settings' own; all of them show in one run.
@@ -243,6 +253,9 @@ impl Config {
         if let Some(provider) = provider {
             let account_key = config.account.as_ref().map(|a| a.credentials().key);
             config.oidc = provider.load(&mut layers, account_key.as_deref(), config.token_timeout);
+        }
+        if let Some(file) = brand_file {
+            config.verifier_brand = brand::load(&mut layers, &file).map(Arc::new);
         }
         if !layers.errors.is_empty() {
             return Err(ConfigError::new(layers.errors).unanswered_if(layers.unanswered));
@@ -323,6 +336,7 @@ impl Config {
             warnings: Vec::new(),
             account: None,
             oidc: None,
+            verifier_brand: None,
             tls: None,
         };
         (config, ca_file)

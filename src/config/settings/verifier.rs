@@ -1,5 +1,5 @@
 //! The verifier's settings (README "The verifier"): its sessions, the
-//! proxies in front of it, its session key and its rates.
+//! proxies in front of it, its session key, its rates and its brand.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -107,5 +107,19 @@ pub const VERIFIER_SERVICE_CALLS: Setting<Rate> = Setting {
         per: Duration::from_secs(2),
     }),
     read: Rate::parse,
+    secret: false,
+};
+
+/// `LANYARD_VERIFIER_BRAND_FILE`: the relying party's name, logo, accent
+/// and texts for the page (`config::brand`), read and checked once at
+/// start-up.
+pub const VERIFIER_BRAND_FILE: Setting<PathBuf> = Setting {
+    key: "verifier_brand_file",
+    env: "LANYARD_VERIFIER_BRAND_FILE",
+    flag: Some("--verifier-brand-file"),
+    value_name: Some("PATH"),
+    help: "The relying party's name, logo, accent colour and texts for the verifier's page (TOML)",
+    default: DefaultValue::Described("none: the page's own"),
+    read: read_path,
     secret: false,
 };

@@ -121,3 +121,61 @@ fn the_session_key_is_given_or_read_from_its_file_and_never_quoted() {
     );
     assert!(!err.contains(&short));
 }
+
+#[test]
+fn the_brand_file_is_read_at_load_for_the_commands_that_show_the_page() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/config/brand.example.toml");
+    let url = ("SERVICE_API_URL", "https://api.example.com");
+    let with = |need: Requirement, file: &str| {
+        Config::load(
+            &Flags::default(),
+            &with_account(&[url, ("LANYARD_VERIFIER_BRAND_FILE", file)]),
+            need,
+        )
+    };
+    let brand = with(Requirement::Check, example)
+        .unwrap()
+        .verifier_brand
+        .expect("read for `check`");
+    assert_eq!(brand.name, "Acme Bank");
+    assert!(brand.stylesheet().unwrap().contains("--accent: #1f4e8c;"));
+    assert!(
+        with(Requirement::Demo, example)
+            .unwrap()
+            .verifier_brand
+            .is_some()
+    );
+    assert_eq!(load(&[url]).unwrap().verifier_brand, None);
+    assert_eq!(
+        with(Requirement::Upstream, "/nonexistent/brand.toml")
+            .unwrap()
+            .verifier_brand,
+        None,
+        "`run` shows no page, and reads no brand"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("brand.toml");
+    std::fs::write(
+        &file,
+        "name = \"Acme\"\naccent = \"#777777\"\n[purpose]\ne_n = \"x\"\n",
+    )
+    .unwrap();
+    let err = with(Requirement::Check, file.to_str().unwrap()).unwrap_err();
+    let at = format!(
+        "LANYARD_VERIFIER_BRAND_FILE (environment variable LANYARD_VERIFIER_BRAND_FILE): {}: ",
+        file.display()
+    );
+    assert_eq!(
+        err.lines(),
+        [
+            format!(
+                "{at}`accent`: #777777 has a contrast of 4.48:1 on the page's white background; at least 4.5:1 is needed for its links and buttons to read (WCAG 2.x, 1.4.3): choose a darker shade"
+            ),
+            format!(
+                "{at}`purpose.e_n`: is not a well-formed BCP 47 language tag (like en, de-AT, zh-Hant, sr-Latn-RS)"
+            ),
+        ]
+    );
+    assert!(!err.is_unanswered(), "the settings' fault: exit 2");
+}
