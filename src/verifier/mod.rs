@@ -113,6 +113,9 @@ pub struct VerifierConfig {
     /// How long a signature in a PKCS#11 token may take
     /// (`LANYARD_TOKEN_TIMEOUT`).
     pub signing_timeout: Duration,
+    /// The relying party's brand for the page
+    /// (`LANYARD_VERIFIER_BRAND_FILE`).
+    pub brand: Option<Arc<crate::config::brand::Brand>>,
 }
 
 /// The settings `lanyard verifier` requires: present whenever
@@ -198,6 +201,7 @@ impl VerifierConfig {
             max_connections: config.max_connections,
             oidc: config.oidc.clone(),
             signing_timeout: config.token_timeout,
+            brand: config.verifier_brand.clone(),
         }
     }
 }
@@ -227,6 +231,7 @@ struct Inner {
     oidc: Option<oidc::Provider>,
     /// The page, in every language.
     pages: page::Pages,
+    brand: Option<Arc<crate::config::brand::Brand>>,
 }
 
 impl Verifier {
@@ -255,7 +260,8 @@ impl Verifier {
         let languages = i18n::Languages::load().map_err(Failure::Runtime)?;
         Ok(Verifier {
             inner: Arc::new(Inner {
-                pages: page::Pages::render(languages),
+                pages: page::Pages::render(languages, settings.brand.as_deref()),
+                brand: settings.brand.clone(),
                 service,
                 wallet: settings.wallet.clone(),
                 session_ttl: settings.session_ttl,
@@ -366,6 +372,12 @@ impl Verifier {
                     accept_language(req.headers()),
                 );
                 Ok(page::page(rendered, head))
+            } else if let Some(branded) = inner
+                .brand
+                .as_deref()
+                .and_then(|brand| page::brand_asset(brand, &path, head))
+            {
+                Ok(branded)
             } else {
                 Ok(page::asset(&path).map_or_else(|| page::not_found(head), |a| a.response(head)))
             }

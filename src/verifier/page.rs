@@ -4,7 +4,7 @@
 
 mod render;
 
-pub use render::{Pages, Rendered};
+pub use render::{BRAND_STYLE_PATH, LOGO_PATH, Pages, Rendered};
 
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
@@ -227,6 +227,35 @@ pub fn escape_html(text: &str) -> String {
     out
 }
 
+/// The brand file's logo or stylesheet, served from lanyard's own origin
+/// under the page's CSP (docs/translations.md, README "Branding").
+pub fn brand_asset(
+    brand: &crate::config::brand::Brand,
+    path: &str,
+    head: bool,
+) -> Option<Response<Full<Bytes>>> {
+    let (content_type, body) = match path {
+        LOGO_PATH => {
+            let logo = brand.logo.as_ref()?;
+            (logo.content_type, logo.bytes.clone())
+        }
+        BRAND_STYLE_PATH => ("text/css; charset=utf-8", Bytes::from(brand.stylesheet()?)),
+        _ => return None,
+    };
+    let length = body.len();
+    let mut response = Response::new(Full::new(match head {
+        true => Bytes::new(),
+        false => body,
+    }));
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    if head {
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+    }
+    Some(response)
+}
+
 /// A plain-text answer for a path that is not the page's.
 pub fn not_found(head: bool) -> Response<Full<Bytes>> {
     let text = "not found: the verification page is at /\n";
@@ -279,7 +308,7 @@ mod tests {
 
     #[test]
     fn the_page_loads_only_its_own_files() {
-        let pages = Pages::render(crate::verifier::i18n::Languages::load().unwrap());
+        let pages = Pages::render(crate::verifier::i18n::Languages::load().unwrap(), None);
         let page = pages.choose(None, None).html.as_str();
         for reference in [
             "/assets/verifier.js",

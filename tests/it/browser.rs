@@ -44,16 +44,14 @@ fn screenshot_dir() -> PathBuf {
     tmp.parent().unwrap_or(tmp).join("browser-screenshots")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn verifier_page_works_in_headless_chromium() {
-    // Blocking, but nothing is served yet.
-    let browser_dir = support::node::browser();
-
-    // The files start about 16 sessions from one address over a minute
-    // (tests/browser/support.mjs), beyond the default per-client
-    // rate: raised here, not in the page.
-    let settings: HashMap<String, String> =
+/// `lanyard demo` in-process with `extra` settings, holding its first
+/// token. The files start about 16 sessions from one address over a
+/// minute (tests/browser/support.mjs), beyond the default per-client rate:
+/// raised here, not in the page.
+async fn start_demo(extra: &[(&str, &str)]) -> Demo {
+    let mut settings: HashMap<String, String> =
         HashMap::from([("LANYARD_VERIFIER_CLIENT_STARTS".into(), "30/1m".into())]);
+    settings.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     let config = Config::load(&Flags::default(), &settings, Requirement::Demo)
         .expect("the demo needs no other settings");
     let listeners = DemoListeners {
@@ -71,7 +69,21 @@ async fn verifier_page_works_in_headless_chromium() {
     .await
     .expect("the first token within 10 s")
     .expect("the refresher runs");
+    demo
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verifier_page_works_in_headless_chromium() {
+    // Blocking, but nothing is served yet.
+    let browser_dir = support::node::browser();
+
+    let demo = start_demo(&[]).await;
     let verifier = demo.process.verifier_addr.expect("the verifier listens");
+    // The same demo in the example brand shipped in config/
+    // (tests/browser/brand.test.mjs).
+    let brand_file = format!("{}/config/brand.example.toml", env!("CARGO_MANIFEST_DIR"));
+    let branded = start_demo(&[("LANYARD_VERIFIER_BRAND_FILE", &brand_file)]).await;
+    let branded_verifier = branded.process.verifier_addr.expect("the verifier listens");
 
     let started = Instant::now();
     let run = tokio::process::Command::new("node")
@@ -85,6 +97,11 @@ async fn verifier_page_works_in_headless_chromium() {
         )
         .env("BROWSER_TEST_CHROMIUM", support::node::CHROMIUM)
         .env("BROWSER_TEST_SHOP_URL", demo.mock.shop_url())
+        .env(
+            "BROWSER_TEST_BRANDED_URL",
+            format!("http://{branded_verifier}/"),
+        )
+        .env("BROWSER_TEST_BRANDED_SHOP_URL", branded.mock.shop_url())
         .env("BROWSER_TEST_SCREENSHOTS", screenshot_dir())
         .stdin(Stdio::null())
         .kill_on_drop(true)

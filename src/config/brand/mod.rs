@@ -151,6 +151,15 @@ impl Brand {
         self.labels.get(claim)?.get(lang)
     }
 
+    /// Every claim's label in `lang`, by the claim's name, as
+    /// [`Brand::label`] finds it.
+    pub fn labels(&self, lang: &LanguageIdentifier) -> BTreeMap<&str, &str> {
+        self.labels
+            .keys()
+            .filter_map(|claim| Some((claim.as_str(), self.label(claim, lang)?)))
+            .collect()
+    }
+
     /// The CSS that sets the page's `--accent` and `--accent-fg` for its
     /// light colour scheme; `None` without an accent. The dark scheme
     /// keeps the page's own accent, chosen to read on its dark background.

@@ -332,6 +332,30 @@ impl KeyError {
     }
 }
 
+/// The first private key section of a PEM text, and its kind.
+fn private_section(pem: &str) -> Result<(SectionKind, Vec<u8>), KeyError> {
+    let mut reader = BufReader::new(pem.as_bytes());
+    loop {
+        match rustls_pki_types::pem::from_buf(&mut reader) {
+            Ok(Some((kind @ (SectionKind::PrivateKey | SectionKind::RsaPrivateKey), der))) => {
+                return Ok((kind, der));
+            }
+            Ok(Some(_)) => continue,
+            Ok(None) | Err(_) => return Err(KeyError::BadPem),
+        }
+    }
+}
+
+/// A key pair's public half.
+fn public_of(pair: &aws_lc_rs::rsa::KeyPair) -> RsaPublic {
+    use aws_lc_rs::signature::KeyPair as _;
+    let key = pair.public_key();
+    RsaPublic {
+        modulus: key.modulus().big_endian_without_leading_zero().to_vec(),
+        exponent: key.exponent().big_endian_without_leading_zero().to_vec(),
+    }
+}
+
 /// Parses a PEM RSA private key (PKCS#8 or PKCS#1), accepting literal `\n`
 /// sequences as newlines (the form keys take in environment variables).
 pub fn parse_private_key(pem: &str) -> Result<SigningKey, KeyError> {
@@ -365,16 +389,7 @@ pub fn parse_private_key(pem: &str) -> Result<SigningKey, KeyError> {
         return Err(KeyError::Encrypted);
     }
 
-    let mut reader = BufReader::new(pem.as_bytes());
-    let (kind, der) = loop {
-        match rustls_pki_types::pem::from_buf(&mut reader) {
-            Ok(Some((kind @ (SectionKind::PrivateKey | SectionKind::RsaPrivateKey), der))) => {
-                break (kind, der);
-            }
-            Ok(Some(_)) => continue,
-            Ok(None) | Err(_) => return Err(KeyError::BadPem),
-        }
-    };
+    let (kind, der) = private_section(&pem)?;
     let parsed = match kind {
         SectionKind::RsaPrivateKey => aws_lc_rs::rsa::KeyPair::from_der(&der),
         _ => aws_lc_rs::rsa::KeyPair::from_pkcs8(&der),
@@ -390,14 +405,7 @@ pub fn parse_private_key(pem: &str) -> Result<SigningKey, KeyError> {
         return Err(KeyError::TooShort);
     }
     let binding_secret = pem_binding_secret(&pair)?;
-    let public = {
-        use aws_lc_rs::signature::KeyPair as _;
-        let key = pair.public_key();
-        RsaPublic {
-            modulus: key.modulus().big_endian_without_leading_zero().to_vec(),
-            exponent: key.exponent().big_endian_without_leading_zero().to_vec(),
-        }
-    };
+    let public = public_of(&pair);
 
     // jsonwebtoken takes the key as PEM and finds the RSA key inside a
     // PKCS#8 wrapper itself; the section aws-lc just validated is wrapped

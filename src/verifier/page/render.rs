@@ -7,7 +7,12 @@
 use serde_json::{Map, Value};
 
 use super::escape_html;
+use crate::config::brand::Brand;
 use crate::verifier::i18n::{Language, Languages, SCRIPT_MESSAGES};
+
+/// Where the brand file's logo and stylesheet are served.
+pub const LOGO_PATH: &str = "/assets/logo";
+pub const BRAND_STYLE_PATH: &str = "/assets/brand.css";
 
 const TEMPLATE: &str = include_str!("index.html");
 
@@ -26,11 +31,13 @@ pub struct Pages {
 }
 
 impl Pages {
-    pub fn render(languages: Languages) -> Pages {
+    /// The page in every language, in the relying party's `brand` when
+    /// there is one.
+    pub fn render(languages: Languages, brand: Option<&Brand>) -> Pages {
         let rendered = languages
             .all()
             .iter()
-            .map(|language| render(language, &languages))
+            .map(|language| render(language, &languages, brand))
             .collect();
         Pages {
             languages,
@@ -64,7 +71,7 @@ impl Rendered {
     }
 }
 
-fn render(language: &Language, languages: &Languages) -> Rendered {
+fn render(language: &Language, languages: &Languages, brand: Option<&Brand>) -> Rendered {
     let mut html = String::with_capacity(TEMPLATE.len() * 2);
     let mut rest = TEMPLATE;
     while let Some(at) = rest.find("{{") {
@@ -73,7 +80,7 @@ fn render(language: &Language, languages: &Languages) -> Rendered {
             break;
         };
         let name = &rest[at + 2..at + end];
-        html.push_str(&placeholder(name, language, languages));
+        html.push_str(&placeholder(name, language, languages, brand));
         rest = &rest[at + end + 2..];
     }
     html.push_str(rest);
@@ -86,16 +93,55 @@ fn render(language: &Language, languages: &Languages) -> Rendered {
     }
 }
 
-fn placeholder(name: &str, language: &Language, languages: &Languages) -> String {
+fn placeholder(
+    name: &str,
+    language: &Language,
+    languages: &Languages,
+    brand: Option<&Brand>,
+) -> String {
     match name {
         "lang" => language.tag(),
         "dir" => if language.rtl { "rtl" } else { "ltr" }.to_string(),
         "messages" => script_messages(language),
         "languages" => switch(language, languages),
-        // The brand file's claim labels; none without one.
-        "labels" => "{}".to_string(),
+        "labels" => labels(language, brand),
+        "brand" => brand.map_or_else(String::new, who_asks),
+        "brand-style" => match brand.and_then(Brand::stylesheet) {
+            Some(_) => format!(r#"<link rel="stylesheet" href="{BRAND_STYLE_PATH}">"#),
+            None => String::new(),
+        },
+        "purpose" => match brand.and_then(|b| b.purpose(&language.tag)) {
+            Some(purpose) => format!(
+                r#"<section class="purpose" aria-labelledby="purpose-title"><h2 id="purpose-title">{}</h2><p>{}</p></section>"#,
+                escape_html(language.message("purpose-title")),
+                escape_html(purpose)
+            ),
+            None => String::new(),
+        },
         id => escape_html(language.message(id)),
     }
+}
+
+/// The relying party, as the page's header shows it: its logo with its
+/// name as the text alternative, or its name.
+fn who_asks(brand: &Brand) -> String {
+    let name = escape_html(&brand.name);
+    match brand.logo {
+        Some(_) => format!(r#"<p class="brand"><img src="{LOGO_PATH}" alt="{name}"></p>"#),
+        None => format!(r#"<p class="brand">{name}</p>"#),
+    }
+}
+
+/// The brand file's labels for top-level claims in this language, as the
+/// script's JSON data block.
+fn labels(language: &Language, brand: Option<&Brand>) -> String {
+    let labels: Map<String, Value> = brand
+        .map(|brand| brand.labels(&language.tag))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(claim, label)| (claim.to_string(), Value::String(label.to_string())))
+        .collect();
+    data_block(&Value::Object(labels))
 }
 
 /// The script's messages as JSON inside `<script type="application/json">`:
@@ -108,7 +154,13 @@ fn script_messages(language: &Language) -> String {
             Value::String(language.message(id).to_string()),
         );
     }
-    Value::Object(messages)
+    data_block(&Value::Object(messages))
+}
+
+/// JSON for inside `<script type="application/json">`: `<`, `>` and `&`
+/// escaped, so that no text in it can close the element.
+fn data_block(value: &Value) -> String {
+    value
         .to_string()
         .replace('<', "\\u003c")
         .replace('>', "\\u003e")
@@ -141,7 +193,7 @@ mod tests {
 
     #[test]
     fn every_language_fills_every_placeholder() {
-        let pages = Pages::render(Languages::load().unwrap());
+        let pages = Pages::render(Languages::load().unwrap(), None);
         for rendered in &pages.rendered {
             assert!(
                 !rendered.html.contains("{{"),
