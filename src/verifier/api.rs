@@ -335,7 +335,7 @@ impl Inner {
 
     /// A warning that may repeat for every session (an outage, a payload
     /// unlike the assumptions), at most once a minute.
-    fn log_failure_throttled(&self, call: &'static str, what: &str) {
+    pub(super) fn log_failure_throttled(&self, call: &'static str, what: &str) {
         if let Some(held_back) = self.repeating.due(Instant::now()) {
             let rule = self.service.rule();
             tracing::warn!(call, %rule, held_back, "{what}; logged at most once a minute");

@@ -157,14 +157,18 @@ pub fn login_page(
     rendered: &Rendered,
     base: &str,
     authorization: &str,
+    request: &str,
     asker: &str,
 ) -> Response<Full<Bytes>> {
     let page = rendered
         .html
-        .replace("\"/assets/", &format!("\"{base}/assets/"))
+        .replace("href=\"/assets/", &format!("href=\"{base}/assets/"))
+        .replace("src=\"/assets/", &format!("src=\"{base}/assets/"))
         .replace(
             "<body>",
-            &format!(r#"<body data-base="{base}/" data-authorization="{authorization}">"#),
+            &format!(
+                r#"<body data-base="{base}/" data-authorization="{authorization}" data-request="{request}">"#
+            ),
         )
         .replace(r#"<p id="asker" hidden></p>"#, &rendered.asker(asker));
     let mut response = html(page);

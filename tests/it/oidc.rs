@@ -480,3 +480,71 @@ async fn an_authorization_request_may_be_posted_and_discovery_is_preflighted() {
     assert_eq!(head.status, 200);
     assert!(head.body.is_empty());
 }
+
+/// The page may ask for a login's ending again and again (a reload, a
+/// second tab), and gets a code each time: they are one authorization,
+/// redeemed once, not one each.
+#[tokio::test]
+async fn every_code_of_one_login_is_one_authorization() {
+    let provider = Provider::start(&[]).await;
+    let page = provider.authorize(&shop_query("")).await;
+    let mut browser = Browser::default();
+    let started = browser
+        .request(
+            Method::POST,
+            &provider.url(&format!(
+                "/api/start?authorization={}",
+                enc(&sealed_request(&page))
+            )),
+            &[("content-type", "application/json")],
+        )
+        .await;
+    let set = started.headers["set-cookie"].to_str().unwrap();
+    browser.cookie = Some(set.split(';').next().unwrap().to_string());
+    let session = crate::support::verifier::Session::of(&started.json());
+    let present = provider
+        .running
+        .mock
+        .wallet_present_url(&session.service_id);
+    assert_eq!(
+        send(Method::POST, &present, &[], Bytes::new()).await.status,
+        200
+    );
+    let status = provider.url(&format!("/api/status?transactionId={}", session.handle));
+    let mut codes = Vec::new();
+    while codes.len() < 3 {
+        let answer = browser.request(Method::GET, &status, &[]).await.json();
+        match answer["redirect"].as_str() {
+            Some(redirect) => codes.push(relying_party::code_of(redirect)),
+            None => tokio::time::sleep(lanyard::verifier::SERVICE_POLL_SPACING).await,
+        }
+    }
+    let form = |code: &str| {
+        format!(
+            "grant_type=authorization_code&code={}&redirect_uri={}",
+            enc(code),
+            enc(SHOP_CB)
+        )
+    };
+    // As many libraries send Basic: the secret as it is, the scheme in
+    // lower case.
+    let auth = basic("shop", SECRET).replace("Basic", "basic");
+    let first = provider
+        .token(&form(&codes[2]), &[("authorization", &auth)])
+        .await;
+    assert_eq!(first.status, 200, "{}", support::text(&first.body));
+    for code in &codes[..2] {
+        let again = provider
+            .token(&form(code), &[("authorization", &auth)])
+            .await;
+        assert_eq!(
+            again.json()["error"],
+            "invalid_grant",
+            "another code of the same login"
+        );
+    }
+    // userinfo with no token at all: a bare challenge (RFC 6750 §3.1).
+    let bare = send(Method::GET, &provider.url("/userinfo"), &[], Bytes::new()).await;
+    assert_eq!(bare.status, 401);
+    assert_eq!(bare.headers["www-authenticate"], "Bearer");
+}

@@ -202,7 +202,7 @@ fn secret(fields: &Map<String, Value>, problem: &mut impl FnMut(&str, String)) -
             problem(
                 "client_secret",
                 format!(
-                    "must be a string of {MIN_CLIENT_SECRET} to {MAX_CLIENT_SECRET} printable ASCII characters (make one with `openssl rand -base64 32`), or left out for a public client"
+                    "must be a string of {MIN_CLIENT_SECRET} to {MAX_CLIENT_SECRET} printable ASCII characters (make one with `openssl rand -hex 32`), or left out for a public client"
                 ),
             );
             None

@@ -164,10 +164,10 @@ impl OidcSettings {
             }
             (None, None) => {
                 l.errors.push(format!(
-                    "{} or {}: {}",
+                    "{}: {}; or set {}",
                     OIDC_SIGNING_KEY_FILE.env,
-                    OIDC_SIGNING_KEY.env,
-                    needs("the RSA key ID tokens are signed with")
+                    needs("the RSA key ID tokens are signed with"),
+                    OIDC_SIGNING_KEY.env
                 ));
                 None
             }

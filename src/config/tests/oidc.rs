@@ -253,7 +253,7 @@ fn a_clients_file_that_cannot_be_used_is_named_with_where_it_goes_wrong() {
         ),
         (
             json!([{"client_id": "shop", "client_secret": "short-secret-15", "redirect_uris": ["https://shop.example/cb"]}]),
-            ": clients[0].client_secret: must be a string of 16 to 512 printable ASCII characters (make one with `openssl rand -base64 32`), or left out for a public client",
+            ": clients[0].client_secret: must be a string of 16 to 512 printable ASCII characters (make one with `openssl rand -hex 32`), or left out for a public client",
         ),
     ] {
         let path = files.write("clients.json", clients_json(clients));
@@ -268,7 +268,7 @@ fn the_signing_key_is_given_one_way_and_is_an_rsa_key_of_its_own() {
     let files = Files::new();
     assert_eq!(
         the_problem(&files, &[(KEY_FILE, "")]),
-        "LANYARD_OIDC_SIGNING_KEY_FILE or LANYARD_OIDC_SIGNING_KEY: is required with LANYARD_OIDC_ISSUER (the RSA key ID tokens are signed with)"
+        "LANYARD_OIDC_SIGNING_KEY_FILE: is required with LANYARD_OIDC_ISSUER (the RSA key ID tokens are signed with); or set LANYARD_OIDC_SIGNING_KEY"
     );
     let both = the_problem(&files, &[(KEY_VALUE, &files.key_pem)]);
     assert_eq!(
@@ -434,7 +434,7 @@ fn every_problem_with_the_provider_shows_in_one_run() {
     let err = files.load(&[(CLIENTS, ""), (KEY_FILE, "")]).unwrap_err();
     assert_eq!(err.lines().len(), 2, "{err}");
     assert!(err.lines()[0].starts_with("LANYARD_OIDC_CLIENTS_FILE: is required"));
-    assert!(err.lines()[1].starts_with("LANYARD_OIDC_SIGNING_KEY_FILE or"));
+    assert!(err.lines()[1].starts_with("LANYARD_OIDC_SIGNING_KEY_FILE: is required"));
     let duplicate = files.write(
         "duplicate.json",
         clients_json(json!([

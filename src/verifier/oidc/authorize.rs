@@ -43,12 +43,20 @@ impl Refused {
     }
 }
 
+/// More parameters than any authorization or token request has; a
+/// request with more is refused before they are compared.
+pub const MAX_PARAMETERS: usize = 64;
+
 /// The parameters of a request, each name once; `Err` names one given
-/// more than once (RFC 6749 §3.1).
+/// more than once (RFC 6749 §3.1), or says there are too many.
 pub fn parameters(query: &[u8]) -> Result<Vec<(String, String)>, String> {
     let mut seen: Vec<(String, String)> = Vec::new();
+    let mut names = std::collections::HashSet::new();
     for (name, value) in form_urlencoded::parse(query) {
-        if seen.iter().any(|(n, _)| *n == name) {
+        if seen.len() == MAX_PARAMETERS {
+            return Err("(too many parameters)".into());
+        }
+        if !names.insert(name.clone()) {
             return Err(name.into_owned());
         }
         seen.push((name.into_owned(), value.into_owned()));
@@ -97,14 +105,20 @@ pub fn check(query: &[u8], clients: &Clients, now: u64) -> Result<Authorization,
         })
     };
     check_parameters(&params, client).map_err(|(error, why)| redirect(error, why))?;
-    Ok(Authorization {
+    let authorization = Authorization {
         client_id: client.id.clone(),
         redirect_uri: redirect_uri.to_string(),
         state: get(&params, "state").map(str::to_string),
         nonce: get(&params, "nonce").map(str::to_string),
         code_challenge: get(&params, "code_challenge").map(str::to_string),
         expires_at: now + AUTHORIZATION_LIFETIME,
-    })
+    };
+    // Refused now rather than at the button: the session's handle must
+    // carry it.
+    if authorization.to_handle_text().is_none() {
+        return Err(redirect("invalid_request", "the request is too long"));
+    }
+    Ok(authorization)
 }
 
 /// The client and its redirect URI, when both are registered, exactly.
@@ -127,12 +141,38 @@ fn genuine<'a>(query: &'a [u8], clients: &'a Clients) -> Result<(&'a Client, Str
     let redirect_uri = redirect_uri.ok_or(Refused::Page(
         "The request does not say where to return (redirect_uri is missing).",
     ))?;
-    if !client.redirect_uris.iter().any(|uri| *uri == *redirect_uri) {
+    if !client
+        .redirect_uris
+        .iter()
+        .any(|uri| *uri == *redirect_uri || loopback_match(uri, &redirect_uri))
+    {
         return Err(Refused::Page(
             "The address the request asks to return to is not one registered for the application.",
         ));
     }
     Ok((client, redirect_uri.into_owned()))
+}
+
+/// A native app's loopback redirect on any port (RFC 8252 §7.3): both
+/// plain http to the same loopback IP literal (not `localhost`, which a
+/// hosts file may point elsewhere, §8.3), with the same path and query.
+fn loopback_match(registered: &str, given: &str) -> bool {
+    let (Ok(registered), Ok(given)) = (registered.parse::<http::Uri>(), given.parse::<http::Uri>())
+    else {
+        return false;
+    };
+    let loopback = |uri: &http::Uri| {
+        uri.scheme_str() == Some("http")
+            && uri
+                .host()
+                .map(|host| host.trim_start_matches('[').trim_end_matches(']'))
+                .and_then(|host| host.parse::<std::net::IpAddr>().ok())
+                .is_some_and(|ip| ip.is_loopback())
+    };
+    loopback(&registered)
+        && loopback(&given)
+        && registered.host() == given.host()
+        && registered.path_and_query() == given.path_and_query()
 }
 
 /// Everything but the client and the redirect URI, as an RFC 6749 error
@@ -172,8 +212,15 @@ fn check_parameters(
         ));
     }
     for name in ["state", "nonce"] {
-        if get(params, name).is_some_and(|v| v.len() > MAX_STATE) {
-            return Err(("invalid_request", "state or nonce is too long"));
+        // RFC 6749's VSCHAR: what a redirect and the sealed handle carry
+        // as they are.
+        if get(params, name)
+            .is_some_and(|v| v.len() > MAX_STATE || !v.bytes().all(|b| (0x20..0x7f).contains(&b)))
+        {
+            return Err((
+                "invalid_request",
+                "state or nonce is too long or not printable ASCII",
+            ));
         }
     }
     let challenge = get(params, "code_challenge");

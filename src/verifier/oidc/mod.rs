@@ -231,7 +231,7 @@ impl Inner {
             }
         };
         let keys = self.keys.ring();
-        let Ok(sealed) = sealed::seal(&keys, &authorization) else {
+        let Ok(sealed) = sealed::seal(&keys, &provider.issuer, &authorization) else {
             return error_page("This service cannot start a login right now. Please try again.");
         };
         let client = provider.clients.get(&authorization.client_id);
@@ -242,27 +242,30 @@ impl Inner {
         let accept = headers
             .get(header::ACCEPT_LANGUAGE)
             .and_then(|value| value.to_str().ok());
-        let rendered = self.pages.choose(asked_language(query).as_deref(), accept);
-        super::page::login_page(rendered, provider.path(), &sealed, name)
+        let (asked, ui_locales) = asked_language(query);
+        // The relying party's ui_locales first, as a browser's list.
+        let rendered = self
+            .pages
+            .choose(asked.as_deref(), ui_locales.as_deref().or(accept));
+        let request = authorization.fingerprint();
+        super::page::login_page(rendered, provider.path(), &sealed, &request, name)
     }
 }
 
 /// The language the login page is asked in: the page's switch (`lang`),
-/// else the client's `ui_locales` (OpenID Connect Core §3.1.2.1), the
-/// first of them lanyard has.
-fn asked_language(query: &[u8]) -> Option<String> {
-    let params: Vec<(String, String)> = form_urlencoded::parse(query)
-        .map(|(n, v)| (n.into_owned(), v.into_owned()))
-        .collect();
-    let get = |name: &str| {
-        params
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.clone())
-    };
-    get("lang").or_else(|| {
-        get("ui_locales").and_then(|locales| locales.split(' ').next().map(str::to_string))
-    })
+/// and the client's `ui_locales` (OpenID Connect Core §3.1.2.1) as an
+/// `Accept-Language` list, in its order.
+fn asked_language(query: &[u8]) -> (Option<String>, Option<String>) {
+    let mut lang = None;
+    let mut ui_locales = None;
+    for (name, value) in form_urlencoded::parse(query) {
+        match &*name {
+            "lang" => lang = Some(value.into_owned()),
+            "ui_locales" => ui_locales = Some(value.split(' ').collect::<Vec<_>>().join(",")),
+            _ => {}
+        }
+    }
+    (lang, ui_locales)
 }
 
 /// A 303 to `location`.

@@ -10,6 +10,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
+use crate::config::issuer::Issuer;
 use crate::verifier::binding::{KeyRing, MAX_SEALED_AUTHORIZATION};
 
 const AUTHORIZATION: &[u8] = b"lanyard oidc authorization request";
@@ -92,19 +93,28 @@ impl Kind for AccessToken {
     const PURPOSE: &'static [u8] = ACCESS_TOKEN;
 }
 
-/// `value`, sealed for its kind's purpose.
-pub fn seal<T: Kind>(keys: &KeyRing, value: &T) -> Result<String, String> {
+/// `value`, sealed for its kind's purpose at `issuer`: two deployments
+/// that share a session key (staging and production, say) never take each
+/// other's.
+pub fn seal<T: Kind>(keys: &KeyRing, issuer: &Issuer, value: &T) -> Result<String, String> {
     let json = serde_json::to_vec(value).map_err(|_| "cannot write a sealed value")?;
-    keys.seal_bytes(T::PURPOSE, json)
+    keys.seal_bytes(&purpose::<T>(issuer), json)
 }
 
-/// What `text` holds, when one of `keys` sealed it for `T`'s purpose.
-pub fn open<T: Kind>(keys: &KeyRing, text: &str) -> Option<T> {
+/// What `text` holds, when one of `keys` sealed it for `T`'s purpose at
+/// `issuer`.
+pub fn open<T: Kind>(keys: &KeyRing, issuer: &Issuer, text: &str) -> Option<T> {
     if text.is_empty() || text.len() > MAX_SEALED {
         return None;
     }
-    let plain = keys.open_bytes(T::PURPOSE, text)?;
+    let plain = keys.open_bytes(&purpose::<T>(issuer), text)?;
     serde_json::from_slice(&plain).ok()
+}
+
+/// What a sealed value is bound to (its AEAD's associated data): its kind
+/// and the issuer.
+fn purpose<T: Kind>(issuer: &Issuer) -> Vec<u8> {
+    [T::PURPOSE, b"\0", issuer.as_str().as_bytes()].concat()
 }
 
 impl Authorization {
@@ -118,6 +128,23 @@ impl Authorization {
 
     pub fn from_handle_text(text: &str) -> Option<Authorization> {
         serde_json::from_str(text).ok()
+    }
+
+    /// The same for every showing of one request (the page reloaded in
+    /// another language) and different for another: what the page keeps
+    /// a session for, so that it never resumes one login's session on
+    /// another's page.
+    pub fn fingerprint(&self) -> String {
+        let fields = [
+            self.client_id.as_str(),
+            &self.redirect_uri,
+            self.state.as_deref().unwrap_or(""),
+            self.nonce.as_deref().unwrap_or(""),
+            self.code_challenge.as_deref().unwrap_or(""),
+        ];
+        let digest =
+            aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, fields.join("\0").as_bytes());
+        URL_SAFE_NO_PAD.encode(&digest.as_ref()[..16])
     }
 }
 
@@ -145,22 +172,29 @@ mod tests {
     }
 
     #[test]
-    fn a_sealed_value_opens_only_as_its_own_kind_and_under_its_keys() {
+    fn a_sealed_value_opens_only_as_its_own_kind_under_its_keys_at_its_issuer() {
         let keys = KeyRing::new(&[7; 32], None);
-        let sealed = seal(&keys, &authorization()).unwrap();
-        assert_eq!(open::<Authorization>(&keys, &sealed), Some(authorization()));
+        let issuer = Issuer::parse("https://login.example").unwrap();
+        let sealed = seal(&keys, &issuer, &authorization()).unwrap();
+        let opened = open::<Authorization>(&keys, &issuer, &sealed);
+        assert_eq!(opened, Some(authorization()));
         assert!(!sealed.contains("shop"), "sealed, not signed");
-        assert_eq!(open::<Code>(&keys, &sealed), None, "another purpose");
-        assert_eq!(open::<AccessToken>(&keys, &sealed), None);
-        let other = KeyRing::new(&[8; 32], None);
-        assert_eq!(open::<Authorization>(&other, &sealed), None);
-        let rotated = KeyRing::new(&[8; 32], Some(&[7; 32]));
         assert_eq!(
-            open::<Authorization>(&rotated, &sealed),
-            Some(authorization())
+            open::<Code>(&keys, &issuer, &sealed),
+            None,
+            "another purpose"
         );
+        assert_eq!(open::<AccessToken>(&keys, &issuer, &sealed), None);
+        let staging = Issuer::parse("https://staging.login.example").unwrap();
+        let elsewhere = open::<Authorization>(&keys, &staging, &sealed);
+        assert_eq!(elsewhere, None, "another issuer");
+        let other = KeyRing::new(&[8; 32], None);
+        assert_eq!(open::<Authorization>(&other, &issuer, &sealed), None);
+        let rotated = KeyRing::new(&[8; 32], Some(&[7; 32]));
+        let opened = open::<Authorization>(&rotated, &issuer, &sealed);
+        assert_eq!(opened, Some(authorization()));
         for junk in ["", "AAAA", "!!", &"A".repeat(MAX_SEALED + 1)] {
-            assert_eq!(open::<Authorization>(&keys, junk), None);
+            assert_eq!(open::<Authorization>(&keys, &issuer, junk), None);
         }
         let handle = authorization().to_handle_text().unwrap();
         assert_eq!(

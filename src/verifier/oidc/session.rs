@@ -42,7 +42,7 @@ impl Provider {
         let stale = VerifierError::BadRequest(
             "This login has expired or is not valid here. Go back to the application and start again.",
         );
-        let authorization: Authorization = sealed::open(keys, sealed).ok_or(stale)?;
+        let authorization: Authorization = sealed::open(keys, &self.issuer, sealed).ok_or(stale)?;
         let registered = self
             .clients
             .get(&authorization.client_id)
@@ -100,14 +100,14 @@ impl Provider {
         let now = unix_now();
         let code = sub.and_then(|sub| {
             let code = Code {
-                id: sealed::random_id()?,
+                id: code_id(&session.service_id),
                 service_id: session.service_id.clone(),
                 sub,
                 auth_time: now,
                 expires_at: now + CODE_LIFETIME,
                 authorization: authorization.clone(),
             };
-            sealed::seal(keys, &code)
+            sealed::seal(keys, &self.issuer, &code)
         });
         let redirect = match code {
             Ok(code) => {
@@ -163,4 +163,19 @@ impl Provider {
         params.push(("iss", self.issuer.as_str()));
         authorize::redirect_to(&redirect.redirect_uri, &params)
     }
+}
+
+/// A code's id, the same for every code of one session: the page may poll
+/// an ended session again and again, each poll answering a code sealed
+/// anew, and all of them are one authorization, redeemed once per replica
+/// (RFC 6749 §4.1.2; docs/oidc.md, Single use).
+fn code_id(service_id: &str) -> String {
+    use base64::Engine as _;
+    let digest = aws_lc_rs::digest::digest(
+        &aws_lc_rs::digest::SHA256,
+        [b"lanyard oidc code id\0".as_slice(), service_id.as_bytes()]
+            .concat()
+            .as_slice(),
+    );
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&digest.as_ref()[..16])
 }

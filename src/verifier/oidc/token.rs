@@ -26,6 +26,7 @@ use crate::verifier::api::{Refusal, unix_now};
 use crate::verifier::assumptions::{Claims, Ending, Progress};
 use crate::verifier::errors::VerifierError;
 use crate::verifier::polls;
+use crate::verifier::service::CallError;
 
 /// A token request's form, at most: a code, a verifier, a redirect URI
 /// and a client's credentials.
@@ -218,7 +219,7 @@ impl Inner {
         }
         let keys = self.keys.ring();
         let code: Code = get("code")
-            .and_then(|code| sealed::open(&keys, code))
+            .and_then(|code| sealed::open(&keys, &provider.issuer, code))
             .ok_or(INVALID_GRANT)?;
         let now = unix_now();
         let authorization = &code.authorization;
@@ -298,7 +299,8 @@ impl Inner {
             sub: code.sub.clone(),
             expires_at: now + TOKEN_LIFETIME,
         };
-        let access_token = sealed::seal(&self.keys.ring(), &access).map_err(|_| UNAVAILABLE)?;
+        let access_token =
+            sealed::seal(&self.keys.ring(), &provider.issuer, &access).map_err(|_| UNAVAILABLE)?;
         Ok(json!({
             "access_token": access_token,
             "token_type": "Bearer",
@@ -314,11 +316,17 @@ impl Inner {
         provider: &Provider,
         headers: &HeaderMap,
     ) -> Response<Full<Bytes>> {
-        let access: Option<AccessToken> = headers
+        let Some(bearer) = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .and_then(|token| sealed::open(&self.keys.ring(), token.trim()));
+            .and_then(|v| strip_scheme(v, "Bearer"))
+        else {
+            // No credentials: a challenge with no error (RFC 6750 §3.1).
+            provider.refused("invalid_token");
+            return bearer_challenge();
+        };
+        let access: Option<AccessToken> =
+            sealed::open(&self.keys.ring(), &provider.issuer, bearer.trim());
         let access = match access {
             Some(access) if access.expires_at > unix_now() => access,
             _ => {
@@ -354,6 +362,11 @@ impl Inner {
     }
 
     async fn ask_claims(&self, id: &str) -> Result<Claims, TokenError> {
+        // The replica's one budget for calls to the service, as the page's
+        // polls spend it: a holder of access tokens cannot spend more.
+        if !self.budget.take() {
+            return Err(UNAVAILABLE);
+        }
         let permit = tokio::time::timeout(self.service.timeout(), self.calls.acquire()).await;
         let Ok(Ok(_permit)) = permit else {
             return Err(UNAVAILABLE);
@@ -361,9 +374,17 @@ impl Inner {
         match self.service.progress(id).await {
             Ok(Progress::Ended(Ending::Verified(claims))) => Ok(claims),
             Ok(_) => Err(INVALID_GRANT),
+            // The service no longer knows the session, or its answer can
+            // never be used: asking again gives the same.
+            Err(CallError::Answered(StatusCode::NOT_FOUND) | CallError::Unusable(_)) => {
+                Err(INVALID_GRANT)
+            }
             Err(err) => {
-                tracing::warn!(
-                    "a token request could not ask the service for the presentation: {err}"
+                self.log_failure_throttled(
+                    "token",
+                    &format!(
+                        "a token request could not ask the service for the presentation: {err}"
+                    ),
                 );
                 Err(UNAVAILABLE)
             }
@@ -372,8 +393,9 @@ impl Inner {
 }
 
 /// The client, authenticated: `client_secret_basic` (RFC 6749 §2.3.1, the
-/// id and secret form-encoded before base64), `client_secret_post`, or a
-/// public client's id alone. One method per request.
+/// id and secret form-encoded before base64; many libraries send them as
+/// they are, which is taken too), `client_secret_post`, or a public
+/// client's id alone. One method per request.
 fn authenticate<'a>(
     provider: &'a Provider,
     headers: &HeaderMap,
@@ -384,45 +406,72 @@ fn authenticate<'a>(
         None => None,
         Some(value) => Some(basic_credentials(value).ok_or(INVALID_CLIENT)?),
     };
-    let (id, secret) = match (basic, form_secret) {
+    let (client, secrets) = match (basic, form_secret) {
         (Some(_), Some(_)) => {
             return Err(refuse(
                 "invalid_request",
                 "the client authenticates with one method, not two",
             ));
         }
-        (Some((id, secret)), None) => {
-            if form_id.is_some_and(|form_id| form_id != id) {
+        (Some(basic), None) => {
+            let client = [&basic.id, &basic.raw_id]
+                .into_iter()
+                .find_map(|id| provider.clients.get(id))
+                .ok_or(INVALID_CLIENT)?;
+            if form_id.is_some_and(|form_id| form_id != client.id) {
                 return Err(INVALID_CLIENT);
             }
-            (id, Some(secret))
+            (client, vec![basic.secret, basic.raw_secret])
         }
-        (None, secret) => (
-            form_id
-                .ok_or(refuse("invalid_request", "client_id is missing"))?
-                .to_string(),
-            secret.map(str::to_string),
-        ),
+        (None, secret) => {
+            let id = form_id.ok_or(refuse("invalid_request", "client_id is missing"))?;
+            let client = provider.clients.get(id).ok_or(INVALID_CLIENT)?;
+            (client, secret.map(str::to_string).into_iter().collect())
+        }
     };
-    let client = provider.clients.get(&id).ok_or(INVALID_CLIENT)?;
-    match (&client.secret, secret) {
-        (None, None) => Ok(client),
-        (Some(expected), Some(given))
-            if aws_lc_rs::constant_time::verify_slices_are_equal(
-                expected.expose().as_bytes(),
-                given.as_bytes(),
-            )
-            .is_ok() =>
-        {
-            Ok(client)
-        }
-        _ => Err(INVALID_CLIENT),
+    let authenticated = match &client.secret {
+        None => secrets.is_empty(),
+        Some(expected) => secrets
+            .iter()
+            .any(|given| same_secret(expected.expose(), given)),
+    };
+    match authenticated {
+        true => Ok(client),
+        false => Err(INVALID_CLIENT),
     }
 }
 
-/// The id and secret of `Authorization: Basic`.
-fn basic_credentials(value: &HeaderValue) -> Option<(String, String)> {
-    let encoded = value.to_str().ok()?.strip_prefix("Basic ")?;
+/// The credentials after an authentication scheme, whose name is matched
+/// ignoring case (RFC 7235 §2.1).
+fn strip_scheme<'a>(value: &'a str, scheme: &str) -> Option<&'a str> {
+    let (name, rest) = value.split_once(' ')?;
+    name.eq_ignore_ascii_case(scheme).then_some(rest)
+}
+
+/// Whether two secrets are equal, in time that tells nothing of either:
+/// their SHA-256 digests compared in constant time, so that neither the
+/// first difference nor the length shows.
+fn same_secret(expected: &str, given: &str) -> bool {
+    use aws_lc_rs::digest::{SHA256, digest};
+    aws_lc_rs::constant_time::verify_slices_are_equal(
+        digest(&SHA256, expected.as_bytes()).as_ref(),
+        digest(&SHA256, given.as_bytes()).as_ref(),
+    )
+    .is_ok()
+}
+
+/// What `Authorization: Basic` carries: the id and secret form-decoded,
+/// as RFC 6749 §2.3.1 sends them, and as they are.
+#[derive(Debug, PartialEq, Eq)]
+struct Basic {
+    id: String,
+    secret: String,
+    raw_id: String,
+    raw_secret: String,
+}
+
+fn basic_credentials(value: &HeaderValue) -> Option<Basic> {
+    let encoded = strip_scheme(value.to_str().ok()?, "Basic")?;
     let decoded = String::from_utf8(STANDARD.decode(encoded.trim()).ok()?).ok()?;
     let (id, secret) = decoded.split_once(':')?;
     let decode = |part: &str| {
@@ -431,7 +480,12 @@ fn basic_credentials(value: &HeaderValue) -> Option<(String, String)> {
             .ok()
             .map(|text| text.into_owned())
     };
-    Some((decode(id)?, decode(secret)?))
+    Some(Basic {
+        id: decode(id)?,
+        secret: decode(secret)?,
+        raw_id: id.to_string(),
+        raw_secret: secret.to_string(),
+    })
 }
 
 /// PKCE (RFC 7636 §4.6): a code issued with a challenge needs the
@@ -491,6 +545,16 @@ fn token_error(provider: &Provider, error: TokenError, basic: bool) -> Response<
     response
 }
 
+/// `userinfo` asked with no access token at all.
+fn bearer_challenge() -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::new()));
+    *response.status_mut() = StatusCode::UNAUTHORIZED;
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response
+}
+
 /// `userinfo`'s refusal (RFC 6750 §3).
 fn bearer_error(error: &'static str, description: &'static str) -> Response<Full<Bytes>> {
     let mut response = token_answer(json!({"error": error, "error_description": description}));
@@ -538,10 +602,21 @@ mod tests {
         let value =
             HeaderValue::from_str(&format!("Basic {}", STANDARD.encode("my%3Aapp:s%2Bcr%25t")))
                 .unwrap();
+        let basic = basic_credentials(&value).unwrap();
         assert_eq!(
-            basic_credentials(&value),
-            Some(("my:app".into(), "s+cr%t".into()))
+            (basic.id.as_str(), basic.secret.as_str()),
+            ("my:app", "s+cr%t")
         );
+        assert_eq!(basic.raw_secret, "s%2Bcr%25t");
+        // As many libraries send it: not form-encoded, scheme in any case.
+        let raw = HeaderValue::from_str(&format!("basic {}", STANDARD.encode("a:b+c"))).unwrap();
+        let basic = basic_credentials(&raw).unwrap();
+        assert_eq!(
+            (basic.secret.as_str(), basic.raw_secret.as_str()),
+            ("b c", "b+c")
+        );
+        assert!(same_secret("b+c", &basic.raw_secret));
+        assert!(!same_secret("b+c", &basic.secret));
         for bad in ["Bearer abc", "Basic !!!", "Basic bm9jb2xvbg=="] {
             assert_eq!(
                 basic_credentials(&HeaderValue::from_static(bad)),

@@ -64,7 +64,9 @@
   const KEPT = 'lanyard-session';
   function keep(session, expiresAt) {
     try {
-      sessionStorage.setItem(KEPT, JSON.stringify({ session, expiresAt, page: location.pathname }));
+      sessionStorage.setItem(KEPT, JSON.stringify({
+        session, expiresAt, page: location.pathname, request: document.body.dataset.request || '',
+      }));
     } catch (_) {
       // Storage may be off; a reload then starts over.
     }
@@ -79,7 +81,10 @@
   function kept() {
     try {
       const stored = JSON.parse(sessionStorage.getItem(KEPT) || 'null');
+      // The same page and, for a login, the same request: never another
+      // login's session under this one's name.
       if (stored && stored.page === location.pathname && stored.expiresAt > Date.now() &&
+        stored.request === (document.body.dataset.request || '') &&
         stored.session && typeof stored.session.transaction_id === 'string') {
         return stored;
       }
@@ -393,7 +398,7 @@
       }
       // The client's registered redirect URI; never a scheme that would
       // run or render something in this page's place.
-      if (typeof body.redirect === 'string' && /^[a-z][a-z0-9+.-]*:/i.test(body.redirect) &&
+      if (authorization() && typeof body.redirect === 'string' && /^[a-z][a-z0-9+.-]*:/i.test(body.redirect) &&
         !/^(javascript|data|vbscript|blob|file):/i.test(body.redirect)) {
         returnTo(body);
         return;

@@ -85,3 +85,32 @@ fn parameters_are_each_given_once() {
     assert_eq!(parameters(b"a=1&b=2").unwrap().len(), 2);
     assert_eq!(parameters(b"a=1&a=2"), Err("a".to_string()));
 }
+
+#[test]
+fn a_loopback_redirect_matches_on_any_port_and_nothing_else_does() {
+    assert!(loopback_match(
+        "http://127.0.0.1/cb",
+        "http://127.0.0.1:51234/cb"
+    ));
+    assert!(loopback_match(
+        "http://[::1]:80/cb?x=1",
+        "http://[::1]:8080/cb?x=1"
+    ));
+    for (registered, given) in [
+        ("http://127.0.0.1/cb", "http://127.0.0.1:5/other"),
+        ("http://127.0.0.1/cb", "http://127.0.0.2:5/cb"),
+        ("http://localhost/cb", "http://localhost:5/cb"),
+        ("https://127.0.0.1/cb", "https://127.0.0.1:5/cb"),
+        ("http://127.0.0.1/cb", "http://[::1]:5/cb"),
+    ] {
+        assert!(!loopback_match(registered, given), "{registered} {given}");
+    }
+}
+
+#[test]
+fn too_many_parameters_are_refused_before_they_are_compared() {
+    let many: String = (0..MAX_PARAMETERS + 1)
+        .map(|i| format!("p{i}=x&"))
+        .collect();
+    assert!(parameters(many.as_bytes()).is_err());
+}
