@@ -15,6 +15,7 @@
 mod absolute;
 mod body;
 mod headers;
+pub mod organization;
 
 pub use body::{MAX_REPLAY_BODY, StreamedBody, UpstreamBody};
 pub use headers::strip_hop_by_hop;
