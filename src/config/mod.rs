@@ -36,6 +36,7 @@
 //! its value came from; values of secret settings are never echoed.
 
 mod account;
+pub mod accounts;
 pub mod brand;
 pub mod credentials;
 pub mod declaration;
