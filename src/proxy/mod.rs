@@ -137,16 +137,26 @@ impl From<ClientBodyError> for Refusal {
 #[derive(Clone)]
 pub struct ProxySetup {
     connector: Connector,
+    upstream_limit: UpstreamLimit,
+    shared: Arc<Shared>,
+}
+
+/// What every thread's proxy shares, made once: one `Arc`, as the
+/// verifier's state is, rather than each field copied into each thread's.
+struct Shared {
     listen: Option<SocketAddr>,
     upstream: TargetUrl,
     tokens: TokenHandle,
+    /// The 401 rule: the service's 401 is passed on when no new token
+    /// comes.
+    rejections: RejectionRule,
     metrics: Metrics,
+    request_series: RequestSeries,
     timeout: Duration,
     body_timeout: Duration,
-    upstream_limit: UpstreamLimit,
     replay_budget: ReplayBudget,
     /// The 403 hint, shared by the proxy's threads.
-    forbidden_hint: Arc<Throttle>,
+    forbidden_hint: Throttle,
 }
 
 impl ProxySetup {
@@ -159,17 +169,27 @@ impl ProxySetup {
         tokens: TokenHandle,
         metrics: Metrics,
     ) -> ProxySetup {
+        let rejections = RejectionRule::new(
+            tokens.clone(),
+            config.upstream_timeout,
+            metrics.upstream_unauthorized_retries.clone(),
+            WhenNoNewToken::PassThe401On,
+        );
         ProxySetup {
             connector,
-            listen,
-            upstream: config.upstream.clone(),
-            tokens,
-            metrics,
-            timeout: config.upstream_timeout,
-            body_timeout: config.body_timeout,
             upstream_limit: UpstreamLimit::new(config.max_upstream_connections),
-            replay_budget: ReplayBudget::new(),
-            forbidden_hint: Arc::new(Throttle::new(throttle::EVERY_MINUTE)),
+            shared: Arc::new(Shared {
+                listen,
+                upstream: config.upstream.clone(),
+                tokens,
+                rejections,
+                request_series: RequestSeries::new(metrics.clone()),
+                metrics,
+                timeout: config.upstream_timeout,
+                body_timeout: config.body_timeout,
+                replay_budget: ReplayBudget::new(),
+                forbidden_hint: Throttle::new(throttle::EVERY_MINUTE),
+            }),
         }
     }
 }
@@ -178,46 +198,20 @@ impl ProxySetup {
 /// upstream connections.
 pub struct Proxy {
     pool: Rc<Pool<UpstreamBody>>,
-    listen: Option<SocketAddr>,
-    upstream: TargetUrl,
-    tokens: TokenHandle,
-    /// The 401 rule: the service's 401 is passed on when no new token
-    /// comes.
-    rejections: RejectionRule,
-    metrics: Metrics,
-    request_series: RequestSeries,
-    timeout: Duration,
-    body_timeout: Duration,
-    replay_budget: ReplayBudget,
-    forbidden_hint: Arc<Throttle>,
+    shared: Arc<Shared>,
 }
 
 impl Proxy {
     /// A proxy for the calling thread: its own upstream connections,
     /// everything else shared.
     pub fn new(setup: &ProxySetup) -> Proxy {
-        let upstream = &setup.upstream;
         Proxy {
             pool: Rc::new(Pool::new(
                 setup.connector.clone(),
-                upstream,
+                &setup.shared.upstream,
                 setup.upstream_limit.clone(),
             )),
-            listen: setup.listen,
-            upstream: upstream.clone(),
-            tokens: setup.tokens.clone(),
-            rejections: RejectionRule::new(
-                setup.tokens.clone(),
-                setup.timeout,
-                setup.metrics.upstream_unauthorized_retries.clone(),
-                WhenNoNewToken::PassThe401On,
-            ),
-            request_series: RequestSeries::new(setup.metrics.clone()),
-            metrics: setup.metrics.clone(),
-            timeout: setup.timeout,
-            body_timeout: setup.body_timeout,
-            replay_budget: setup.replay_budget.clone(),
-            forbidden_hint: setup.forbidden_hint.clone(),
+            shared: setup.shared.clone(),
         }
     }
 
@@ -240,7 +234,7 @@ impl Proxy {
             // carries `:authority`, and lanyard never forwards to it anyway.
             if req.version() < Version::HTTP_2
                 && let Some(target) = req.uri().authority()
-                && !accepts_target(&self.upstream, target, self.listen)
+                && !accepts_target(&self.shared.upstream, target, self.shared.listen)
             {
                 return Err(ProxyError::ForbiddenTarget.into());
             }
@@ -250,15 +244,17 @@ impl Proxy {
                 return Err(ProxyError::DotSegment.into());
             }
             let token = self
+                .shared
                 .tokens
                 .get()
                 .await
                 .map_err(|_| ProxyError::TokenUnavailable)?;
 
             let (mut parts, body) = req.into_parts();
-            let body = ClientBody::new(body, self.body_timeout);
+            let body = ClientBody::new(body, self.shared.body_timeout);
             // The only way joining fails is a target too long once prefixed.
             parts.uri = self
+                .shared
                 .upstream
                 .path_for(&parts.uri)
                 .map_err(|_| ProxyError::UriTooLong)?;
@@ -271,7 +267,7 @@ impl Proxy {
             // hyper moves the handler's future into place for each request, so
             // the common one (a small body, an answer other than 401) stays
             // small. Unboxed, it was 11 KiB.
-            let (bytes, _reservation) = match plan_body(body, &self.replay_budget).await? {
+            let (bytes, _reservation) = match plan_body(body, &self.shared.replay_budget).await? {
                 BodyPlan::Whole(bytes, reservation) => (bytes, reservation),
                 BodyPlan::Streaming(body) => {
                     let request = Request::from_parts(parts, Either::Right(body));
@@ -350,7 +346,7 @@ impl Proxy {
         token: Arc<Token>,
     ) -> Response<UpstreamResponse> {
         if response.status() == StatusCode::UNAUTHORIZED {
-            self.rejections.renew_in_background(token);
+            self.shared.rejections.renew_in_background(token);
         }
         response
     }
@@ -365,7 +361,7 @@ impl Proxy {
         trace: &HttpSpan,
     ) -> Result<Response<UpstreamResponse>, Refusal> {
         // No new token: `WhenNoNewToken::PassThe401On`, the proxy's answer.
-        let AfterRejection::Retry(token) = self.rejections.after_401(rejected).await else {
+        let AfterRejection::Retry(token) = self.shared.rejections.after_401(rejected).await else {
             return Ok(unauthorized);
         };
         drop(unauthorized);
@@ -397,7 +393,7 @@ impl Proxy {
             // Each future is built inside its `timeout_at` call and awaited at
             // once: one bound to a local, or wrapped in another async block,
             // would keep its own copy of the request in this future's space.
-            let deadline = Instant::now() + self.timeout;
+            let deadline = Instant::now() + self.shared.timeout;
             let first = tokio::time::timeout_at(deadline, self.pool.send(request)).await;
             let answer = match (first, replay) {
                 (Ok(Err(err)), Some(replay)) if err.closed_unanswered() => {
@@ -434,7 +430,8 @@ impl Proxy {
                             ProxyError::UpstreamUnreachable
                         }
                     };
-                    self.metrics
+                    self.shared
+                        .metrics
                         .upstream_errors
                         .with_label_values(&[kind])
                         .inc();
@@ -442,12 +439,13 @@ impl Proxy {
                     Err(error.into())
                 }
                 Err(_) => {
-                    self.metrics
+                    self.shared
+                        .metrics
                         .upstream_errors
                         .with_label_values(&["timeout"])
                         .inc();
                     tracing::warn!(
-                        timeout_ms = self.timeout.as_millis() as u64,
+                        timeout_ms = self.shared.timeout.as_millis() as u64,
                         "upstream did not answer in time"
                     );
                     Err(ProxyError::UpstreamTimeout.into())
@@ -457,8 +455,8 @@ impl Proxy {
     }
 
     fn forbidden(&self) {
-        self.metrics.upstream_forbidden.inc();
-        if let Some(held_back) = self.forbidden_hint.due(tokio::time::Instant::now()) {
+        self.shared.metrics.upstream_forbidden.inc();
+        if let Some(held_back) = self.shared.forbidden_hint.due(tokio::time::Instant::now()) {
             tracing::warn!(
                 held_back,
                 "the service answered 403: {FORBIDDEN_HINT}; logged at most once a minute, counted in lanyard_upstream_forbidden_total"
@@ -504,11 +502,16 @@ impl Handler for Proxy {
         async move {
             let started = Instant::now();
             let method = method_index(req.method());
-            let _in_flight = InFlightGauge::enter(&self.metrics);
+            let _in_flight = InFlightGauge::enter(&self.shared.metrics);
             let path =
                 tracing::enabled!(tracing::Level::DEBUG).then(|| req.uri().path().to_owned());
             // A disabled span, and nothing more, with tracing off.
-            let trace = HttpSpan::proxied(req.method(), req.uri(), req.headers(), &self.upstream);
+            let trace = HttpSpan::proxied(
+                req.method(),
+                req.uri(),
+                req.headers(),
+                &self.shared.upstream,
+            );
 
             // An aborted exchange has no status to count.
             let (response, error) = match self.forward(req, &trace).await {
@@ -525,7 +528,7 @@ impl Handler for Proxy {
             let elapsed = started.elapsed();
             let status = response.status();
             trace.answered(status, error);
-            self.request_series.observe(method, status, elapsed);
+            self.shared.request_series.observe(method, status, elapsed);
             if let Some(path) = path {
                 tracing::debug!(
                     method = METHODS[method],
