@@ -47,15 +47,9 @@ impl ServiceAccess {
         tls: rustls::ClientConfig,
     ) -> ServiceAccess {
         let connector = outbound::connector(tls);
-        let options = ExchangeOptions {
-            assertion_ttl: config.assertion_ttl,
-            clock_skew: config.clock_skew,
-            rfc7523_fields: config.rfc7523_fields,
-            timeout: config.token_timeout,
-        };
         let exchanger = Arc::new(Exchanger::new(
             credentials,
-            options,
+            exchange_options(config),
             connector.clone(),
             Arc::new(SystemClock),
         ));
@@ -64,5 +58,15 @@ impl ServiceAccess {
             exchanger,
             watch: None,
         }
+    }
+}
+
+/// How every account's token requests are made, from the settings.
+pub fn exchange_options(config: &Config) -> ExchangeOptions {
+    ExchangeOptions {
+        assertion_ttl: config.assertion_ttl,
+        clock_skew: config.clock_skew,
+        rfc7523_fields: config.rfc7523_fields,
+        timeout: config.token_timeout,
     }
 }

@@ -19,8 +19,11 @@ use prometheus::{Encoder, Registry, TextEncoder};
 use serde_json::json;
 use tokio::time::Instant;
 
+use crate::accounts::Accounts;
 use crate::server::{Abort, Handler};
 use crate::token::{RefreshState, Token, TokenHandle};
+
+mod accounts;
 
 /// A held token with less than this to go before it is retired keeps the
 /// pod ready only while its renewal is on course: a request forwarded
@@ -247,47 +250,88 @@ fn readiness_body(
     })
 }
 
+/// One account's readiness facts, read now, with its state and token.
+struct AccountFacts {
+    token: Option<Arc<Token>>,
+    state: RefreshState,
+    facts: ReadinessFacts,
+}
+
+impl AccountFacts {
+    fn read(tokens: &TokenHandle, now: Instant, draining: bool) -> AccountFacts {
+        // The token before the state: the refresher stores a token, then
+        // publishes, so the state read after is never older than the
+        // token. A state older than the token would judge a fresh token by
+        // its predecessor's failed renewal.
+        let token = tokens.current();
+        let watch = tokens.state();
+        // The refresher task owns the sender: closed, it has stopped.
+        let stopped = watch.has_changed().is_err();
+        let state = watch.borrow().clone();
+        let facts = ReadinessFacts::read(token.as_deref(), &state, now, draining, stopped);
+        AccountFacts {
+            token,
+            state,
+            facts,
+        }
+    }
+}
+
 /// The admin endpoints.
 pub struct Admin {
-    tokens: TokenHandle,
+    accounts: Accounts,
     registry: Registry,
     draining: Arc<AtomicBool>,
 }
 
 impl Admin {
     /// `draining` turns readiness off during shutdown.
-    pub fn new(tokens: TokenHandle, registry: Registry, draining: Arc<AtomicBool>) -> Admin {
+    pub fn new(accounts: Accounts, registry: Registry, draining: Arc<AtomicBool>) -> Admin {
         Admin {
-            tokens,
+            accounts,
             registry,
             draining,
         }
     }
 
-    /// `/readyz`'s status and JSON body, without a socket.
+    /// `/readyz`'s status and JSON body, without a socket. The default
+    /// account decides, as the one account always did; the directory's
+    /// accounts are reported, never decisive (README "Many accounts").
     pub fn readyz(&self) -> (StatusCode, serde_json::Value) {
         let now = Instant::now();
-        // The token before the state: the refresher stores a token, then
-        // publishes, so the state read after is never older than the
-        // token. A state older than the token would judge a fresh token by
-        // its predecessor's failed renewal.
-        let token = self.tokens.current();
-        let watch = self.tokens.state();
-        // The refresher task owns the sender: closed, it has stopped.
-        let stopped = watch.has_changed().is_err();
-        let state = watch.borrow().clone();
         let draining = self.draining.load(Ordering::Acquire);
-        let facts = ReadinessFacts::read(token.as_deref(), &state, now, draining, stopped);
+        let routes = self.accounts.load();
         // An upstream 401 does not make the pod unready: lanyard still holds
         // a token within its lifetime and sends it, and a client could
         // otherwise take the pod out of service by calling one path that
         // answers 401 (README "Token lifetime"). It is reported, not hidden.
-        let verdict = readiness(&facts);
+        let (verdict, mut body) = match routes.default_account() {
+            Some(account) => {
+                let read = AccountFacts::read(account.tokens(), now, draining);
+                let verdict = readiness(&read.facts);
+                let body =
+                    readiness_body(verdict, read.token.as_deref(), &read.state, &read.facts, now);
+                (verdict, body)
+            }
+            None => {
+                let verdict = match draining {
+                    true => Err(NotReady::ShuttingDown),
+                    false => Ok(()),
+                };
+                let body = json!({
+                    "status": if verdict.is_ok() { "ready" } else { "not_ready" },
+                    "reason": verdict.err().map(NotReady::reason),
+                });
+                (verdict, body)
+            }
+        };
+        if routes.by_path() {
+            body["accounts"] = accounts::summary(&routes, now);
+        }
         let status = match verdict {
             Ok(()) => StatusCode::OK,
             Err(_) => StatusCode::SERVICE_UNAVAILABLE,
         };
-        let body = readiness_body(verdict, token.as_deref(), &state, &facts, now);
         (status, body)
     }
 

@@ -110,8 +110,12 @@ impl Demo {
                 .map_err(|e| failed("the verifier's address", e))?;
             verifier.oidc = Some(demo_provider(&mock, address)?);
         }
+        let access = ServiceAccess::with_credentials(config, credentials, tls);
         let components = Components {
-            access: ServiceAccess::with_credentials(config, credentials, tls),
+            connector: access.connector.clone(),
+            directory: None,
+            exchange: crate::access::exchange_options(config),
+            access: Some(access),
             refresh: RefreshPolicy::with_expiry_margin(config.expiry_margin),
             admin: listeners.admin,
             proxy: listeners

@@ -1,12 +1,14 @@
 //! Errors lanyard answers itself (README "Errors made by lanyard itself"), and the one function that
 //! turns them into responses.
 
+use std::borrow::Cow;
+
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::Full;
 
 /// Why lanyard answered instead of the upstream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ProxyError {
     /// No valid token is held.
     TokenUnavailable,
@@ -31,14 +33,35 @@ pub enum ProxyError {
     /// it would resolve above the base URL's prefix. Answered as
     /// `bad_request`, with its own sentence.
     DotSegment,
+    /// The path names an organization that no account serves (README
+    /// "Many accounts"): nothing is forwarded.
+    NoAccountForOrganization(Box<str>),
+    /// The path names no organization, and no account serves such paths.
+    NoAccountForPath,
+    /// The path's organization cannot be read plainly (empty, encoded);
+    /// why. Answered as `bad_request`.
+    UnreadableOrganization(&'static str),
     /// The listener holds `LANYARD_MAX_CONNECTIONS` connections already.
     /// Not in README "Errors made by lanyard itself", which has no connection limit.
     TooManyConnections,
 }
 
+impl From<crate::accounts::NoAccount> for ProxyError {
+    fn from(no: crate::accounts::NoAccount) -> Self {
+        use crate::accounts::NoAccount;
+        match no {
+            NoAccount::ForOrganization(organization) => {
+                ProxyError::NoAccountForOrganization(organization.into())
+            }
+            NoAccount::ForPath => ProxyError::NoAccountForPath,
+            NoAccount::Unreadable(why) => ProxyError::UnreadableOrganization(why),
+        }
+    }
+}
+
 impl ProxyError {
     /// The `error` field and `lanyard-error` header value.
-    pub fn code(self) -> &'static str {
+    pub fn code(&self) -> &'static str {
         match self {
             ProxyError::TokenUnavailable => "token_unavailable",
             ProxyError::UpstreamUnreachable => "upstream_unreachable",
@@ -47,20 +70,28 @@ impl ProxyError {
             ProxyError::ForbiddenTarget => "forbidden_target",
             ProxyError::MethodNotAllowed => "method_not_allowed",
             ProxyError::UriTooLong => "uri_too_long",
-            ProxyError::BadRequest | ProxyError::DotSegment => "bad_request",
+            ProxyError::BadRequest
+            | ProxyError::DotSegment
+            | ProxyError::UnreadableOrganization(_) => "bad_request",
+            ProxyError::NoAccountForOrganization(_) => "no_account_for_organization",
+            ProxyError::NoAccountForPath => "no_account_for_path",
             ProxyError::TooManyConnections => "too_many_connections",
         }
     }
 
-    pub fn status(self) -> StatusCode {
+    pub fn status(&self) -> StatusCode {
         match self {
             ProxyError::TokenUnavailable | ProxyError::TooManyConnections => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             ProxyError::UpstreamUnreachable | ProxyError::UpstreamTls => StatusCode::BAD_GATEWAY,
             ProxyError::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
-            ProxyError::ForbiddenTarget | ProxyError::BadRequest | ProxyError::DotSegment => {
-                StatusCode::BAD_REQUEST
+            ProxyError::ForbiddenTarget
+            | ProxyError::BadRequest
+            | ProxyError::DotSegment
+            | ProxyError::UnreadableOrganization(_) => StatusCode::BAD_REQUEST,
+            ProxyError::NoAccountForOrganization(_) | ProxyError::NoAccountForPath => {
+                StatusCode::FORBIDDEN
             }
             ProxyError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ProxyError::UriTooLong => StatusCode::URI_TOO_LONG,
@@ -68,9 +99,12 @@ impl ProxyError {
     }
 
     /// A fixed sentence: never an inner error's text, which can leak
-    /// internals (addresses, certificate names, library messages).
-    pub fn message(self) -> &'static str {
-        match self {
+    /// internals (addresses, certificate names, library messages). The one
+    /// value a sentence names is an organization id from the request's own
+    /// path, which holds only the characters an id has
+    /// (`proxy::organization`).
+    pub fn message(&self) -> Cow<'static, str> {
+        let fixed = match self {
             ProxyError::TokenUnavailable => {
                 "lanyard holds no valid token for the service; see its logs and /readyz"
             }
@@ -93,14 +127,24 @@ impl ProxyError {
             ProxyError::TooManyConnections => {
                 "lanyard holds as many connections as it allows (LANYARD_MAX_CONNECTIONS); reuse connections or retry"
             }
-        }
+            ProxyError::NoAccountForOrganization(organization) => {
+                return Cow::Owned(format!(
+                    "lanyard holds no service account for organization `{organization}`: no credentials file of SA_CREDENTIALS_DIR names it; nothing was forwarded"
+                ));
+            }
+            ProxyError::NoAccountForPath => {
+                "the path names no organization (/organizations/{ORG_ID}/...), and lanyard has no account for such paths (SA_CREDENTIALS_FILE is not set); nothing was forwarded"
+            }
+            ProxyError::UnreadableOrganization(why) => why,
+        };
+        Cow::Borrowed(fixed)
     }
 
     /// The response: status, `content-type: application/json`,
     /// `lanyard-error: <code>`, body `{"error":"<code>","message":"..."}`.
-    pub fn response(self) -> Response<Full<Bytes>> {
-        let mut response = json_error(self.status(), self.code(), self.message());
-        if self == ProxyError::MethodNotAllowed {
+    pub fn response(&self) -> Response<Full<Bytes>> {
+        let mut response = json_error(self.status(), self.code(), &self.message());
+        if *self == ProxyError::MethodNotAllowed {
             let headers = response.headers_mut();
             headers.insert(
                 header::ALLOW,
@@ -110,13 +154,13 @@ impl ProxyError {
         response
     }
 
-    fn body(self) -> String {
-        error_body(self.code(), self.message())
+    fn body(&self) -> String {
+        error_body(self.code(), &self.message())
     }
 
     /// The same answer as raw HTTP/1.1 bytes with `connection: close`, for
     /// a connection refused before any HTTP machinery is spent on it.
-    pub fn http1_bytes(self) -> Vec<u8> {
+    pub fn http1_bytes(&self) -> Vec<u8> {
         raw_http1(self.status(), Some(self.code()), &self.body())
     }
 }
@@ -183,6 +227,9 @@ mod tests {
             (ProxyError::BadRequest, 400),
             (ProxyError::DotSegment, 400),
             (ProxyError::TooManyConnections, 503),
+            (ProxyError::NoAccountForOrganization("org-B".into()), 403),
+            (ProxyError::NoAccountForPath, 403),
+            (ProxyError::UnreadableOrganization("why"), 400),
         ];
         for (error, status) in all {
             let response = error.response();
@@ -192,7 +239,7 @@ mod tests {
             let body = response.into_body().collect().await.unwrap().to_bytes();
             let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
             assert_eq!(json["error"], error.code());
-            assert_eq!(json["message"], error.message());
+            assert_eq!(json["message"], error.message().as_ref());
             assert_eq!(json.as_object().unwrap().len(), 2);
         }
     }

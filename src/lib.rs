@@ -16,6 +16,7 @@
 //! - [`outbound`]: rustls roots, the outbound connector, error chains walked once, failure classification.
 //! - [`metrics`]: the Prometheus metrics, registered into an owned registry, and the request path's cached series.
 //! - [`otel`]: OpenTelemetry tracing from the standard `OTEL_*` variables: every span and attribute exported, the W3C trace context, the bounded export queue and its drop count.
+//! - [`accounts`]: the accounts a sidecar serves at run time, the route table from organization to account, and `SA_CREDENTIALS_DIR`'s watcher.
 //! - [`access`]: settings into the connector, the token exchanger and the credentials watch: how lanyard reaches the service.
 //! - [`commands`]: what `lanyard token`, `check` and `healthcheck` do.
 //! - [`process`]: the process composed of its components (token refresher, admin listener, and the proxy, the verifier or both, each from its own config type) and the drain that stops them; `lanyard run` and `lanyard verifier`.
@@ -39,6 +40,7 @@
 #![forbid(unsafe_code)]
 
 pub mod access;
+pub mod accounts;
 pub mod admin;
 pub mod cli;
 pub mod client_body;

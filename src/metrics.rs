@@ -1,17 +1,21 @@
 //! Prometheus metrics (README "Metrics"), registered once into a registry the
 //! application owns, never a global one.
+//!
+//! - `token`: the token series, one set per service account.
+
+mod token;
+
+pub use token::{AccountSeries, TokenMetrics};
 
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use http::{Method, StatusCode};
 use prometheus::{
-    Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry,
 };
 
-/// Token requests take tens of milliseconds to a few seconds.
-const TOKEN_BUCKETS: &[f64] = &[0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 /// Proxied requests: from a sub-millisecond loopback call to a slow API.
 const PROXY_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -20,9 +24,7 @@ const PROXY_BUCKETS: &[f64] = &[
 /// Every metric lanyard exports.
 #[derive(Debug, Clone)]
 pub struct Metrics {
-    pub token_requests: IntCounterVec,
-    pub token_request_duration: Histogram,
-    pub token_expiry: Gauge,
+    pub token: TokenMetrics,
     pub proxy_requests: IntCounterVec,
     pub proxy_request_duration: HistogramVec,
     pub proxy_in_flight: IntGauge,
@@ -126,24 +128,7 @@ impl Metrics {
         spans_dropped: IntCounter,
     ) -> Result<Self, prometheus::Error> {
         let metrics = Metrics {
-            token_requests: IntCounterVec::new(
-                Opts::new(
-                    "lanyard_token_requests_total",
-                    "Token requests made to the token endpoint, by outcome.",
-                ),
-                &["outcome"],
-            )?,
-            token_request_duration: Histogram::with_opts(
-                HistogramOpts::new(
-                    "lanyard_token_request_duration_seconds",
-                    "Time taken by token requests, successful or not.",
-                )
-                .buckets(TOKEN_BUCKETS.to_vec()),
-            )?,
-            token_expiry: Gauge::new(
-                "lanyard_token_expiry_timestamp_seconds",
-                "Unix time at which the held token expires (0 before the first token).",
-            )?,
+            token: TokenMetrics::register(registry)?,
             proxy_requests: IntCounterVec::new(
                 Opts::new(
                     "lanyard_proxy_requests_total",
@@ -236,9 +221,6 @@ impl Metrics {
             )?,
             oidc: OidcMetrics::register(registry)?,
         };
-        registry.register(Box::new(metrics.token_requests.clone()))?;
-        registry.register(Box::new(metrics.token_request_duration.clone()))?;
-        registry.register(Box::new(metrics.token_expiry.clone()))?;
         registry.register(Box::new(metrics.proxy_requests.clone()))?;
         registry.register(Box::new(metrics.proxy_request_duration.clone()))?;
         registry.register(Box::new(metrics.proxy_in_flight.clone()))?;
@@ -262,7 +244,6 @@ impl Metrics {
             .set(1);
         // Pre-create the series dashboards alert on, so they read 0 rather
         // than being absent before the first event.
-        metrics.token_requests.with_label_values(&["success"]);
         for kind in ["connect", "timeout", "tls", "other"] {
             metrics.upstream_errors.with_label_values(&[kind]);
         }

@@ -22,6 +22,10 @@ pub struct Account {
 }
 
 impl Account {
+    pub fn organization_id(&self) -> &str {
+        &self.credentials.organization_id
+    }
+
     /// The credentials, for an exchanger to own; the key is shared, not
     /// copied.
     pub fn credentials(&self) -> Credentials {

@@ -7,6 +7,7 @@
 //!   and checked once.
 //! - [`credentials`]: the credentials file, the `SA_*` overrides and the
 //!   RSA key, merged into checked credentials.
+//! - [`accounts`]: `SA_CREDENTIALS_DIR`'s files, an account each.
 //! - `verifier`: what `lanyard verifier` reads beyond `run`'s settings.
 //! - [`brand`]: the relying party's brand file for the verifier's page,
 //!   read and checked once.
@@ -83,7 +84,8 @@ use defaults::{
     MAX_ASSERTION_TTL,
 };
 use settings::{
-    ADMIN_LISTEN, ASSERTION_TTL, BODY_TIMEOUT, CA_FILE, CLIENT_ID, CLOCK_SKEW, DEMO, EXPIRY_MARGIN,
+    ADMIN_LISTEN, ASSERTION_TTL, BODY_TIMEOUT, CA_FILE, CLIENT_ID, CLOCK_SKEW, CREDENTIALS_DIR,
+    DEMO, EXPIRY_MARGIN,
     HEADER_TIMEOUT, IAM_AUDIENCE, LISTEN_MODE, LOG_FORMAT, MAX_CONNECTIONS, MAX_HEADER_BYTES,
     MAX_UPSTREAM_CONNECTIONS, ORG_ID, ORGANIZATION_ID, RFC7523_FIELDS, SEND_TIMEOUT,
     SHUTDOWN_GRACE, TOKEN_TIMEOUT, TOKEN_URI, UPSTREAM_TIMEOUT, VERIFIER_BRAND_FILE,
@@ -151,8 +153,14 @@ pub struct Config {
     /// while reading them, to log once logging is set up.
     pub warnings: Vec<String>,
     /// The credentials, read and checked at load for the commands that
-    /// sign assertions (`run`, `check`, `token`); `None` otherwise.
+    /// sign assertions (`run`, `check`, `token`); `None` otherwise, and
+    /// when `SA_CREDENTIALS_DIR` is set without `SA_CREDENTIALS_FILE`.
     pub account: Option<Account>,
+    /// `SA_CREDENTIALS_DIR` as given.
+    pub credentials_dir: Option<Sourced<PathBuf>>,
+    /// `SA_CREDENTIALS_DIR`'s accounts, read and checked at load for
+    /// `run`, `check` and `token`.
+    pub accounts: Option<accounts::AccountsDir>,
     /// The OpenID Connect provider, read and checked at load for
     /// `verifier`, `check` and `demo` when `LANYARD_OIDC_ISSUER` is set.
     pub oidc: Option<oidc::OidcConfig>,
@@ -248,8 +256,7 @@ impl Config {
             config.tls = account::tls(ca_file.as_ref(), &mut layers);
         }
         if need.credentials() && !config.demo {
-            config.credentials.key_timeout = config.token_timeout;
-            config.account = account::account(&config.credentials, &mut layers);
+            config.load_accounts(&mut layers);
         }
         if let Some(provider) = provider {
             let account_key = config.account.as_ref().map(|a| a.credentials().key);
@@ -263,6 +270,27 @@ impl Config {
         }
         config.warnings = layers.warnings;
         Ok(config)
+    }
+
+    /// The service account's credentials, `SA_CREDENTIALS_FILE`'s and
+    /// `SA_*`'s, and `SA_CREDENTIALS_DIR`'s accounts.
+    fn load_accounts(&mut self, layers: &mut Layers<'_>) {
+        self.credentials.key_timeout = self.token_timeout;
+        let Some(dir) = self.credentials_dir.clone() else {
+            self.account = account::account(&self.credentials, layers);
+            return;
+        };
+        let default_file = self.credentials.file.clone();
+        match &default_file {
+            Some(_) => self.account = account::account(&self.credentials, layers),
+            None => accounts::refuse_overrides(&self.credentials, layers),
+        }
+        let default = self
+            .account
+            .as_ref()
+            .zip(default_file.as_ref())
+            .map(|(account, file)| (account.organization_id(), file.value.as_path()));
+        self.accounts = accounts::load(&dir, default, self.token_timeout, layers);
     }
 
     /// Every setting, read in the order their problems are reported, and
@@ -282,6 +310,7 @@ impl Config {
         };
         let service_api_url = service_api_url(l, need, demo);
         let credentials = credential_settings(l);
+        let credentials_dir = credentials_dir(l, need);
         let verifier_required = need == Requirement::Verifier && !demo;
         let VerifierSettings {
             project_id,
@@ -336,6 +365,8 @@ impl Config {
             demo,
             warnings: Vec::new(),
             account: None,
+            credentials_dir,
+            accounts: None,
             oidc: None,
             verifier_brand: None,
             tls: None,
@@ -362,6 +393,21 @@ fn service_api_url(l: &mut Layers<'_>, need: Requirement, demo: bool) -> Option<
         }
         Ok(None) | Err(Reported) => None,
     }
+}
+
+/// `SA_CREDENTIALS_DIR`, for the commands that serve many accounts:
+/// `lanyard verifier` serves one, and refuses it.
+fn credentials_dir(l: &mut Layers<'_>, need: Requirement) -> Option<Sourced<PathBuf>> {
+    let dir = l.optional(&CREDENTIALS_DIR)?;
+    if need == Requirement::Verifier {
+        let why = format!(
+            "`lanyard verifier` serves one service account; set {} instead",
+            settings::CREDENTIALS_FILE.env
+        );
+        l.problem(CREDENTIALS_DIR.env, &dir.source, &why);
+        return None;
+    }
+    Some(dir)
 }
 
 /// The `SA_*` settings and `ORG_ID`, for [`credentials`] to merge.

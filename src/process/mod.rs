@@ -4,6 +4,8 @@
 //! (README "Shutdown").
 //!
 //! - `threads`: each listener's threads, each with its own runtime.
+//! - `tokens`: the accounts' refreshers and watchers, and the route table
+//!   they make.
 //! - `shutdown`: the drain that every listener and task holds.
 //! - `limits`: each listener's policy for the accept loop.
 //! - `unix`: the proxy's Unix socket file.
@@ -14,6 +16,7 @@ mod limits;
 mod shutdown;
 mod signals;
 mod threads;
+mod tokens;
 mod unix;
 
 pub use limits::{
@@ -37,20 +40,24 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use crate::Failure;
-use crate::access::ServiceAccess;
+use crate::access::{self, ServiceAccess};
+use crate::accounts::{AccountRules, Accounts, DirectoryReloads};
 use crate::admin::Admin;
+use crate::config::accounts::AccountsDir;
 use crate::config::{Config, ConfigError};
 use crate::metrics::{self, Metrics};
+use crate::outbound::Connector;
 use crate::proxy::{self, ProxyConfig};
 use crate::reload;
 use crate::server::{self, Drained};
-use crate::token::TokenHandle;
-use crate::token::refresher::{self, RefreshPolicy};
+use crate::token::refresher::RefreshPolicy;
+use crate::token::{ExchangeOptions, TokenHandle};
 use crate::verifier::{MAX_SERVICE_CALLS, Verifier, VerifierConfig};
 
 use limits::{admin_limits, budget_file_descriptors, proxy_limits, verifier_limits};
-use shutdown::{Drains, Watches, until_drained};
+use shutdown::{Drains, Watches};
 use threads::{ServeOptions, into_std, local_addr, start_proxy_workers, start_thread};
+use tokens::TokenTasks;
 
 /// Once the proxy has drained, the admin listener gets this long to answer
 /// a last scrape before the process exits.
@@ -65,8 +72,16 @@ const ADMIN_BACKLOG: usize = 128;
 /// tests can use port 0). The admin listener always, and the proxy, the
 /// verifier or both.
 pub struct Components {
-    /// The token refresher's account and its credentials watch.
-    pub access: ServiceAccess,
+    /// The default account, `SA_CREDENTIALS_FILE`'s (or the `SA_*`
+    /// settings'), and its credentials watch; `None` when only
+    /// `SA_CREDENTIALS_DIR` is set. The verifier always has one.
+    pub access: Option<ServiceAccess>,
+    /// `SA_CREDENTIALS_DIR`'s accounts (README "Many accounts").
+    pub directory: Option<AccountsDir>,
+    /// Outbound connections: the upstream's and the token endpoint's.
+    pub connector: Connector,
+    /// How every account's token requests are made.
+    pub exchange: ExchangeOptions,
     pub refresh: RefreshPolicy,
     pub admin: TcpListener,
     pub proxy: Option<(ProxyListener, ProxyConfig)>,
@@ -123,7 +138,14 @@ impl Components {
         verifier: TcpListener,
     ) -> Result<Components, Failure> {
         let components = Components::admin_only(config, admin)?;
-        let organization = &components.access.exchanger.credentials().organization_id;
+        let Some(access) = &components.access else {
+            return Err(ConfigError::loaded_for_another_command(
+                "SA_CREDENTIALS_FILE",
+                "`lanyard verifier`",
+            )
+            .into());
+        };
+        let organization = &access.exchanger.credentials().organization_id;
         let verifier_config = VerifierConfig::from_config(config, organization)?;
         Ok(Components {
             verifier: Some((verifier, verifier_config)),
@@ -134,8 +156,26 @@ impl Components {
     /// The token machinery and the admin listener, which every process
     /// has.
     fn admin_only(config: &Config, admin: TcpListener) -> Result<Components, Failure> {
+        let access = match (&config.account, &config.accounts) {
+            (None, Some(_)) => None,
+            _ => Some(ServiceAccess::from_config(config)?),
+        };
+        let connector = match (&access, &config.tls) {
+            (Some(access), _) => access.connector.clone(),
+            (None, Some(tls)) => crate::outbound::connector(tls.clone()),
+            (None, None) => {
+                return Err(ConfigError::loaded_for_another_command(
+                    "the TLS roots",
+                    "every command that signs assertions",
+                )
+                .into());
+            }
+        };
         Ok(Components {
-            access: ServiceAccess::from_config(config)?,
+            access,
+            directory: config.accounts.clone(),
+            connector,
+            exchange: access::exchange_options(config),
             refresh: RefreshPolicy::with_expiry_margin(config.expiry_margin),
             admin,
             proxy: None,
@@ -155,12 +195,18 @@ pub struct Process {
     pub proxy_socket: Option<PathBuf>,
     pub verifier_addr: Option<SocketAddr>,
     pub admin_addr: SocketAddr,
-    pub tokens: TokenHandle,
+    /// The default account's token; `None` when only `SA_CREDENTIALS_DIR`
+    /// is set.
+    pub tokens: Option<TokenHandle>,
+    /// Every account, by the paths it serves.
+    pub accounts: Accounts,
     pub metrics: Metrics,
     /// What the credentials watcher has done, when there is one.
     pub reloads: Option<watch::Receiver<reload::Reloads>>,
-    /// Wakes the credentials watcher, when there is one (SIGHUP).
-    check_credentials: Option<Arc<Notify>>,
+    /// What `SA_CREDENTIALS_DIR`'s watcher has done, when there is one.
+    pub directory: Option<watch::Receiver<DirectoryReloads>>,
+    /// Wake the credentials watchers (SIGHUP).
+    check_credentials: Vec<Arc<Notify>>,
     stop: watch::Sender<bool>,
     task: JoinHandle<Drained>,
 }
@@ -171,6 +217,9 @@ impl Process {
     pub fn start(components: Components) -> Result<Process, Failure> {
         let Components {
             access,
+            directory,
+            connector,
+            exchange,
             refresh,
             admin,
             proxy,
@@ -188,20 +237,34 @@ impl Process {
         };
         let max_connections = client_connections(proxy.as_ref(), verifier.as_ref());
         let drains = Drains::new();
-        let tasks = TokenTasks::spawn(&access, refresh, &metrics, &drains.watches.tasks);
-        let tokens = tasks.tokens.clone();
+        let rules = AccountRules {
+            connector: connector.clone(),
+            exchange,
+            policy: refresh,
+            rejection_wait: proxy
+                .as_ref()
+                .map_or(Duration::ZERO, |(_, config)| config.upstream_timeout),
+            metrics: metrics.clone(),
+            permits: tokens::token_permits(),
+        };
+        let tasks = TokenTasks::spawn(access.as_ref(), directory, rules, &drains.watches.tasks);
         // Built before any listener starts, so that one that cannot be
         // built stops the start with nothing serving.
-        let verifier = match verifier {
-            Some((listener, config)) => {
+        let verifier = match (verifier, &access, &tasks.tokens) {
+            (Some((listener, config)), Some(access), Some(tokens)) => {
                 let limits = verifier_limits(&config, max_connections);
-                let verifier = Verifier::new(&config, &access, tokens.clone(), metrics.clone())?;
+                let verifier = Verifier::new(&config, access, tokens.clone(), metrics.clone())?;
                 Some((listener, verifier, limits))
             }
-            None => None,
+            (Some(_), _, _) => {
+                return Err(Failure::Runtime(
+                    "the verifier serves one service account, and none is set".to_string(),
+                ));
+            }
+            (None, _, _) => None,
         };
         let draining = Arc::new(AtomicBool::new(false));
-        let admin_handler = Admin::new(tokens.clone(), registry, draining.clone());
+        let admin_handler = Admin::new(tasks.accounts.clone(), registry, draining.clone());
         let admin_limits = admin_limits(send_timeout);
         let admin_metrics = metrics.listener("admin");
         start_admin(
@@ -219,7 +282,14 @@ impl Process {
         if let Some((listener, config)) = proxy {
             let limits = proxy_limits(&config, max_connections);
             let at = addrs.proxy;
-            start_proxy(listener, at, &config, limits, &access, &tokens, &shared)?;
+            let setup = proxy::ProxySetup::new(
+                connector,
+                at,
+                &config,
+                tasks.accounts.clone(),
+                metrics.clone(),
+            );
+            start_proxy(listener, at, &config, limits, &setup, &shared)?;
         }
         if let (Some((listener, verifier, limits)), Some(addr)) = (verifier, addrs.verifier) {
             start_verifier(listener, addr, verifier, limits, &shared)?;
@@ -237,30 +307,30 @@ impl Process {
             proxy_socket: addrs.proxy_socket.clone(),
             verifier_addr: addrs.verifier,
             admin_addr: addrs.admin,
-            tokens,
+            tokens: tasks.tokens,
+            accounts: tasks.accounts,
             metrics,
             reloads: tasks.reloads,
+            directory: tasks.directory,
             check_credentials: tasks.check_credentials,
             stop,
             task,
         })
     }
 
-    /// Checks the credentials file now rather than at the next poll;
-    /// false when there is no file to check.
+    /// Checks the credentials file and directory now rather than at the
+    /// next poll; false when there is neither to check.
     pub fn reload_credentials(&self) -> bool {
-        match &self.check_credentials {
-            Some(check) => {
-                check.notify_one();
-                true
-            }
-            None => {
-                tracing::info!(
-                    "SIGHUP: no credentials file to reload (credentials from SA_* settings, or the demo); shutting down"
-                );
-                false
-            }
+        if self.check_credentials.is_empty() {
+            tracing::info!(
+                "SIGHUP: no credentials file to reload (credentials from SA_* settings, or the demo); shutting down"
+            );
+            return false;
         }
+        for check in &self.check_credentials {
+            check.notify_one();
+        }
+        true
     }
 
     /// Begins the shutdown: not ready, stop accepting, drain.
@@ -350,52 +420,6 @@ fn client_connections(
     budget_file_descriptors(max_connections, client_listeners.max(1), outbound)
 }
 
-/// The token refresher, and the credentials watcher when there is a file
-/// to watch, each stopped by the drain.
-struct TokenTasks {
-    tokens: TokenHandle,
-    /// Wakes the watcher (SIGHUP).
-    check_credentials: Option<Arc<Notify>>,
-    /// What the watcher has done.
-    reloads: Option<watch::Receiver<reload::Reloads>>,
-}
-
-impl TokenTasks {
-    fn spawn(
-        access: &ServiceAccess,
-        policy: RefreshPolicy,
-        metrics: &Metrics,
-        drain: &drain::Watch,
-    ) -> TokenTasks {
-        let (tokens, refresher) =
-            refresher::spawn(access.exchanger.clone(), policy, metrics.clone());
-        until_drained(refresher, drain.clone());
-        let check = access.watch.is_some().then(|| Arc::new(Notify::new()));
-        let (watcher, reloads) = access
-            .watch
-            .clone()
-            .zip(check.clone())
-            .and_then(|(watch, check)| {
-                reload::spawn(
-                    watch,
-                    access.exchanger.clone(),
-                    tokens.clone(),
-                    metrics.clone(),
-                    check,
-                )
-            })
-            .unzip();
-        if let Some(watcher) = watcher {
-            until_drained(watcher, drain.clone());
-        }
-        TokenTasks {
-            tokens,
-            check_credentials: check,
-            reloads,
-        }
-    }
-}
-
 /// The admin listener on its own thread, serving until the client
 /// listeners have drained, so probes see "not ready" rather than a
 /// refused connection. Its own thread keeps probes from waiting on the
@@ -452,8 +476,7 @@ fn start_proxy(
     addr: Option<SocketAddr>,
     config: &ProxyConfig,
     limits: server::Limits,
-    access: &ServiceAccess,
-    tokens: &TokenHandle,
+    proxy: &proxy::ProxySetup,
     shared: &Shared<'_>,
 ) -> Result<(), Failure> {
     let metrics = shared.metrics;
@@ -461,13 +484,6 @@ fn start_proxy(
         Some(addr) => tracing::info_span!("proxy", addr = %addr),
         None => tracing::info_span!("proxy", addr = "unix"),
     };
-    let proxy = proxy::ProxySetup::new(
-        access.connector.clone(),
-        addr,
-        config,
-        tokens.clone(),
-        metrics.clone(),
-    );
     let series = metrics.listener("proxy");
     let connections = server::ConnectionMetrics {
         open: Some(metrics.proxy_connections.clone()),
@@ -478,7 +494,7 @@ fn start_proxy(
     };
     start_proxy_workers(
         into_std(listener, "proxy")?,
-        &proxy,
+        proxy,
         config.worker_threads,
         shared,
         ServeOptions {

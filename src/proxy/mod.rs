@@ -36,6 +36,7 @@ use tokio::time::Instant;
 use absolute::accepts_target;
 use body::{BodyPlan, ReplayBudget, Reservation, plan_body};
 
+use crate::accounts::{Account, Accounts};
 use crate::client_body::{ClientBody, ClientBodyError};
 use crate::config::Config;
 use crate::error::{FORBIDDEN_HINT, ProxyError};
@@ -46,7 +47,7 @@ use crate::pool::{Pool, PooledBody, SendError, UpstreamLimit};
 use crate::server::{self, Abort, Handler, Peer};
 use crate::target::{TargetUrl, has_dot_segment};
 use crate::throttle::{self, Throttle};
-use crate::token::{AfterRejection, RejectionRule, Token, TokenHandle, WhenNoNewToken};
+use crate::token::{AfterRejection, Token};
 
 /// After a 401 to a body of unknown length, how long its end may take to
 /// arrive for the request to be replayed.
@@ -146,10 +147,10 @@ pub struct ProxySetup {
 struct Shared {
     listen: Option<SocketAddr>,
     upstream: TargetUrl,
-    tokens: TokenHandle,
-    /// The 401 rule: the service's 401 is passed on when no new token
+    /// Which account's token a request carries, by its path; each with
+    /// its 401 rule, which passes the service's 401 on when no new token
     /// comes.
-    rejections: RejectionRule,
+    accounts: Accounts,
     metrics: Metrics,
     request_series: RequestSeries,
     timeout: Duration,
@@ -166,23 +167,16 @@ impl ProxySetup {
         connector: Connector,
         listen: Option<SocketAddr>,
         config: &ProxyConfig,
-        tokens: TokenHandle,
+        accounts: Accounts,
         metrics: Metrics,
     ) -> ProxySetup {
-        let rejections = RejectionRule::new(
-            tokens.clone(),
-            config.upstream_timeout,
-            metrics.upstream_unauthorized_retries.clone(),
-            WhenNoNewToken::PassThe401On,
-        );
         ProxySetup {
             connector,
             upstream_limit: UpstreamLimit::new(config.max_upstream_connections),
             shared: Arc::new(Shared {
                 listen,
                 upstream: config.upstream.clone(),
-                tokens,
-                rejections,
+                accounts,
                 request_series: RequestSeries::new(metrics.clone()),
                 metrics,
                 timeout: config.upstream_timeout,
@@ -243,9 +237,18 @@ impl Proxy {
             if has_dot_segment(req.uri().path()) {
                 return Err(ProxyError::DotSegment.into());
             }
-            let token = self
+            // The account is chosen by the path exactly as it is
+            // forwarded (README "Many accounts"); nothing is sent for a
+            // path that has none.
+            let account = self
                 .shared
-                .tokens
+                .accounts
+                .load()
+                .pick(req.uri().path())
+                .map_err(ProxyError::from)?
+                .clone();
+            let token = account
+                .tokens()
                 .get()
                 .await
                 .map_err(|_| ProxyError::TokenUnavailable)?;
@@ -272,10 +275,10 @@ impl Proxy {
                 BodyPlan::Streaming(body) => {
                     let request = Request::from_parts(parts, Either::Right(body));
                     let response = Box::pin(self.send(request, None, trace)).await?;
-                    return Ok(self.unauthorized_passes(response, token));
+                    return Ok(unauthorized_passes(&account, response, token));
                 }
                 BodyPlan::Copied(body, copied) => {
-                    let copied = self.forward_copied(parts, body, copied, token, trace);
+                    let copied = self.forward_copied(parts, body, copied, (&account, token), trace);
                     return Box::pin(copied).await;
                 }
             };
@@ -297,7 +300,7 @@ impl Proxy {
             if response.status() != StatusCode::UNAUTHORIZED {
                 return Ok(response);
             }
-            Box::pin(self.retry_unauthorized(response, &token, replay, trace)).await
+            Box::pin(self.retry_unauthorized(response, (&account, &token), replay, trace)).await
         }
     }
 
@@ -308,7 +311,7 @@ impl Proxy {
         parts: http::request::Parts,
         body: StreamedBody,
         copied: oneshot::Receiver<(Bytes, Reservation)>,
-        token: Arc<Token>,
+        (account, token): (&Account, Arc<Token>),
         trace: &HttpSpan,
     ) -> Result<Response<UpstreamResponse>, Refusal> {
         // Kept for a replay, should the whole body arrive.
@@ -326,7 +329,7 @@ impl Proxy {
         // rest is on its way unless the client is still writing.
         let copy = tokio::time::timeout(COPY_WAIT, copied).await;
         let Ok(Ok((body, _reservation))) = copy else {
-            return Ok(self.unauthorized_passes(response, token));
+            return Ok(unauthorized_passes(account, response, token));
         };
         let replay = Replay {
             method,
@@ -334,21 +337,8 @@ impl Proxy {
             headers,
             body,
         };
-        self.retry_unauthorized(response, &token, replay, trace)
+        self.retry_unauthorized(response, (account, &token), replay, trace)
             .await
-    }
-
-    /// A 401 to a request that cannot be retried goes back to the client,
-    /// but the next requests should not carry a token the upstream refuses.
-    fn unauthorized_passes(
-        &self,
-        response: Response<UpstreamResponse>,
-        token: Arc<Token>,
-    ) -> Response<UpstreamResponse> {
-        if response.status() == StatusCode::UNAUTHORIZED {
-            self.shared.rejections.renew_in_background(token);
-        }
-        response
     }
 
     /// After a 401: one shared renewal, then one retry with the new token;
@@ -356,12 +346,12 @@ impl Proxy {
     async fn retry_unauthorized(
         &self,
         unauthorized: Response<UpstreamResponse>,
-        rejected: &Arc<Token>,
+        (account, rejected): (&Account, &Arc<Token>),
         mut replay: Replay,
         trace: &HttpSpan,
     ) -> Result<Response<UpstreamResponse>, Refusal> {
         // No new token: `WhenNoNewToken::PassThe401On`, the proxy's answer.
-        let AfterRejection::Retry(token) = self.shared.rejections.after_401(rejected).await else {
+        let AfterRejection::Retry(token) = account.rejections().after_401(rejected).await else {
             return Ok(unauthorized);
         };
         drop(unauthorized);
@@ -463,6 +453,19 @@ impl Proxy {
             );
         }
     }
+}
+
+/// A 401 to a request that cannot be retried goes back to the client, but
+/// the next requests should not carry a token the upstream refuses.
+fn unauthorized_passes(
+    account: &Account,
+    response: Response<UpstreamResponse>,
+    token: Arc<Token>,
+) -> Response<UpstreamResponse> {
+    if response.status() == StatusCode::UNAUTHORIZED {
+        account.rejections().renew_in_background(token);
+    }
+    response
 }
 
 /// A client's headers as the upstream gets them (README "Proxy"): hop-by-hop

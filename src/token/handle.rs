@@ -9,6 +9,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::cell::{Token, TokenCell};
+use super::demand::Demand;
 use super::exchange::ExchangeError;
 
 /// What the refresher has done, published after each of its decisions;
@@ -44,6 +45,9 @@ pub struct RefreshState {
     /// waits (none while one is in flight). A forced renewal may come
     /// sooner.
     pub next_attempt_at: Option<Instant>,
+    /// An on-demand account not renewing: no request has used it lately,
+    /// or yet ([`super::demand`]).
+    pub idle: bool,
 }
 
 /// Why no token can be handed out.
@@ -84,6 +88,8 @@ pub(super) struct RefresherLink {
     pub(super) reports: mpsc::UnboundedSender<Report>,
     /// The refresher task owns the sender, so waiters learn when it stops.
     pub(super) state: watch::Receiver<RefreshState>,
+    /// `Some` for an account kept on demand.
+    pub(super) demand: Option<Arc<Demand>>,
 }
 
 /// Cheap to clone; every clone sees the same token.
@@ -122,7 +128,12 @@ impl TokenHandle {
     /// 401 must not become an outage of lanyard's own making (README
     /// "Renewal and retries").
     pub async fn get(&self) -> Result<Arc<Token>, Unavailable> {
-        let token = self.link.cell.valid().ok_or(Unavailable::NoToken)?;
+        let Some(token) = self.link.cell.valid() else {
+            return self.first_needed().await;
+        };
+        if let Some(demand) = &self.link.demand {
+            demand.used();
+        }
         // The refresher marks the held token once it has read a report of
         // its rejection; until then, this is one load and one flag.
         if !token.is_rejected() {
@@ -132,6 +143,48 @@ impl TokenHandle {
             Ok(fresh) => Ok(fresh),
             Err(_) => self.link.cell.valid().ok_or(Unavailable::NoToken),
         }
+    }
+
+    /// No valid token is held. An on-demand account is asked for one, and
+    /// the request waits for it, at most `LANYARD_TOKEN_TIMEOUT`; any other
+    /// has none to give.
+    async fn first_needed(&self) -> Result<Arc<Token>, Unavailable> {
+        let Some(demand) = &self.link.demand else {
+            return Err(Unavailable::NoToken);
+        };
+        let mut state = self.link.state.clone();
+        let attempts_before = state.borrow_and_update().attempts;
+        demand.used();
+        let arrived = async {
+            loop {
+                // The refresher stores a new token before it publishes.
+                if let Some(token) = self.link.cell.valid() {
+                    return Ok(token);
+                }
+                {
+                    let now = state.borrow_and_update();
+                    if now.attempts > attempts_before
+                        && let Some(err) = &now.last_error
+                    {
+                        return Err(Unavailable::RenewalFailed(err.clone()));
+                    }
+                }
+                state.changed().await.map_err(|_| Unavailable::Stopped)?;
+            }
+        };
+        tokio::time::timeout(demand.first_wait, arrived)
+            .await
+            .unwrap_or(Err(Unavailable::NoToken))
+    }
+
+    /// Whether this account is kept on demand and is not renewing now.
+    pub fn is_idle(&self) -> bool {
+        self.link.demand.as_ref().is_some_and(|d| d.is_dormant())
+    }
+
+    /// Whether this account is kept on demand.
+    pub fn on_demand(&self) -> bool {
+        self.link.demand.is_some()
     }
 
     /// Asks for a token with new credentials now, past any backoff: a

@@ -4,6 +4,8 @@
 //! - [`assertion`]: the signed RS256 assertion (pure, takes a clock).
 //! - [`exchange`]: the token request over HTTP and its classified failures.
 //! - [`cell`]: the held token; one writer, lock-free readers.
+//! - [`demand`]: an account kept on demand: its first token when first
+//!   needed, no renewals once idle.
 //! - [`schedule`]: when to renew, retry and force a renewal: a pure policy.
 //! - [`refresher`]: the task that owns every token request and applies the
 //!   schedule.
@@ -12,6 +14,7 @@
 
 pub mod assertion;
 pub mod cell;
+pub mod demand;
 pub mod exchange;
 mod handle;
 pub mod refresher;
@@ -21,5 +24,6 @@ pub mod schedule;
 pub use assertion::{AssertionSigner, Clock, SystemClock};
 pub use cell::{Token, TokenCell};
 pub use exchange::{ExchangeError, ExchangeOptions, Exchanger, Issued};
-pub use refresher::{RefreshPolicy, RefreshState, TokenHandle, TokenSource, Unavailable};
+pub use demand::Demand;
+pub use refresher::{Keeping, RefreshPolicy, RefreshState, TokenHandle, TokenSource, Unavailable};
 pub use rejection::{AfterRejection, RejectionRule, WhenNoNewToken};

@@ -18,19 +18,20 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::throttle::Throttle;
 
 use super::cell::{Token, TokenCell};
+use super::demand::Demand;
 use super::exchange::{ExchangeError, Exchanger, Issued};
 use super::handle::{RefresherLink, Report};
 use super::schedule::{
     self, Declined, FailedRequest, ForcedFacts, ForcedSpacing, InFlight, RejectionAnswer,
 };
-use crate::metrics::Metrics;
+use crate::metrics::{AccountSeries, Metrics};
 use crate::otel::spans::TokenSpan;
 
 pub use super::handle::{RefreshState, TokenHandle, Unavailable};
@@ -39,11 +40,18 @@ pub use super::schedule::RefreshPolicy;
 /// Something that can produce a token: the real exchange, or a fake in tests.
 pub trait TokenSource: Send + Sync + 'static {
     fn fetch(&self) -> impl Future<Output = Result<Issued, ExchangeError>> + Send;
+    /// The account's `client_id`, which its token metrics are labelled
+    /// with; read after each token request, since a reload may change it.
+    fn client_id(&self) -> String;
 }
 
 impl TokenSource for Exchanger {
     fn fetch(&self) -> impl Future<Output = Result<Issued, ExchangeError>> + Send {
         Exchanger::fetch(self)
+    }
+
+    fn client_id(&self) -> String {
+        self.credentials().client_id.clone()
     }
 }
 
@@ -51,21 +59,53 @@ impl<T: TokenSource> TokenSource for Arc<T> {
     fn fetch(&self) -> impl Future<Output = Result<Issued, ExchangeError>> + Send {
         T::fetch(self)
     }
+
+    fn client_id(&self) -> String {
+        T::client_id(self)
+    }
 }
 
-/// Starts the refresher on the current tokio runtime. The task stops when
-/// the returned `JoinHandle` is aborted or the runtime shuts down.
+/// How an account's token is kept, beyond the schedule.
+#[derive(Debug, Clone, Default)]
+pub struct Keeping {
+    /// `Some`: on demand ([`super::demand`]): no token until a request
+    /// needs one, and no renewals once idle. `None`: from the start and
+    /// always, as a single account's.
+    pub demand: Option<Arc<Demand>>,
+    /// The token requests in flight across every account of the process
+    /// (README "Many accounts"); `None`: no cap beyond this account's one.
+    pub permits: Option<Arc<Semaphore>>,
+}
+
+/// Starts the refresher on the current tokio runtime, keeping the token
+/// from now on. The task stops when the returned `JoinHandle` is aborted
+/// or the runtime shuts down.
 pub fn spawn<S: TokenSource>(
     source: S,
     policy: RefreshPolicy,
     metrics: Metrics,
 ) -> (TokenHandle, tokio::task::JoinHandle<()>) {
-    let (published, state) = watch::channel(RefreshState::default());
+    spawn_kept(source, policy, metrics, Keeping::default())
+}
+
+/// As [`spawn`], kept as `keeping` says.
+pub fn spawn_kept<S: TokenSource>(
+    source: S,
+    policy: RefreshPolicy,
+    metrics: Metrics,
+    keeping: Keeping,
+) -> (TokenHandle, tokio::task::JoinHandle<()>) {
+    let on_demand = keeping.demand.is_some();
+    let (published, state) = watch::channel(RefreshState {
+        idle: on_demand,
+        ..RefreshState::default()
+    });
     let (report_sender, reports) = mpsc::unbounded_channel();
     let link = Arc::new(RefresherLink {
         cell: TokenCell::default(),
         reports: report_sender,
         state,
+        demand: keeping.demand.clone(),
     });
     let started = now();
     let refresher = Refresher {
@@ -73,7 +113,11 @@ pub fn spawn<S: TokenSource>(
         reports,
         published,
         policy,
+        series: metrics.token.account(&source.client_id(), on_demand),
         metrics,
+        dormant: on_demand,
+        demand: keeping.demand,
+        permits: keeping.permits,
         generation: 0,
         obtained_at: started,
         failures: 0,
@@ -109,6 +153,13 @@ struct Refresher {
     published: watch::Sender<RefreshState>,
     policy: RefreshPolicy,
     metrics: Metrics,
+    /// This account's token series.
+    series: AccountSeries,
+    /// Not renewing: an on-demand account no request has used lately
+    /// (or yet).
+    dormant: bool,
+    demand: Option<Arc<Demand>>,
+    permits: Option<Arc<Semaphore>>,
     /// Generation of the newest token obtained.
     generation: u64,
     /// When the held token arrived.
@@ -149,6 +200,15 @@ async fn sleep_until(at: Instant) {
     tokio::time::sleep_until(at).await;
 }
 
+/// Completes when a request uses the account, if it is waiting for one;
+/// else never.
+async fn woken(demand: Option<Arc<Demand>>) {
+    match demand {
+        Some(demand) => demand.woken().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Completes at `at`, or never when there is nothing to wait for.
 async fn sleep_until_some(at: Option<Instant>) {
     match at {
@@ -165,12 +225,19 @@ fn jitter() -> f64 {
 async fn run<S: TokenSource>(source: S, mut refresher: Refresher) {
     loop {
         let attempt = refresher.until_due().await;
-        let requested = Instant::now();
         let in_flight = match attempt {
             Attempt::Scheduled => InFlight::Scheduled,
             Attempt::Forced => InFlight::Forced,
         };
-        refresher.sending(requested);
+        // Published as in flight while it waits for its turn under the
+        // process's cap, which readiness reads as under way: the turn
+        // comes within a token request's timeout or two.
+        refresher.sending(Instant::now());
+        let _permit = match &refresher.permits {
+            Some(permits) => permits.clone().acquire_owned().await.ok(),
+            None => None,
+        };
+        let requested = Instant::now();
         // Its duration is the request's; a disabled span when tracing is off.
         let span = TokenSpan::start(attempt == Attempt::Forced);
         let fetch = span.around(source.fetch());
@@ -187,6 +254,7 @@ async fn run<S: TokenSource>(source: S, mut refresher: Refresher) {
                 }
             }
         };
+        refresher.label_for(&source);
         match refresher.record(result, requested, attempt) {
             Ok(generation) => span.ended("success", Some(generation)),
             Err(kind) => span.ended(kind, None),
@@ -203,8 +271,15 @@ impl Refresher {
                 self.credentials_changed();
             }
             self.publish_waiting();
+            let due = (!self.dormant).then_some(self.next_attempt);
+            let demand = self.demand.clone().filter(|_| self.dormant);
             tokio::select! {
-                () = sleep_until(self.next_attempt) => return Attempt::Scheduled,
+                () = sleep_until_some(due) => {
+                    if !self.falls_idle() {
+                        return Attempt::Scheduled;
+                    }
+                }
+                () = woken(demand) => self.wake_up(),
                 () = sleep_until_some(self.recheck) => {
                     self.recheck = None;
                     if self.recheck_rejected() {
@@ -217,6 +292,51 @@ impl Refresher {
                     }
                 }
             }
+        }
+    }
+
+    /// At a renewal or retry that fell due: an on-demand account no
+    /// request has used for `IDLE_AFTER` stops renewing, and its token
+    /// lapses. True when it did.
+    fn falls_idle(&mut self) -> bool {
+        let Some(demand) = &self.demand else {
+            return false;
+        };
+        if !demand.is_idle(now()) {
+            return false;
+        }
+        demand.set_dormant(true);
+        // A use between the look and the flag found the account awake and
+        // woke nothing: it is looked at once more.
+        if !demand.is_idle(now()) {
+            demand.set_dormant(false);
+            return false;
+        }
+        self.dormant = true;
+        self.series.hide_expiry();
+        tracing::info!(
+            client_id = %self.series.client_id(),
+            "no request has used this account lately: its token is no longer renewed, and the next request fetches one"
+        );
+        true
+    }
+
+    /// A request used the dormant account: its renewal, or its first
+    /// token, is due now.
+    fn wake_up(&mut self) {
+        if let Some(demand) = &self.demand {
+            demand.set_dormant(false);
+        }
+        self.dormant = false;
+        self.next_attempt = self.next_attempt.min(now());
+    }
+
+    /// The series to count with are the client's the credentials now
+    /// name: a reload may have changed the account.
+    fn label_for<S: TokenSource>(&mut self, source: &S) {
+        let client_id = source.client_id();
+        if client_id != self.series.client_id() {
+            self.series = self.metrics.token.account(&client_id, self.demand.is_some());
         }
     }
 
@@ -354,11 +474,15 @@ impl Refresher {
     /// Publishes when the next token request is planned, if that changed
     /// (new credentials move it), without waking watchers otherwise.
     fn publish_waiting(&self) {
-        let at = Some(self.next_attempt);
+        let at = (!self.dormant).then_some(self.next_attempt);
+        let idle = self.dormant;
         self.published.send_if_modified(|state| {
-            let changed = state.next_attempt_at != at || state.in_flight_since.is_some();
+            let changed = state.next_attempt_at != at
+                || state.in_flight_since.is_some()
+                || state.idle != idle;
             state.next_attempt_at = at;
             state.in_flight_since = None;
+            state.idle = idle;
             changed
         });
     }
@@ -373,9 +497,8 @@ impl Refresher {
         requested: Instant,
         attempt: Attempt,
     ) -> Result<u64, &'static str> {
-        self.metrics
-            .token_request_duration
-            .observe(requested.elapsed().as_secs_f64());
+        self.series
+            .observe_duration(requested.elapsed().as_secs_f64());
         let mut state = self.published.borrow().clone();
         state.attempts += 1;
         let result = result.and_then(|issued| {
@@ -418,15 +541,12 @@ impl Refresher {
         self.failures = 0;
         self.failures_since_due = 0;
         self.untried_credentials = false;
-        self.metrics
-            .token_requests
-            .with_label_values(&["success"])
-            .inc();
+        self.series.outcome("success");
         let expiry = token
             .expires_at_wall()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
-        self.metrics.token_expiry.set(expiry.as_secs_f64());
+        self.series.set_expiry(expiry.as_secs_f64());
         self.link.cell.store(Arc::new(token));
         let now = now();
         self.obtained_at = now;
@@ -460,10 +580,7 @@ impl Refresher {
         if self.renewal_due.is_some_and(|due| Instant::now() >= due) {
             self.failures_since_due = self.failures_since_due.saturating_add(1);
         }
-        self.metrics
-            .token_requests
-            .with_label_values(&[err.kind()])
-            .inc();
+        self.series.outcome(err.kind());
         let held = self.link.cell.valid();
         // Retries spread over the held token's time left, so a fleet that
         // fails together does not retry together (README "Renewal and

@@ -344,7 +344,8 @@ async fn a_token_lost_at_run_time_is_counted_while_the_held_token_serves_then_fo
     assert!(
         metrics
             .lines()
-            .any(|l| l.starts_with(r#"lanyard_token_requests_total{outcome="signing"} "#)),
+            .any(|l| l.starts_with(r#"lanyard_token_requests_total{client_id="#)
+                && l.contains(r#",outcome="signing"} "#)),
         "{metrics}"
     );
 

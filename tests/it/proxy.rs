@@ -216,7 +216,7 @@ async fn no_token_is_token_unavailable_and_nothing_is_forwarded() {
     }
     let running = sidecar::start(mock, &upstream.url, &[]).await;
     wait_for(
-        &mut running.process.tokens.state(),
+        &mut running.process.tokens.as_ref().unwrap().state(),
         Duration::from_secs(5),
         |s| s.attempts >= 1,
     )
@@ -360,7 +360,7 @@ async fn unauthorized_leads_to_one_new_token_shared_by_concurrent_requests() {
         assert_eq!(status.unwrap(), StatusCode::OK);
     }
     assert_eq!(running.mock.counters().token_requests, before + 1);
-    assert_eq!(running.process.tokens.current().unwrap().generation(), 2);
+    assert_eq!(running.process.tokens.as_ref().unwrap().current().unwrap().generation(), 2);
     // Each request that met the 401 was retried once; one that started
     // after the renewal (the proxy threads run alongside this test's) went
     // out with the new token at once.
@@ -418,7 +418,7 @@ async fn unauthorized_with_a_large_body_is_passed_through() {
     );
     // The 401 still retires the token for the requests that follow.
     wait_for(
-        &mut running.process.tokens.state(),
+        &mut running.process.tokens.as_ref().unwrap().state(),
         Duration::from_secs(5),
         |s| s.generation >= 2,
     )
@@ -445,7 +445,7 @@ async fn readiness_waits_for_the_first_token() {
     mock.push_fault(Fault::server_error(500));
     let running = sidecar::start(mock, &upstream.url, &[]).await;
     wait_for(
-        &mut running.process.tokens.state(),
+        &mut running.process.tokens.as_ref().unwrap().state(),
         Duration::from_secs(5),
         |s| s.attempts >= 1,
     )
@@ -486,7 +486,7 @@ async fn readiness_is_lost_when_the_token_expires_unrenewed() {
     assert_eq!(answer.status, StatusCode::OK);
     // Its renewal fails: with under 10 s to go, not ready.
     wait_for(
-        &mut running.process.tokens.state(),
+        &mut running.process.tokens.as_ref().unwrap().state(),
         Duration::from_secs(5),
         |s| s.failures_since_due >= 1,
     )
@@ -498,9 +498,9 @@ async fn readiness_is_lost_when_the_token_expires_unrenewed() {
         "the token has less than 10 s left before it is retired, and its renewal is failing"
     );
 
-    let token = running.process.tokens.current().unwrap();
+    let token = running.process.tokens.as_ref().unwrap().current().unwrap();
     tokio::time::sleep_until(token.expires_at()).await;
-    assert!(running.process.tokens.current().is_none());
+    assert!(running.process.tokens.as_ref().unwrap().current().is_none());
     let answer = get(&format!("{}/readyz", running.admin)).await;
     assert_eq!(
         answer.json()["reason"],
@@ -538,8 +538,10 @@ async fn metrics_are_exported_under_the_contract_names_and_pass_promtool() {
             "{name} missing:\n{text}"
         );
     }
+    // Token series carry the account's client_id, one account included.
     assert!(
-        text.contains("lanyard_token_requests_total{outcome=\"success\"} 1\n"),
+        text.lines().any(|l| l.starts_with("lanyard_token_requests_total{client_id=\"")
+            && l.ends_with(",outcome=\"success\"} 1")),
         "{text}"
     );
     assert!(

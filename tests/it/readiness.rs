@@ -64,7 +64,7 @@ async fn short_tokens_keep_the_pod_ready_through_three_renewals() {
     // 14-17 s: each token spends 6-9 s with less than 10 s to go.
     let running = sidecar_with_tokens_of(20).await;
     let readyz = format!("{}/readyz", running.admin);
-    let state = running.process.tokens.state();
+    let state = running.process.tokens.as_ref().unwrap().state();
     let deadline = Instant::now() + secs(90);
     let (mut answers, mut close) = (0, 0);
     while state.borrow().generation < 4 {
@@ -106,7 +106,7 @@ async fn short_tokens_turn_unready_at_the_first_failed_renewal() {
     let running = sidecar_with_tokens_of(20).await;
     running.mock.set_token_outage(true);
     let readyz = format!("{}/readyz", running.admin);
-    let state = running.process.tokens.state();
+    let state = running.process.tokens.as_ref().unwrap().state();
     let failures = || state.borrow().failures_since_due;
     let deadline = Instant::now() + secs(30);
     let mut polls = Vec::new();
@@ -175,7 +175,7 @@ async fn short_tokens_turn_unready_at_the_first_failed_renewal() {
     // The endpoint comes back: retries are at most 15 s apart with no
     // token held, and the first success makes the pod ready again.
     running.mock.set_token_outage(false);
-    wait_for(&mut running.process.tokens.state(), secs(20), |s| {
+    wait_for(&mut running.process.tokens.as_ref().unwrap().state(), secs(20), |s| {
         s.generation >= 2
     })
     .await;
@@ -198,6 +198,10 @@ impl Scripted {
 }
 
 impl TokenSource for Scripted {
+    fn client_id(&self) -> String {
+        "sa-test".to_string()
+    }
+
     async fn fetch(&self) -> Result<Issued, ExchangeError> {
         self.script
             .lock()
@@ -230,7 +234,7 @@ fn admin_over(source: &Arc<Scripted>) -> (Admin, lanyard::token::TokenHandle) {
         Metrics::unregistered(),
     );
     let admin = Admin::new(
-        tokens.clone(),
+        lanyard::accounts::Accounts::of_tokens(tokens.clone()),
         prometheus::Registry::new(),
         Arc::new(AtomicBool::new(false)),
     );

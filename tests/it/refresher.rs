@@ -254,16 +254,28 @@ async fn metrics_count_outcomes_and_publish_expiry() {
     wait_attempts(&handle, 2).await;
     assert_eq!(
         metrics
-            .token_requests
-            .with_label_values(&["server_error"])
+            .token
+            .requests
+            .with_label_values(&["sa-test", "server_error"])
             .get(),
         1
     );
     assert_eq!(
-        metrics.token_requests.with_label_values(&["success"]).get(),
+        metrics
+            .token
+            .requests
+            .with_label_values(&["sa-test", "success"])
+            .get(),
         1
     );
-    assert_eq!(metrics.token_request_duration.get_sample_count(), 2);
+    assert_eq!(
+        metrics
+            .token
+            .duration
+            .with_label_values(&["sa-test"])
+            .get_sample_count(),
+        2
+    );
     let expiry = handle
         .current()
         .unwrap()
@@ -271,7 +283,10 @@ async fn metrics_count_outcomes_and_publish_expiry() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs_f64();
-    assert_eq!(metrics.token_expiry.get(), expiry);
+    assert_eq!(
+        metrics.token.expiry.with_label_values(&["sa-test"]).get(),
+        expiry
+    );
 }
 
 #[tokio::test]

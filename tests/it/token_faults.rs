@@ -92,7 +92,7 @@ impl Rig {
         let mut settings = vec![("SA_CREDENTIALS_FILE", path.as_str())];
         settings.extend_from_slice(extra);
         let running = sidecar::start(mock, &upstream.url, &settings).await;
-        let attempts = timestamps(running.process.tokens.state(), |s| s.attempts);
+        let attempts = timestamps(running.process.tokens.as_ref().unwrap().state(), |s| s.attempts);
         Rig {
             running,
             upstream,
@@ -115,11 +115,11 @@ impl Rig {
     }
 
     fn state(&self) -> RefreshState {
-        self.running.process.tokens.state().borrow().clone()
+        self.running.process.tokens.as_ref().unwrap().state().borrow().clone()
     }
 
     async fn wait_state(&self, done: impl FnMut(&RefreshState) -> bool) -> RefreshState {
-        wait_for(&mut self.running.process.tokens.state(), LIMIT, done).await
+        wait_for(&mut self.running.process.tokens.as_ref().unwrap().state(), LIMIT, done).await
     }
 
     /// Asks for a token now, as a rotated credentials file does: the file
@@ -229,11 +229,23 @@ async fn scrape(admin: &str) -> Scrape {
 }
 
 impl Scrape {
-    /// The value of one series, named with its labels.
+    /// The value of one series, named with at most one of its labels:
+    /// every token series also carries the account's `client_id`, which
+    /// these tests, of one account, leave unnamed.
     fn value(&self, series: &str) -> Option<f64> {
-        self.0
-            .lines()
-            .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        let (name, label) = match series.split_once('{') {
+            Some((name, label)) => (name, label.trim_end_matches('}')),
+            None => (series, ""),
+        };
+        self.0.lines().find_map(|line| {
+            let rest = line.strip_prefix(name)?;
+            let (labels, value) = match rest.strip_prefix('{') {
+                Some(rest) => rest.split_once("} ")?,
+                None => ("", rest.strip_prefix(' ')?),
+            };
+            let named = label.is_empty() || labels.split(',').any(|l| l == label);
+            named.then(|| value.parse().ok())?
+        })
     }
 
     fn outcome(&self, kind: &str) -> f64 {
@@ -801,7 +813,7 @@ async fn rejected_token_is_replaced_once_the_throttle_passes_without_client_traf
         |c| c.tokens_issued >= 3,
     )
     .await;
-    wait_for(&mut running.process.tokens.state(), LIMIT, |s| {
+    wait_for(&mut running.process.tokens.as_ref().unwrap().state(), LIMIT, |s| {
         s.generation >= 3
     })
     .await;

@@ -29,7 +29,8 @@ pub(super) struct FileFields {
     pub(super) iam_audience: Option<String>,
 }
 
-pub(super) fn file_prefix(path: &Path, source: &Source) -> String {
+/// How problems of the credentials file at `path` begin.
+pub fn file_prefix(path: &Path, source: &Source) -> String {
     format!("credentials file {} ({source})", path.display())
 }
 

@@ -14,7 +14,7 @@ mod key;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use file::{Fingerprint, PinSeen, pin_seen, read_file};
+pub use file::{Fingerprint, PinSeen, file_prefix, pin_seen, read_file};
 pub use key::{
     KeyError, MIN_KEY_BITS, RsaPublic, SigningKey, load_key, parse_private_key, parse_public_key,
 };
@@ -28,7 +28,7 @@ use super::settings::{
 use super::sources::Sourced;
 use crate::Secret;
 use crate::target::TargetUrl;
-use file::{FileFields, file_prefix, file_source, parse_file};
+use file::{FileFields, file_source, parse_file};
 
 /// The credentials-related settings, unresolved: the credentials file is
 /// read and merged with these by [`load`].
@@ -63,8 +63,9 @@ impl Default for CredentialSettings {
     }
 }
 
-/// Everything needed to obtain a token for one service account.
-#[derive(Debug)]
+/// Everything needed to obtain a token for one service account. A clone
+/// shares the key.
+#[derive(Debug, Clone)]
 pub struct Credentials {
     pub client_id: String,
     pub organization_id: String,

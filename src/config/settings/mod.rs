@@ -36,6 +36,7 @@ pub const CONFIG_ENV: &str = "LANYARD_CONFIG";
 pub const SETTINGS: &[&dyn AnySetting] = &[
     &SERVICE_API_URL,
     &CREDENTIALS_FILE,
+    &CREDENTIALS_DIR,
     &CLIENT_ID,
     &PRIVATE_KEY,
     &IAM_AUDIENCE,
@@ -104,6 +105,19 @@ pub const CREDENTIALS_FILE: Setting<PathBuf> = Setting {
     flag: Some("--credentials-file"),
     value_name: Some("PATH"),
     help: "Credentials JSON file downloaded from the Portal",
+    default: DefaultValue::None,
+    read: read_path,
+    secret: false,
+};
+
+/// `SA_CREDENTIALS_DIR`: one account per file, chosen by the organization
+/// in a request's path (README "Many accounts").
+pub const CREDENTIALS_DIR: Setting<PathBuf> = Setting {
+    key: "credentials_dir",
+    env: "SA_CREDENTIALS_DIR",
+    flag: Some("--credentials-dir"),
+    value_name: Some("DIR"),
+    help: "Directory of credentials files, one account each, chosen by the organization in the request's path",
     default: DefaultValue::None,
     read: read_path,
     secret: false,

@@ -48,6 +48,10 @@ impl Scripted {
 }
 
 impl TokenSource for Scripted {
+    fn client_id(&self) -> String {
+        "sa-test".to_string()
+    }
+
     async fn fetch(&self) -> Result<Issued, ExchangeError> {
         self.calls.lock().unwrap().push(Instant::now());
         let latency = *self.latency.lock().unwrap();

@@ -46,7 +46,7 @@ impl Running {
     /// Waits for the first token.
     pub async fn ready(&self) {
         super::wait_for(
-            &mut self.process.tokens.state(),
+            &mut self.process.tokens.as_ref().unwrap().state(),
             Duration::from_secs(10),
             |s| s.generation >= 1,
         )

@@ -1,0 +1,381 @@
+//! `SA_CREDENTIALS_DIR`'s watcher: a file added, changed or removed is
+//! taken up without a restart, as the credentials file is (README
+//! "Credential rotation"): polled, for the reasons `crate::reload` gives
+//! (a Kubernetes Secret changes by an atomic swap of its `..data` link,
+//! which a watch on the files never sees), read again until two reads
+//! agree, then used. A bad file is refused on its own, with one log line:
+//! the account it was (if any) keeps its credentials, and every other
+//! account keeps serving.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinHandle;
+use tracing::Instrument;
+
+use crate::config::Sourced;
+use crate::config::accounts::{self, AccountFile};
+use crate::config::credentials::{Fingerprint, read_file};
+use crate::reload::POLL_INTERVAL;
+
+use super::{Account, AccountRules, Accounts};
+
+/// A changed file is read again after this long, and used once two reads
+/// agree.
+const SETTLE: Duration = Duration::from_millis(200);
+/// A directory still changing after this many rounds is judged as it
+/// stands.
+const MAX_SETTLE_ROUNDS: u32 = 10;
+
+/// What the watcher has done so far, for whoever waits on it (tests, and
+/// the operator through the log).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DirectoryReloads {
+    pub added: u64,
+    pub changed: u64,
+    pub removed: u64,
+    pub refused: u64,
+    /// Why the last refused file was refused.
+    pub last_problem: Option<String>,
+}
+
+/// One file as the watcher knows it: what it held when last used, and
+/// the account it is.
+struct Known {
+    loaded: Fingerprint,
+    /// What it held when last looked at, used or refused.
+    seen: Fingerprint,
+    account: Arc<Account>,
+}
+
+struct Watcher {
+    dir: Sourced<PathBuf>,
+    rules: AccountRules,
+    accounts: Accounts,
+    /// `SA_CREDENTIALS_FILE`'s organization, which no file may serve.
+    default_organization: Option<String>,
+    known: BTreeMap<PathBuf, Known>,
+    /// Files refused as they stand (`None`: unreadable): looked at again
+    /// only once they change.
+    refused: BTreeMap<PathBuf, Option<Fingerprint>>,
+    reloads: watch::Sender<DirectoryReloads>,
+}
+
+/// Starts the watcher over the accounts the start-up loaded (each with
+/// the file content it came from). `check_now` (SIGHUP) makes it look at
+/// once. When it stops (the drain), the directory's accounts go with it.
+pub fn spawn(
+    dir: Sourced<PathBuf>,
+    started: Vec<(Arc<Account>, Option<Fingerprint>)>,
+    rules: AccountRules,
+    accounts: Accounts,
+    check_now: Arc<Notify>,
+) -> (JoinHandle<()>, watch::Receiver<DirectoryReloads>) {
+    let (reloads, reloads_rx) = watch::channel(DirectoryReloads::default());
+    let known: BTreeMap<PathBuf, Known> = started
+        .into_iter()
+        .filter_map(|(account, loaded)| {
+            let path = account.file()?.to_path_buf();
+            let loaded = loaded?;
+            Some((
+                path,
+                Known {
+                    seen: loaded.clone(),
+                    loaded,
+                    account,
+                },
+            ))
+        })
+        .collect();
+    let default_organization = accounts
+        .load()
+        .default_account()
+        .map(|account| account.organization().to_string());
+    accounts.publish(known_accounts(&known));
+    let mut watcher = Watcher {
+        dir,
+        rules,
+        accounts,
+        default_organization,
+        known,
+        refused: BTreeMap::new(),
+        reloads,
+    };
+    let task = async move {
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(POLL_INTERVAL) => {}
+                () = check_now.notified() => {}
+            }
+            watcher.check().await;
+        }
+    };
+    let span = tracing::info_span!("credentials_dir_watch");
+    (tokio::spawn(task.instrument(span)), reloads_rx)
+}
+
+fn known_accounts(known: &BTreeMap<PathBuf, Known>) -> impl Iterator<Item = Arc<Account>> + '_ {
+    known.values().map(|known| known.account.clone())
+}
+
+impl Drop for Watcher {
+    /// The drain stopped the watcher: the directory's accounts leave the
+    /// table, and their refreshers stop once their last requests end.
+    fn drop(&mut self) {
+        self.accounts.publish(std::iter::empty());
+    }
+}
+
+/// The directory's files and their contents, as one read saw them; a
+/// file that cannot be read is left out, and logged by whoever uses it.
+type Snapshot = BTreeMap<PathBuf, Result<(Vec<u8>, Fingerprint), String>>;
+
+/// Reads every file of the directory. Blocks.
+fn snapshot(dir: &Sourced<PathBuf>) -> Result<Snapshot, String> {
+    let files = accounts::json_files(&dir.value).map_err(|why| why.join("; "))?;
+    Ok(files
+        .into_iter()
+        .map(|path| {
+            let read = read_file(&path, &dir.source).map(|bytes| {
+                let fingerprint = Fingerprint::of(&bytes);
+                (bytes, fingerprint)
+            });
+            (path, read)
+        })
+        .collect())
+}
+
+/// What two snapshots agree on: the fingerprints, not the bytes.
+fn same(a: &Snapshot, b: &Snapshot) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|((pa, ra), (pb, rb))| {
+            pa == pb
+                && match (ra, rb) {
+                    (Ok((_, fa)), Ok((_, fb))) => fa == fb,
+                    (Err(a), Err(b)) => a == b,
+                    _ => false,
+                }
+        })
+}
+
+impl Watcher {
+    async fn read(&self) -> Result<Snapshot, String> {
+        let dir = self.dir.clone();
+        tokio::task::spawn_blocking(move || snapshot(&dir))
+            .await
+            .unwrap_or_else(|err| Err(format!("reading the directory failed: {err}")))
+    }
+
+    /// Whether `snapshot` differs from what is in use or was refused.
+    fn differs(&self, snapshot: &Snapshot) -> bool {
+        let known = snapshot.iter().filter(|(path, read)| match read {
+            Ok((_, fingerprint)) => {
+                self.known.get(*path).map(|k| &k.seen) == Some(fingerprint)
+                    || self.refused.get(*path) == Some(&Some(fingerprint.clone()))
+            }
+            // A file in use that cannot be read now keeps its account.
+            Err(_) => self.known.contains_key(*path) || self.refused.get(*path) == Some(&None),
+        });
+        known.count() != snapshot.len()
+            || self.known.keys().any(|path| !snapshot.contains_key(path))
+    }
+
+    async fn check(&mut self) {
+        let mut now = match self.read().await {
+            Ok(snapshot) => snapshot,
+            Err(why) => {
+                // A directory gone for a moment (a volume remounted) takes
+                // no account away; one gone for good is logged each poll
+                // by the operator's own monitoring of this line.
+                tracing::warn!(problem = %why, "SA_CREDENTIALS_DIR cannot be read; every account keeps its credentials");
+                return;
+            }
+        };
+        if !self.differs(&now) {
+            return;
+        }
+        for _ in 0..MAX_SETTLE_ROUNDS {
+            tokio::time::sleep(SETTLE).await;
+            let Ok(again) = self.read().await else { return };
+            let settled = same(&again, &now);
+            now = again;
+            if settled {
+                break;
+            }
+        }
+        self.refused.retain(|path, _| now.contains_key(path));
+        let gone: Vec<PathBuf> = self
+            .known
+            .keys()
+            .filter(|path| !now.contains_key(*path))
+            .cloned()
+            .collect();
+        for path in gone {
+            self.removed(&path);
+        }
+        for (path, read) in now {
+            self.look_at(path, read).await;
+        }
+        self.accounts.publish(known_accounts(&self.known));
+    }
+
+    fn removed(&mut self, path: &Path) {
+        if let Some(known) = self.known.remove(path) {
+            tracing::info!(
+                file = %path.display(),
+                organization = %known.account.organization(),
+                "credentials file removed: its organization's paths now get no_account_for_organization"
+            );
+            self.reloads.send_modify(|r| r.removed += 1);
+        }
+    }
+
+    async fn look_at(&mut self, path: PathBuf, read: Result<(Vec<u8>, Fingerprint), String>) {
+        let (bytes, fingerprint) = match read {
+            Ok(read) => read,
+            Err(why) => {
+                if !self.known.contains_key(&path) && self.refused.get(&path) != Some(&None) {
+                    self.refuse(&path, None, why);
+                }
+                return;
+            }
+        };
+        if let Some(known) = self.known.get(&path)
+            && known.seen == fingerprint
+        {
+            return;
+        }
+        if self.refused.get(&path) == Some(&Some(fingerprint.clone())) {
+            return;
+        }
+        if let Some(known) = self.known.get_mut(&path)
+            && known.loaded == fingerprint
+        {
+            // Back to the content in use: a bad edit undone.
+            known.seen = fingerprint;
+            return;
+        }
+        match self.load(&path, bytes).await {
+            Ok(file) => self.take_up(path, file, fingerprint),
+            Err(why) => self.refuse(&path, Some(fingerprint), why),
+        }
+    }
+
+    /// The file as an account: checked and keyed off the async threads,
+    /// since a key in a PKCS#11 token is opened anew.
+    async fn load(&self, path: &Path, bytes: Vec<u8>) -> Result<AccountFile, String> {
+        let (path, source) = (path.to_path_buf(), self.dir.source.clone());
+        let timeout = self.rules.exchange.timeout;
+        tokio::task::spawn_blocking(move || {
+            // Loaded from the bytes the watcher judged, not read again.
+            accounts::load_bytes(&path, &source, timeout, &bytes).map_err(|why| why.join("; "))
+        })
+        .await
+        .unwrap_or_else(|err| Err(format!("loading the credentials failed: {err}")))
+    }
+
+    fn take_up(&mut self, path: PathBuf, file: AccountFile, fingerprint: Fingerprint) {
+        let organization = file.credentials.organization_id.clone();
+        if let Some(why) = self.clash(&path, &organization) {
+            self.refuse(&path, Some(fingerprint), why);
+            return;
+        }
+        self.refused.remove(&path);
+        let same_account = self
+            .known
+            .get(&path)
+            .is_some_and(|known| known.account.organization() == organization);
+        if same_account && let Some(known) = self.known.get_mut(&path) {
+            // A rotated key, or a new client of the same organization: the
+            // held token keeps serving until the new credentials' arrives.
+            tracing::info!(
+                file = %path.display(),
+                organization = %organization,
+                client_id = %file.credentials.client_id,
+                "credentials file changed: new credentials in use"
+            );
+            if let Some(exchanger) = known.account.exchanger() {
+                exchanger.replace_credentials(file.credentials);
+            }
+            known.account.tokens().renew_for_new_credentials();
+            known.loaded = fingerprint.clone();
+            known.seen = fingerprint;
+            self.counted("success");
+            self.reloads.send_modify(|r| r.changed += 1);
+            return;
+        }
+        let was = self.known.remove(&path);
+        tracing::info!(
+            file = %path.display(),
+            organization = %organization,
+            client_id = %file.credentials.client_id,
+            previous_organization = was.as_ref().map(|k| tracing::field::display(k.account.organization())),
+            "credentials file taken up: its organization's paths now carry its account's token"
+        );
+        let account = Arc::new(self.rules.directory_account(file));
+        self.known.insert(
+            path,
+            Known {
+                loaded: fingerprint.clone(),
+                seen: fingerprint,
+                account,
+            },
+        );
+        self.counted("success");
+        self.reloads.send_modify(|r| match was {
+            Some(_) => r.changed += 1,
+            None => r.added += 1,
+        });
+    }
+
+    /// Another file, or `SA_CREDENTIALS_FILE`, already serves
+    /// `organization`.
+    fn clash(&self, path: &Path, organization: &str) -> Option<String> {
+        if self.default_organization.as_deref() == Some(organization) {
+            return Some(format!(
+                "organization `{organization}` is SA_CREDENTIALS_FILE's account's already"
+            ));
+        }
+        let other = self.known.iter().find(|(other, known)| {
+            other.as_path() != path && known.account.organization() == organization
+        })?;
+        Some(format!(
+            "organization `{organization}` is served by {} already; keep one file for it",
+            other.0.display()
+        ))
+    }
+
+    /// Refuses the file as it stands, with one log line; the account it
+    /// was keeps its credentials.
+    fn refuse(&mut self, path: &Path, fingerprint: Option<Fingerprint>, why: String) {
+        let kept = self.known.get_mut(path).map(|known| {
+            if let Some(fingerprint) = &fingerprint {
+                known.seen = fingerprint.clone();
+            }
+            known.account.organization().to_string()
+        });
+        self.refused.insert(path.to_path_buf(), fingerprint);
+        tracing::warn!(
+            file = %path.display(),
+            problem = %why,
+            kept_organization = kept.as_deref(),
+            "credentials file refused; every other account keeps serving, and the file's own account (if it had one) keeps its credentials"
+        );
+        self.counted("invalid");
+        self.reloads.send_modify(|r| {
+            r.refused += 1;
+            r.last_problem = Some(why);
+        });
+    }
+
+    fn counted(&self, outcome: &str) {
+        self.rules
+            .metrics
+            .credentials_reloads
+            .with_label_values(&[outcome])
+            .inc();
+    }
+}
