@@ -44,10 +44,16 @@ pub enum Command {
     Healthcheck,
 }
 
+/// `lanyard token --organization`'s id in the matches.
+const ORGANIZATION: &str = "organization";
+
 /// The parsed command line.
 #[derive(Debug)]
 pub struct Cli {
     pub command: Option<Command>,
+    /// `lanyard token --organization ORG_ID`: that organization's account
+    /// (README "Many accounts").
+    pub organization: Option<String>,
     /// The setting flags given, for [`crate::config::Config::load`].
     pub flags: Flags,
 }
@@ -62,7 +68,12 @@ impl Cli {
             .value_name("PATH")
             .value_parser(clap::value_parser!(PathBuf))
             .help(format!("TOML config file [env: {}]", config::CONFIG_ENV));
+        let organization = Arg::new(ORGANIZATION)
+            .long("organization")
+            .value_name("ORG_ID")
+            .help("The account of this organization: SA_CREDENTIALS_FILE's, or the SA_CREDENTIALS_DIR file that names it");
         Commands::command()
+            .mut_subcommand("token", |token| token.arg(organization))
             .arg(config)
             .args(config::SETTINGS.iter().filter_map(|s| flag(*s)))
             .after_help(flagless_help())
@@ -100,7 +111,14 @@ impl Cli {
             };
             flags.set(*setting, value);
         }
-        Ok(Cli { command, flags })
+        let organization = matches
+            .subcommand_matches("token")
+            .and_then(|token| token.get_one::<String>(ORGANIZATION).cloned());
+        Ok(Cli {
+            command,
+            organization,
+            flags,
+        })
     }
 }
 

@@ -61,7 +61,12 @@ fn main() -> ExitCode {
             )));
         }
     };
-    let outcome = runtime.block_on(execute(command, &config, &telemetry));
+    let outcome = runtime.block_on(execute(
+        command,
+        cli.organization.as_deref(),
+        &config,
+        &telemetry,
+    ));
     // The requests have drained; their spans go out, within a bound.
     telemetry.shutdown();
     // Dropping the runtime would wait for every blocking thread, and one
@@ -79,11 +84,12 @@ fn main() -> ExitCode {
 /// fail without an error), or how it failed.
 async fn execute(
     command: Command,
+    organization: Option<&str>,
     config: &Config,
     telemetry: &Telemetry,
 ) -> Result<bool, Failure> {
     match command {
-        Command::Token => commands::token(config).await.map(|token| {
+        Command::Token => commands::token(config, organization).await.map(|token| {
             // The one place a token is printed, by request.
             let mut stdout = std::io::stdout().lock();
             let _ = writeln!(stdout, "{}", token.expose());

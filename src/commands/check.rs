@@ -19,6 +19,9 @@ use crate::target::TargetUrl;
 
 use crate::Failure;
 use crate::access::ServiceAccess;
+use crate::token::Exchanger;
+
+mod accounts;
 
 /// One line of the `check` report.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +45,7 @@ pub struct CheckReport {
 }
 
 impl CheckReport {
-    fn push(&mut self, status: CheckStatus, name: &'static str, detail: impl Into<String>) {
+    pub(super) fn push(&mut self, status: CheckStatus, name: &'static str, detail: impl Into<String>) {
         self.lines.push(CheckLine {
             status,
             name,
@@ -84,27 +87,25 @@ impl CheckReport {
 /// `PROJECT_ID` and `RULE_ID` are set. Bad settings or credentials are a
 /// [`Failure::Config`]; everything else is reported.
 pub async fn check(config: &Config) -> Result<CheckReport, Failure> {
-    let access = ServiceAccess::from_config(config)?;
     let mut report = CheckReport::default();
     report.push(CheckStatus::Ok, "settings", "valid");
-    let creds = access.exchanger.credentials();
-    report.push(
-        CheckStatus::Ok,
-        "credentials",
-        format!(
-            "client id {}, organization {}, RSA {}-bit key",
-            creds.client_id,
-            creds.organization_id,
-            creds.key.bits()
-        ),
-    );
-    if let Some((status, detail)) = prove_hsm_key(&creds.key, config.token_timeout).await {
-        report.push(status, "key", detail);
+    let access = match (&config.account, &config.accounts) {
+        (None, Some(_)) => None,
+        _ => Some(ServiceAccess::from_config(config)?),
+    };
+    let mut token = None;
+    let mut connector = None;
+    if let Some(access) = &access {
+        token = check_default(config, access, &mut report).await;
+        connector = Some(access.connector.clone());
     }
-    if let Some(provider) = &config.oidc {
-        check_provider(provider, config.token_timeout, &mut report).await;
+    if let (Some(dir), Some(tls)) = (&config.accounts, &config.tls) {
+        let dir_connector = outbound::connector(tls.clone());
+        let first = accounts::check_directory(config, dir, &dir_connector, &mut report).await;
+        token = token.or(first);
+        connector = connector.or(Some(dir_connector));
     }
-    let Some(token) = check_token(&access, &creds, &mut report).await else {
+    let (Some(token), Some(connector)) = (token, connector) else {
         report.push(CheckStatus::Skip, "upstream", "needs a token");
         return Ok(report);
     };
@@ -113,7 +114,7 @@ pub async fn check(config: &Config) -> Result<CheckReport, Failure> {
         return Ok(report);
     };
     let probe = Probe {
-        client: outbound::client(access.connector.clone()),
+        client: outbound::client(connector),
         token,
         timeout: config.upstream_timeout,
     };
@@ -131,8 +132,45 @@ pub async fn check(config: &Config) -> Result<CheckReport, Failure> {
         ),
         Err(why) => report.push(CheckStatus::Fail, "upstream", why),
     }
-    check_rule(config, &creds.organization_id, base, &probe, &mut report).await;
+    match &access {
+        Some(access) => {
+            let organization = &access.exchanger.credentials().organization_id;
+            check_rule(config, organization, base, &probe, &mut report).await;
+        }
+        None => report.push(
+            CheckStatus::Skip,
+            "rule",
+            "the rule is probed with SA_CREDENTIALS_FILE's account",
+        ),
+    }
     Ok(report)
+}
+
+/// The default account: its credentials, its key, the provider, and a
+/// token, which is returned.
+async fn check_default(
+    config: &Config,
+    access: &ServiceAccess,
+    report: &mut CheckReport,
+) -> Option<Secret> {
+    let creds = access.exchanger.credentials();
+    report.push(
+        CheckStatus::Ok,
+        "credentials",
+        format!(
+            "client id {}, organization {}, RSA {}-bit key",
+            creds.client_id,
+            creds.organization_id,
+            creds.key.bits()
+        ),
+    );
+    if let Some((status, detail)) = prove_hsm_key(&creds.key, config.token_timeout).await {
+        report.push(status, "key", detail);
+    }
+    if let Some(provider) = &config.oidc {
+        check_provider(provider, config.token_timeout, report).await;
+    }
+    check_token(&access.exchanger, &creds, report).await
 }
 
 /// What `check` has a key in a token sign; no assertion signs it.
@@ -142,7 +180,7 @@ const PROBE: &[u8] = b"lanyard check: a test signature";
 /// with the key's public half, within `limit` (`LANYARD_TOKEN_TIMEOUT`, as
 /// the token request has): a token that does not answer is reported, not
 /// waited on. `None` for a PEM key, which has nothing to prove here.
-async fn prove_hsm_key(key: &Arc<SigningKey>, limit: Duration) -> Option<(CheckStatus, String)> {
+pub(super) async fn prove_hsm_key(key: &Arc<SigningKey>, limit: Duration) -> Option<(CheckStatus, String)> {
     let hsm = key.hsm()?;
     let place = format!(
         "RSA {}-bit key {} on PKCS#11 token `{}`, module {}",
@@ -213,13 +251,13 @@ async fn check_provider(oidc: &OidcConfig, limit: Duration, report: &mut CheckRe
 }
 
 /// Requests one token and reports it; the token, if one came.
-async fn check_token(
-    access: &ServiceAccess,
+pub(super) async fn check_token(
+    exchanger: &Exchanger,
     creds: &Credentials,
     report: &mut CheckReport,
 ) -> Option<Secret> {
     let started = Instant::now();
-    match access.exchanger.fetch().await {
+    match exchanger.fetch().await {
         Ok(issued) => {
             report.push(
                 CheckStatus::Ok,

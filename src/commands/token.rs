@@ -1,16 +1,22 @@
 //! `lanyard token`: one token on stdout, for scripts.
 
+use std::sync::Arc;
+
 use crate::Secret;
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 
 use crate::Failure;
-use crate::access::ServiceAccess;
+use crate::access::{self, ServiceAccess};
+use crate::token::{Exchanger, SystemClock};
 
-/// `lanyard token`: one token, for scripts.
-pub async fn token(config: &Config) -> Result<Secret, Failure> {
-    let access = ServiceAccess::from_config(config)?;
-    access
-        .exchanger
+/// `lanyard token`: one token, for scripts: the default account's, or with
+/// `organization`, that organization's account's (README "Many accounts").
+pub async fn token(config: &Config, organization: Option<&str>) -> Result<Secret, Failure> {
+    let exchanger = match organization {
+        None => ServiceAccess::from_config(config)?.exchanger,
+        Some(organization) => account_of(config, organization)?,
+    };
+    exchanger
         .fetch()
         .await
         .map(|issued| {
@@ -23,4 +29,35 @@ pub async fn token(config: &Config) -> Result<Secret, Failure> {
             issued.access_token
         })
         .map_err(|err| Failure::Runtime(err.to_string()))
+}
+
+/// The exchanger of the account that serves `organization`: the default
+/// account when it is that organization's, else the directory's file.
+fn account_of(config: &Config, organization: &str) -> Result<Arc<Exchanger>, Failure> {
+    if let Some(account) = &config.account
+        && account.organization_id() == organization
+    {
+        return Ok(ServiceAccess::from_config(config)?.exchanger);
+    }
+    let file = config.accounts.as_ref().and_then(|dir| {
+        dir.files
+            .iter()
+            .find(|file| file.credentials.organization_id == organization)
+    });
+    let (Some(file), Some(tls)) = (file, &config.tls) else {
+        let served = match &config.accounts {
+            Some(_) => "no file of SA_CREDENTIALS_DIR names it, and SA_CREDENTIALS_FILE's account is another organization's",
+            None => "SA_CREDENTIALS_DIR is not set, and SA_CREDENTIALS_FILE's account is another organization's",
+        };
+        return Err(ConfigError::new(vec![format!(
+            "--organization {organization}: no account serves this organization: {served}"
+        )])
+        .into());
+    };
+    Ok(Arc::new(Exchanger::new(
+        file.credentials.clone(),
+        access::exchange_options(config),
+        crate::outbound::connector(tls.clone()),
+        Arc::new(SystemClock),
+    )))
 }

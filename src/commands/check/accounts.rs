@@ -1,0 +1,98 @@
+//! `lanyard check` of `SA_CREDENTIALS_DIR`: every file, the organization
+//! it serves, its key and a token with it, a few at a time (README "Many
+//! accounts").
+
+use std::sync::Arc;
+
+use crate::Secret;
+use crate::accounts::MAX_TOKEN_REQUESTS_IN_FLIGHT;
+use crate::access;
+use crate::config::Config;
+use crate::config::accounts::{AccountFile, AccountsDir};
+use crate::outbound::Connector;
+use crate::token::{ExchangeOptions, Exchanger, SystemClock};
+
+use super::{CheckReport, CheckStatus, check_token, prove_hsm_key};
+
+/// Organizations named in the summary line at most.
+const MAX_NAMED: usize = 20;
+
+/// Checks every file of the directory, each line naming its file and
+/// organization; the first token obtained, for the upstream's probe.
+pub(super) async fn check_directory(
+    config: &Config,
+    dir: &AccountsDir,
+    connector: &Connector,
+    report: &mut CheckReport,
+) -> Option<Secret> {
+    let mut organizations: Vec<&str> = dir
+        .files
+        .iter()
+        .map(|file| file.credentials.organization_id.as_str())
+        .collect();
+    organizations.sort_unstable();
+    let named = organizations
+        .iter()
+        .take(MAX_NAMED)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    let more = organizations.len().saturating_sub(MAX_NAMED);
+    report.push(
+        CheckStatus::Ok,
+        "accounts",
+        format!(
+            "SA_CREDENTIALS_DIR {}: {} account(s), serving organization(s) {named}{}",
+            dir.dir.value.display(),
+            dir.files.len(),
+            match more {
+                0 => String::new(),
+                n => format!(" and {n} more"),
+            }
+        ),
+    );
+    let mut first = None;
+    let options = access::exchange_options(config);
+    // A few at a time, as the sidecar itself asks the token endpoint.
+    for chunk in dir.files.chunks(MAX_TOKEN_REQUESTS_IN_FLIGHT) {
+        let mut checks = tokio::task::JoinSet::new();
+        for (index, file) in chunk.iter().enumerate() {
+            let (file, connector, options) = (file.clone(), connector.clone(), options.clone());
+            checks.spawn(async move { (index, check_file(&file, options, connector).await) });
+        }
+        let mut done: Vec<_> = checks.join_all().await;
+        done.sort_by_key(|(index, _)| *index);
+        for (_, (lines, token)) in done {
+            report.lines.extend(lines.lines);
+            first = first.or(token);
+        }
+    }
+    first
+}
+
+/// One file: what it is, its key if in a token, and a token.
+async fn check_file(
+    file: &AccountFile,
+    options: ExchangeOptions,
+    connector: Connector,
+) -> (CheckReport, Option<Secret>) {
+    let mut report = CheckReport::default();
+    let creds = &file.credentials;
+    report.push(
+        CheckStatus::Ok,
+        "account",
+        format!(
+            "{}: organization {}, client id {}, RSA {}-bit key",
+            file.path.display(),
+            creds.organization_id,
+            creds.client_id,
+            creds.key.bits()
+        ),
+    );
+    if let Some((status, detail)) = prove_hsm_key(&creds.key, options.timeout).await {
+        report.push(status, "key", detail);
+    }
+    let exchanger = Exchanger::new(creds.clone(), options, connector, Arc::new(SystemClock));
+    let token = check_token(&exchanger, creds, &mut report).await;
+    (report, token)
+}
