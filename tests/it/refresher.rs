@@ -1,6 +1,7 @@
 //! The refresher, through its public handle: renewal timing, backoff,
 //! Retry-After, new credentials, the held token under failure, and (in
-//! `refresher/forced.rs`) forced renewals after an upstream 401. Timing
+//! `refresher/forced.rs`) forced renewals after an upstream 401, and (in
+//! `refresher/on_demand.rs`) an account kept on demand. Timing
 //! runs on tokio's paused clock with a scripted token source; the rest
 //! against the real mock. The rules themselves are tested one by one, with
 //! no runtime, in `src/token/schedule/tests.rs`.
@@ -11,6 +12,8 @@ use crate::support;
 // these are modules of this one.
 #[path = "refresher/forced.rs"]
 mod forced;
+#[path = "refresher/on_demand.rs"]
+mod on_demand;
 #[path = "refresher/scripted.rs"]
 mod scripted;
 
