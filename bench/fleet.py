@@ -382,7 +382,8 @@ def fleet_usage(fleet, at_steady):
             outcomes["unscraped"] += 1
             continue
         for line in text.splitlines():
-            m = re.match(r'lanyard_token_requests_total\{outcome="([^"]+)"\} (\S+)', line)
+            # Token series carry client_id (one account here) beside outcome.
+            m = re.match(r'lanyard_token_requests_total\{[^}]*\boutcome="([^"]+)"[^}]*\} (\S+)', line)
             if m:
                 outcomes[m.group(1)] += int(float(m.group(2)))
         _, sum_before, count_before = at_steady.get(i, (0, 0.0, 0.0))
