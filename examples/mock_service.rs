@@ -5,7 +5,7 @@
 //! endpoint down and bring it back.
 //!
 //! ```text
-//! cargo run --release --example mock_service -- DIR [--expires-in SECONDS]
+//! cargo run --release --example mock_service -- DIR [--expires-in SECONDS] [--accounts N]
 //! ```
 //!
 //! Writes `DIR/credentials-a.json` and `DIR/credentials-b.json` (mode 0600),
@@ -14,6 +14,14 @@
 //! belong to the project's group, so the rule path answers 200 to either;
 //! `GET /api` names the account whose token was sent, which is how the soak
 //! tells the accounts apart in its traffic.
+//!
+//! With `--accounts N` (default 0, none), it also writes a directory for
+//! `SA_CREDENTIALS_DIR`, as `bench/accounts.sh` uses it: `DIR/accounts/`
+//! holds `org-0001.json` to `org-N.json` (mode 0600), one account per
+//! organization (`org-0001`, client `sa-org-0001`, and so on), each with
+//! the verification role and the project's group as the two above. The
+//! files share a few keys, taken in turn (`DIRECTORY_KEYS`), and the
+//! line `accounts_dir=PATH` names the directory.
 //!
 //! Stdout, one `key=value` per line, ends with `ready=1` once the mock
 //! serves. Then, one line per request to the token endpoint, with the
@@ -54,17 +62,26 @@ const RULE_ID: &str = "5d0a7c3e-2b8f-4e61-9c4d-1a7e3f9b2c58";
 const ACCOUNTS: [(&str, &str); 2] = [("a", "sa-soak-a"), ("b", "sa-soak-b")];
 /// Short, so a ten-minute soak sees a dozen renewals.
 const DEFAULT_EXPIRES_IN: i64 = 60;
+/// The keys `--accounts`' files share, in turn. An RSA key takes tens of
+/// milliseconds to generate, so a thousand would delay `ready=1` by
+/// seconds and measure nothing: lanyard reads each file's key on its own
+/// whether or not another file holds the same one, and the mock checks an
+/// assertion against the key of the account it names.
+const DIRECTORY_KEYS: usize = 4;
 
-const USAGE: &str = "usage: mock_service DIR [--expires-in SECONDS]";
+const USAGE: &str = "usage: mock_service DIR [--expires-in SECONDS] [--accounts N]";
 
 struct Args {
     dir: PathBuf,
     expires_in: i64,
+    /// Accounts of the `SA_CREDENTIALS_DIR` directory; 0 writes none.
+    accounts: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
     let mut dir = None;
     let mut expires_in = DEFAULT_EXPIRES_IN;
+    let mut accounts = 0;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -76,13 +93,23 @@ fn parse_args() -> Result<Args, String> {
                     .filter(|s| *s > 0)
                     .ok_or_else(|| format!("--expires-in {value}: not a positive integer"))?;
             }
+            "--accounts" => {
+                let value = args.next().ok_or("--accounts needs a value")?;
+                accounts = value
+                    .parse()
+                    .map_err(|_| format!("--accounts {value}: not a whole number"))?;
+            }
             "-h" | "--help" => return Err(USAGE.into()),
             _ if dir.is_none() && !arg.starts_with('-') => dir = Some(PathBuf::from(arg)),
             _ => return Err(format!("unexpected argument {arg}\n{USAGE}")),
         }
     }
     let dir = dir.ok_or(USAGE)?;
-    Ok(Args { dir, expires_in })
+    Ok(Args {
+        dir,
+        expires_in,
+        accounts,
+    })
 }
 
 /// The mock serves the API traffic of the whole soak; one thread keeps it
@@ -142,6 +169,10 @@ async fn run(args: Args) -> Result<(), String> {
         println!("client_{label}={client_id}");
         println!("credentials_{label}={}", path.display());
     }
+    if args.accounts > 0 {
+        let dir = write_directory(&mock, &args.dir, args.accounts)?;
+        println!("accounts_dir={}", dir.display());
+    }
     println!("api_url={}", mock.api_url());
     println!("token_url={}", mock.token_url());
     println!("organization_id={ORGANIZATION_ID}");
@@ -200,6 +231,37 @@ async fn run(args: Args) -> Result<(), String> {
         println!("stats_tokens_issued_{label}={count}");
     }
     Ok(())
+}
+
+/// Registers `count` accounts, one per organization, and writes their
+/// credentials files into `DIR/accounts/`, which it returns.
+fn write_directory(mock: &MockService, dir: &Path, count: usize) -> Result<PathBuf, String> {
+    let dir = dir.join("accounts");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let keys = (0..DIRECTORY_KEYS.min(count))
+        .map(|_| generate_rsa_key().map_err(|e| format!("the directory's keys: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (n, key) in (1..=count).zip(keys.iter().cycle()) {
+        let organization = format!("org-{n:04}");
+        let client_id = format!("sa-{organization}");
+        mock.add_account(MockAccount {
+            client_id: client_id.clone(),
+            organization_id: organization.clone(),
+            public_key_der: key.public_der.clone(),
+            roles: vec![VERIFICATIONS_ROLE.into()],
+            projects: vec![PROJECT_ID.into()],
+        });
+        let credentials = serde_json::json!({
+            "type": "service_account",
+            "organization_id": organization,
+            "client_id": client_id,
+            "private_key": key.private_pem.expose(),
+            "token_uri": mock.token_url(),
+            "iam_audience": mock.audience(),
+        });
+        write_private(&dir.join(format!("{organization}.json")), &credentials.to_string())?;
+    }
+    Ok(dir)
 }
 
 /// Writes a file only its owner can read: it holds a private key.

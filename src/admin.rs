@@ -309,8 +309,13 @@ impl Admin {
             Some(account) => {
                 let read = AccountFacts::read(account.tokens(), now, draining);
                 let verdict = readiness(&read.facts);
-                let body =
-                    readiness_body(verdict, read.token.as_deref(), &read.state, &read.facts, now);
+                let body = readiness_body(
+                    verdict,
+                    read.token.as_deref(),
+                    &read.state,
+                    &read.facts,
+                    now,
+                );
                 (verdict, body)
             }
             None => {

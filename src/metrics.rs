@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use http::{Method, StatusCode};
 use prometheus::{
-    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
-    IntGaugeVec, Opts, Registry,
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry,
 };
 
 /// Proxied requests: from a sub-millisecond loopback call to a slow API.

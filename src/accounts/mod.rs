@@ -158,13 +158,12 @@ impl AccountRules {
             demand: Some(Arc::new(Demand::new(self.exchange.timeout))),
             permits: Some(self.permits.clone()),
         };
-        let (tokens, task) =
-            refresher::spawn_kept(
-                exchanger.clone(),
-                self.policy.clone(),
-                self.metrics.clone(),
-                keeping,
-            );
+        let (tokens, task) = refresher::spawn_kept(
+            exchanger.clone(),
+            self.policy.clone(),
+            self.metrics.clone(),
+            keeping,
+        );
         Account {
             organization,
             rejections: self.rejection_rule(tokens.clone()),

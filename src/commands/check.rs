@@ -45,7 +45,12 @@ pub struct CheckReport {
 }
 
 impl CheckReport {
-    pub(super) fn push(&mut self, status: CheckStatus, name: &'static str, detail: impl Into<String>) {
+    pub(super) fn push(
+        &mut self,
+        status: CheckStatus,
+        name: &'static str,
+        detail: impl Into<String>,
+    ) {
         self.lines.push(CheckLine {
             status,
             name,
@@ -180,7 +185,10 @@ const PROBE: &[u8] = b"lanyard check: a test signature";
 /// with the key's public half, within `limit` (`LANYARD_TOKEN_TIMEOUT`, as
 /// the token request has): a token that does not answer is reported, not
 /// waited on. `None` for a PEM key, which has nothing to prove here.
-pub(super) async fn prove_hsm_key(key: &Arc<SigningKey>, limit: Duration) -> Option<(CheckStatus, String)> {
+pub(super) async fn prove_hsm_key(
+    key: &Arc<SigningKey>,
+    limit: Duration,
+) -> Option<(CheckStatus, String)> {
     let hsm = key.hsm()?;
     let place = format!(
         "RSA {}-bit key {} on PKCS#11 token `{}`, module {}",

@@ -46,8 +46,12 @@ fn account_of(config: &Config, organization: &str) -> Result<Arc<Exchanger>, Fai
     });
     let (Some(file), Some(tls)) = (file, &config.tls) else {
         let served = match &config.accounts {
-            Some(_) => "no file of SA_CREDENTIALS_DIR names it, and SA_CREDENTIALS_FILE's account is another organization's",
-            None => "SA_CREDENTIALS_DIR is not set, and SA_CREDENTIALS_FILE's account is another organization's",
+            Some(_) => {
+                "no file of SA_CREDENTIALS_DIR names it, and SA_CREDENTIALS_FILE's account is another organization's"
+            }
+            None => {
+                "SA_CREDENTIALS_DIR is not set, and SA_CREDENTIALS_FILE's account is another organization's"
+            }
         };
         return Err(ConfigError::new(vec![format!(
             "--organization {organization}: no account serves this organization: {served}"

@@ -82,7 +82,10 @@ pub(super) fn load(
 /// a problem, rather than an override silently ignored.
 pub(super) fn refuse_overrides(settings: &CredentialSettings, layers: &mut Layers) {
     let given = [
-        (CLIENT_ID.env, settings.client_id.as_ref().map(|s| &s.source)),
+        (
+            CLIENT_ID.env,
+            settings.client_id.as_ref().map(|s| &s.source),
+        ),
         (
             PRIVATE_KEY.env,
             settings.private_key.as_ref().map(|s| &s.source),
@@ -91,7 +94,10 @@ pub(super) fn refuse_overrides(settings: &CredentialSettings, layers: &mut Layer
             IAM_AUDIENCE.env,
             settings.iam_audience.as_ref().map(|s| &s.source),
         ),
-        (TOKEN_URI.env, settings.token_uri.as_ref().map(|s| &s.source)),
+        (
+            TOKEN_URI.env,
+            settings.token_uri.as_ref().map(|s| &s.source),
+        ),
         (
             ORGANIZATION_ID.env,
             settings.organization_id.as_ref().map(|s| &s.source),

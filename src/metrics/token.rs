@@ -52,23 +52,26 @@ impl TokenMetrics {
         Ok(metrics)
     }
 
-    /// One account's series. `success` and the expiry are made now, so
-    /// that they read 0 rather than being absent before the first token,
-    /// unless `on_demand`: an account that fetches its first token when a
-    /// request first needs it shows its expiry once it has one, so that
-    /// an alert on a zero expiry means a token that should be there.
+    /// One account's series. `success`, the duration and the expiry are
+    /// made now, so that they read 0 rather than being absent before the
+    /// first token, unless `on_demand`: an account that fetches its first
+    /// token when a request first needs it shows its series once it has
+    /// made a token request, so that a directory of a thousand accounts
+    /// few of which are used is not a thousand histograms, and an alert on
+    /// a zero expiry means a token that should be there.
     pub fn account(&self, client_id: &str, on_demand: bool) -> AccountSeries {
         let mut series = AccountSeries {
             client_id: client_id.to_string(),
             requests: self.requests.clone(),
-            duration: self.duration.with_label_values(&[client_id]),
+            duration: None,
             duration_vec: self.duration.clone(),
             expiry_vec: self.expiry.clone(),
             expiry: None,
             outcomes: Vec::new(),
         };
-        series.count_none("success");
         if !on_demand {
+            series.count_none("success");
+            series.duration();
             series.expiry_gauge();
         }
         series
@@ -81,7 +84,7 @@ impl TokenMetrics {
 pub struct AccountSeries {
     client_id: String,
     requests: IntCounterVec,
-    duration: Histogram,
+    duration: Option<Histogram>,
     duration_vec: HistogramVec,
     expiry_vec: GaugeVec,
     expiry: Option<Gauge>,
@@ -96,6 +99,8 @@ impl AccountSeries {
 
     /// Counts a token request's outcome.
     pub fn outcome(&mut self, outcome: &'static str) {
+        // The first outcome shows `success` too, at 0 if need be.
+        self.count_none("success");
         self.count_none(outcome);
         self.requests
             .with_label_values(&[self.client_id.as_str(), outcome])
@@ -110,8 +115,14 @@ impl AccountSeries {
         }
     }
 
-    pub fn observe_duration(&self, seconds: f64) {
-        self.duration.observe(seconds);
+    pub fn observe_duration(&mut self, seconds: f64) {
+        self.duration().observe(seconds);
+    }
+
+    fn duration(&mut self) -> &Histogram {
+        let (vec, client_id) = (&self.duration_vec, self.client_id.as_str());
+        self.duration
+            .get_or_insert_with(|| vec.with_label_values(&[client_id]))
     }
 
     /// The held token's retirement, as unix seconds.
@@ -142,7 +153,75 @@ impl Drop for AccountSeries {
         for outcome in &self.outcomes {
             let _ = self.requests.remove_label_values(&[client_id, outcome]);
         }
-        let _ = self.duration_vec.remove_label_values(&[client_id]);
-        let _ = self.expiry_vec.remove_label_values(&[client_id]);
+        if self.duration.is_some() {
+            let _ = self.duration_vec.remove_label_values(&[client_id]);
+        }
+        if self.expiry.is_some() {
+            let _ = self.expiry_vec.remove_label_values(&[client_id]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prometheus::{Encoder, TextEncoder};
+
+    fn exposition(registry: &Registry) -> String {
+        let mut out = Vec::new();
+        TextEncoder::new()
+            .encode(&registry.gather(), &mut out)
+            .unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn a_kept_account_shows_its_series_at_once_and_loses_them_when_dropped() {
+        let registry = Registry::new();
+        let metrics = TokenMetrics::register(&registry).unwrap();
+        let mut series = metrics.account("sa-a", false);
+        let text = exposition(&registry);
+        assert!(
+            text.contains(r#"lanyard_token_requests_total{client_id="sa-a",outcome="success"} 0"#)
+        );
+        assert!(text.contains(r#"lanyard_token_expiry_timestamp_seconds{client_id="sa-a"} 0"#));
+        assert!(
+            text.contains(r#"lanyard_token_request_duration_seconds_count{client_id="sa-a"} 0"#)
+        );
+        series.outcome("timeout");
+        drop(series);
+        assert!(
+            !exposition(&registry).contains("sa-a"),
+            "{}",
+            exposition(&registry)
+        );
+    }
+
+    #[test]
+    fn an_account_on_demand_shows_nothing_until_its_first_token_request() {
+        let registry = Registry::new();
+        let metrics = TokenMetrics::register(&registry).unwrap();
+        let mut series = metrics.account("sa-b", true);
+        assert!(!exposition(&registry).contains("sa-b"));
+        series.observe_duration(0.01);
+        series.outcome("success");
+        series.set_expiry(1_900_000_000.0);
+        let text = exposition(&registry);
+        assert!(
+            text.contains(r#"lanyard_token_requests_total{client_id="sa-b",outcome="success"} 1"#)
+        );
+        assert!(
+            text.contains(r#"lanyard_token_expiry_timestamp_seconds{client_id="sa-b"} 1900000000"#)
+        );
+        series.hide_expiry();
+        let text = exposition(&registry);
+        assert!(
+            !text.contains("lanyard_token_expiry_timestamp_seconds{"),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"outcome="success"} 1"#),
+            "counts stay: {text}"
+        );
     }
 }

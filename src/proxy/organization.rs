@@ -1,5 +1,5 @@
-//! Which account a request's path belongs to (issue: one sidecar, many
-//! accounts; docs/service.md §2.8, §4.3): the organization a path names,
+//! Which account a request's path belongs to (docs/accounts.md,
+//! docs/service.md §2.8, §4.3): the organization a path names,
 //! read as strictly as an upstream might read it loosely, so that no path
 //! reaches one organization with another's token.
 //!

@@ -52,7 +52,10 @@ impl Demand {
 
     /// A request used the account (or wants a token for it).
     pub(super) fn used(&self) {
-        let now = Instant::now().saturating_duration_since(self.origin).as_secs() + 1;
+        let now = Instant::now()
+            .saturating_duration_since(self.origin)
+            .as_secs()
+            + 1;
         // Sequentially consistent, with the refresher's two steps in
         // `falls_idle`: either this use sees the account dormant and wakes
         // it, or the refresher sees this use and stays awake.

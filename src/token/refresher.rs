@@ -336,7 +336,10 @@ impl Refresher {
     fn label_for<S: TokenSource>(&mut self, source: &S) {
         let client_id = source.client_id();
         if client_id != self.series.client_id() {
-            self.series = self.metrics.token.account(&client_id, self.demand.is_some());
+            self.series = self
+                .metrics
+                .token
+                .account(&client_id, self.demand.is_some());
         }
     }
 

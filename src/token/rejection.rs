@@ -141,9 +141,9 @@ mod tests {
     }
 
     impl TokenSource for Scripted {
-    fn client_id(&self) -> String {
-        "sa-test".to_string()
-    }
+        fn client_id(&self) -> String {
+            "sa-test".to_string()
+        }
 
         async fn fetch(&self) -> Result<Issued, ExchangeError> {
             if self.requests.fetch_add(1, Ordering::SeqCst) > 0 {

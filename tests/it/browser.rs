@@ -64,7 +64,12 @@ async fn start_demo(extra: &[(&str, &str)]) -> Demo {
         .expect("the demo starts");
     tokio::time::timeout(
         Duration::from_secs(10),
-        demo.process.tokens.as_ref().unwrap().state().wait_for(|s| s.generation >= 1),
+        demo.process
+            .tokens
+            .as_ref()
+            .unwrap()
+            .state()
+            .wait_for(|s| s.generation >= 1),
     )
     .await
     .expect("the first token within 10 s")

@@ -609,7 +609,16 @@ async fn healthcheck_exits_1_and_says_why_when_no_token_is_held() {
     let mock = mock().await;
     mock.push_fault(Fault::invalid_client());
     let running = support::sidecar::start(mock, "http://127.0.0.1:9", &[]).await;
-    assert!(running.process.tokens.as_ref().unwrap().first_outcome().await.is_err());
+    assert!(
+        running
+            .process
+            .tokens
+            .as_ref()
+            .unwrap()
+            .first_outcome()
+            .await
+            .is_err()
+    );
     let out = lanyard(&["healthcheck"], &admin_only(&running.admin)).await;
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(

@@ -59,7 +59,12 @@ async fn banner_curl_lines_work(config: &Config, proxy: ProxyListener) -> String
         .unwrap();
     tokio::time::timeout(
         Duration::from_secs(10),
-        demo.process.tokens.as_ref().unwrap().state().wait_for(|s| s.generation >= 1),
+        demo.process
+            .tokens
+            .as_ref()
+            .unwrap()
+            .state()
+            .wait_for(|s| s.generation >= 1),
     )
     .await
     .unwrap()

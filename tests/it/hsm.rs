@@ -342,10 +342,10 @@ async fn a_token_lost_at_run_time_is_counted_while_the_held_token_serves_then_fo
     let metrics = get(&format!("{}/metrics", running.admin)).await;
     let metrics = String::from_utf8_lossy(&metrics.body).into_owned();
     assert!(
-        metrics
-            .lines()
-            .any(|l| l.starts_with(r#"lanyard_token_requests_total{client_id="#)
-                && l.contains(r#",outcome="signing"} "#)),
+        metrics.lines().any(
+            |l| l.starts_with(r#"lanyard_token_requests_total{client_id="#)
+                && l.contains(r#",outcome="signing"} "#)
+        ),
         "{metrics}"
     );
 

@@ -360,7 +360,17 @@ async fn unauthorized_leads_to_one_new_token_shared_by_concurrent_requests() {
         assert_eq!(status.unwrap(), StatusCode::OK);
     }
     assert_eq!(running.mock.counters().token_requests, before + 1);
-    assert_eq!(running.process.tokens.as_ref().unwrap().current().unwrap().generation(), 2);
+    assert_eq!(
+        running
+            .process
+            .tokens
+            .as_ref()
+            .unwrap()
+            .current()
+            .unwrap()
+            .generation(),
+        2
+    );
     // Each request that met the 401 was retried once; one that started
     // after the renewal (the proxy threads run alongside this test's) went
     // out with the new token at once.
@@ -540,8 +550,10 @@ async fn metrics_are_exported_under_the_contract_names_and_pass_promtool() {
     }
     // Token series carry the account's client_id, one account included.
     assert!(
-        text.lines().any(|l| l.starts_with("lanyard_token_requests_total{client_id=\"")
-            && l.ends_with(",outcome=\"success\"} 1")),
+        text.lines().any(
+            |l| l.starts_with("lanyard_token_requests_total{client_id=\"")
+                && l.ends_with(",outcome=\"success\"} 1")
+        ),
         "{text}"
     );
     assert!(

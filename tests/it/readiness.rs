@@ -175,9 +175,11 @@ async fn short_tokens_turn_unready_at_the_first_failed_renewal() {
     // The endpoint comes back: retries are at most 15 s apart with no
     // token held, and the first success makes the pod ready again.
     running.mock.set_token_outage(false);
-    wait_for(&mut running.process.tokens.as_ref().unwrap().state(), secs(20), |s| {
-        s.generation >= 2
-    })
+    wait_for(
+        &mut running.process.tokens.as_ref().unwrap().state(),
+        secs(20),
+        |s| s.generation >= 2,
+    )
     .await;
     let answer = get(&readyz).await;
     assert_eq!(answer.status, StatusCode::OK, "{}", answer.json());

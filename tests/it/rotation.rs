@@ -79,9 +79,11 @@ async fn assert_switched_to_the_rotated_account(running: &Running, refused: u64)
     let mut reloads = running.process.reloads.clone().expect("a file is watched");
     let done = wait_for(&mut reloads, NOTICED_WITHIN, |r| r.succeeded >= 1).await;
     assert_eq!(done.refused, refused, "{:?}", done.last_problem);
-    wait_for(&mut running.process.tokens.as_ref().unwrap().state(), NOTICED_WITHIN, |s| {
-        s.generation >= 2
-    })
+    wait_for(
+        &mut running.process.tokens.as_ref().unwrap().state(),
+        NOTICED_WITHIN,
+        |s| s.generation >= 2,
+    )
     .await;
     assert_eq!(rule_status(running, "proj-rotated").await, StatusCode::OK);
     assert_eq!(
@@ -291,5 +293,15 @@ async fn restoring_the_content_in_use_after_a_broken_file_reloads_nothing() {
 
     assert_eq!(after.succeeded, 0);
     assert_eq!(reload_metric(&running, "success"), 0);
-    assert_eq!(running.process.tokens.as_ref().unwrap().state().borrow().generation, 1);
+    assert_eq!(
+        running
+            .process
+            .tokens
+            .as_ref()
+            .unwrap()
+            .state()
+            .borrow()
+            .generation,
+        1
+    );
 }

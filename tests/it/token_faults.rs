@@ -92,7 +92,9 @@ impl Rig {
         let mut settings = vec![("SA_CREDENTIALS_FILE", path.as_str())];
         settings.extend_from_slice(extra);
         let running = sidecar::start(mock, &upstream.url, &settings).await;
-        let attempts = timestamps(running.process.tokens.as_ref().unwrap().state(), |s| s.attempts);
+        let attempts = timestamps(running.process.tokens.as_ref().unwrap().state(), |s| {
+            s.attempts
+        });
         Rig {
             running,
             upstream,
@@ -115,11 +117,23 @@ impl Rig {
     }
 
     fn state(&self) -> RefreshState {
-        self.running.process.tokens.as_ref().unwrap().state().borrow().clone()
+        self.running
+            .process
+            .tokens
+            .as_ref()
+            .unwrap()
+            .state()
+            .borrow()
+            .clone()
     }
 
     async fn wait_state(&self, done: impl FnMut(&RefreshState) -> bool) -> RefreshState {
-        wait_for(&mut self.running.process.tokens.as_ref().unwrap().state(), LIMIT, done).await
+        wait_for(
+            &mut self.running.process.tokens.as_ref().unwrap().state(),
+            LIMIT,
+            done,
+        )
+        .await
     }
 
     /// Asks for a token now, as a rotated credentials file does: the file
@@ -813,9 +827,11 @@ async fn rejected_token_is_replaced_once_the_throttle_passes_without_client_traf
         |c| c.tokens_issued >= 3,
     )
     .await;
-    wait_for(&mut running.process.tokens.as_ref().unwrap().state(), LIMIT, |s| {
-        s.generation >= 3
-    })
+    wait_for(
+        &mut running.process.tokens.as_ref().unwrap().state(),
+        LIMIT,
+        |s| s.generation >= 3,
+    )
     .await;
     let ready = get(&format!("{}/readyz", running.admin)).await;
     assert_eq!(ready.status, StatusCode::OK);

@@ -50,9 +50,11 @@ async fn start_at(
     let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let proxy = bind_proxy(&config)?;
     let process = Process::start(Components::proxy(&config, admin, proxy)?)?;
-    wait_for(&mut process.tokens.as_ref().unwrap().state(), Duration::from_secs(10), |s| {
-        s.generation >= 1
-    })
+    wait_for(
+        &mut process.tokens.as_ref().unwrap().state(),
+        Duration::from_secs(10),
+        |s| s.generation >= 1,
+    )
     .await;
     Ok(OnSocket {
         process,

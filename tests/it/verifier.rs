@@ -923,7 +923,16 @@ async fn no_claim_reaches_the_logs_even_at_trace_level() {
     for claim in ["Qwzxklaim", "DN-77441"] {
         assert!(!text.contains(claim), "a claim reached the logs");
     }
-    assert_eq!(running.process.tokens.as_ref().unwrap().current().map(|_| ()), Some(()));
+    assert_eq!(
+        running
+            .process
+            .tokens
+            .as_ref()
+            .unwrap()
+            .current()
+            .map(|_| ()),
+        Some(())
+    );
     let token = running.process.tokens.as_ref().unwrap().current().unwrap();
     let bearer = token
         .authorization()

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use crate::Secret;
-use crate::accounts::MAX_TOKEN_REQUESTS_IN_FLIGHT;
 use crate::access;
+use crate::accounts::MAX_TOKEN_REQUESTS_IN_FLIGHT;
 use crate::config::Config;
 use crate::config::accounts::{AccountFile, AccountsDir};
 use crate::outbound::Connector;

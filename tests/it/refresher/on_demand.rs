@@ -38,7 +38,10 @@ async fn no_token_is_asked_for_until_a_request_needs_one() {
     assert_eq!(source.call_count(), 0, "an unused account asks for nothing");
     assert!(tokens.is_idle());
     assert!(tokens.state().borrow().idle);
-    let token = tokens.get().await.expect("the first request waits for a token");
+    let token = tokens
+        .get()
+        .await
+        .expect("the first request waits for a token");
     assert_eq!(token.generation(), 1);
     assert_eq!(source.call_count(), 1);
     assert!(!tokens.is_idle());
@@ -72,7 +75,10 @@ async fn an_account_in_use_is_renewed_and_one_unused_for_idle_after_is_not() {
     // Used every minute for 20 minutes: renewed as a kept token is.
     for _ in 0..20 {
         tokio::time::sleep(Duration::from_secs(60)).await;
-        tokens.get().await.expect("a used account always has a token");
+        tokens
+            .get()
+            .await
+            .expect("a used account always has a token");
     }
     let renewed = source.call_count();
     assert!(renewed >= 3, "renewed while in use: {renewed} requests");
@@ -108,10 +114,7 @@ async fn a_request_to_a_dormant_account_with_a_valid_token_is_served_at_once_and
     assert_eq!(held.generation(), 1, "served the held token, not a new one");
     // Woken, it renews at once: the renewal was due.
     let mut state = tokens.state();
-    crate::support::wait_for(&mut state, Duration::from_secs(60), |s| {
-        s.generation >= 2
-    })
-    .await;
+    crate::support::wait_for(&mut state, Duration::from_secs(60), |s| s.generation >= 2).await;
     assert_eq!(source.call_count(), 2);
 }
 

@@ -64,9 +64,11 @@ pub async fn start_shared(
     let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let verifier = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let process = Process::start(Components::verifier(&config, admin, verifier).unwrap()).unwrap();
-    super::wait_for(&mut process.tokens.as_ref().unwrap().state(), Duration::from_secs(10), |s| {
-        s.generation >= 1 || s.last_error.is_some()
-    })
+    super::wait_for(
+        &mut process.tokens.as_ref().unwrap().state(),
+        Duration::from_secs(10),
+        |s| s.generation >= 1 || s.last_error.is_some(),
+    )
     .await;
     Running {
         url: format!("http://{}", process.verifier_addr.unwrap()),
