@@ -528,3 +528,48 @@ async fn a_bad_uri_in_the_credentials_file_names_the_file() {
     );
     assert_no_pin(&out);
 }
+
+/// `SA_CREDENTIALS_DIR` (docs/accounts.md): each file's key is its own,
+/// one in the token and one a PEM, each organization's path carrying its
+/// own account's token.
+#[tokio::test]
+async fn a_directory_account_may_keep_its_key_in_the_token() {
+    let mock = mock().await;
+    mock.add_rule("proj-demo", RULE);
+    mock.add_account(lanyard::mock::MockAccount {
+        client_id: "sa-org-b".into(),
+        organization_id: "org-b".into(),
+        ..account()
+    });
+    let hsm = SoftHsm::with_key("rsa2048.pkcs8.pem");
+    let dir = hsm.write("placed", "");
+    let dir = dir.parent().unwrap().join("accounts");
+    std::fs::create_dir(&dir).unwrap();
+    let mut in_token: serde_json::Value =
+        serde_json::from_str(&credentials_json(&mock, &hsm.uri())).unwrap();
+    in_token["private_key"] = hsm.uri().into();
+    std::fs::write(dir.join("a.json"), in_token.to_string()).unwrap();
+    let mut pem: serde_json::Value =
+        serde_json::from_str(&credentials_json(&mock, &fixture("rsa2048.pkcs8.pem"))).unwrap();
+    pem["client_id"] = "sa-org-b".into();
+    pem["organization_id"] = "org-b".into();
+    std::fs::write(dir.join("b.json"), pem.to_string()).unwrap();
+    let vars = env(&[
+        ("SERVICE_API_URL", &mock.api_url()),
+        ("SA_CREDENTIALS_DIR", dir.to_str().unwrap()),
+        ("SOFTHSM2_CONF", hsm.conf().to_str().unwrap()),
+    ]);
+    let running = Running::start(vars).await;
+    let rule_of = |organization: &str| {
+        format!(
+            "{}/organizations/{organization}/projects/proj-demo/verifications/{RULE}",
+            running.proxy
+        )
+    };
+    // The mock answers 200 only to a token of the path's organization.
+    assert_eq!(get(&rule_of(ORGANIZATION_ID)).await.status, StatusCode::OK);
+    assert_eq!(get(&rule_of("org-b")).await.status, StatusCode::OK);
+    // `stop` fails the test should the log hold the PIN.
+    let (code, _) = running.stop().await;
+    assert_eq!(code, Some(0));
+}
