@@ -83,7 +83,7 @@ pub fn spawn(
             Some((
                 path,
                 Known {
-                    seen: loaded.clone(),
+                    seen: loaded,
                     loaded,
                     account,
                 },
@@ -174,7 +174,7 @@ impl Watcher {
         let known = snapshot.iter().filter(|(path, read)| match read {
             Ok((_, fingerprint)) => {
                 self.known.get(*path).map(|k| &k.seen) == Some(fingerprint)
-                    || self.refused.get(*path) == Some(&Some(fingerprint.clone()))
+                    || self.refused.get(*path) == Some(&Some(*fingerprint))
             }
             // A file in use that cannot be read now keeps its account.
             Err(_) => self.known.contains_key(*path) || self.refused.get(*path) == Some(&None),
@@ -248,7 +248,7 @@ impl Watcher {
         {
             return;
         }
-        if self.refused.get(&path) == Some(&Some(fingerprint.clone())) {
+        if self.refused.get(&path) == Some(&Some(fingerprint)) {
             return;
         }
         if let Some(known) = self.known.get_mut(&path)
@@ -301,7 +301,7 @@ impl Watcher {
                 exchanger.replace_credentials(file.credentials);
             }
             known.account.tokens().renew_for_new_credentials();
-            known.loaded = fingerprint.clone();
+            known.loaded = fingerprint;
             known.seen = fingerprint;
             self.counted("success");
             self.reloads.send_modify(|r| r.changed += 1);
@@ -319,7 +319,7 @@ impl Watcher {
         self.known.insert(
             path,
             Known {
-                loaded: fingerprint.clone(),
+                loaded: fingerprint,
                 seen: fingerprint,
                 account,
             },
@@ -353,7 +353,7 @@ impl Watcher {
     fn refuse(&mut self, path: &Path, fingerprint: Option<Fingerprint>, why: String) {
         let kept = self.known.get_mut(path).map(|known| {
             if let Some(fingerprint) = &fingerprint {
-                known.seen = fingerprint.clone();
+                known.seen = *fingerprint;
             }
             known.account.organization().to_string()
         });

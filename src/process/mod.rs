@@ -41,7 +41,7 @@ use tracing::Instrument;
 
 use crate::Failure;
 use crate::access::{self, ServiceAccess};
-use crate::accounts::{AccountRules, Accounts, DirectoryReloads};
+use crate::accounts::{Accounts, DirectoryReloads};
 use crate::admin::Admin;
 use crate::config::accounts::AccountsDir;
 use crate::config::{Config, ConfigError};
@@ -237,43 +237,25 @@ impl Process {
         };
         let max_connections = client_connections(proxy.as_ref(), verifier.as_ref());
         let drains = Drains::new();
-        let rules = AccountRules {
-            connector: connector.clone(),
-            exchange,
-            policy: refresh,
-            rejection_wait: proxy
-                .as_ref()
-                .map_or(Duration::ZERO, |(_, config)| config.upstream_timeout),
-            metrics: metrics.clone(),
-            permits: tokens::token_permits(),
-        };
+        // The proxy's 401 rule waits as long as its request would.
+        let wait = proxy.as_ref().map(|(_, config)| config.upstream_timeout);
+        let rules = tokens::rules(connector.clone(), exchange, refresh, wait, &metrics);
         let tasks = TokenTasks::spawn(access.as_ref(), directory, rules, &drains.watches.tasks);
         // Built before any listener starts, so that one that cannot be
         // built stops the start with nothing serving.
-        let verifier = match (verifier, &access, &tasks.tokens) {
-            (Some((listener, config)), Some(access), Some(tokens)) => {
+        let verifier = match verifier {
+            Some((listener, config)) => {
                 let limits = verifier_limits(&config, max_connections);
-                let verifier = Verifier::new(&config, access, tokens.clone(), metrics.clone())?;
+                let verifier = build_verifier(&config, access.as_ref(), &tasks, &metrics)?;
                 Some((listener, verifier, limits))
             }
-            (Some(_), _, _) => {
-                return Err(Failure::Runtime(
-                    "the verifier serves one service account, and none is set".to_string(),
-                ));
-            }
-            (None, _, _) => None,
+            None => None,
         };
         let draining = Arc::new(AtomicBool::new(false));
         let admin_handler = Admin::new(tasks.accounts.clone(), registry, draining.clone());
-        let admin_limits = admin_limits(send_timeout);
-        let admin_metrics = metrics.listener("admin");
-        start_admin(
-            admin,
-            addrs.admin,
-            admin_handler,
-            (admin_limits, admin_metrics),
-            drains.watches.admin.clone(),
-        )?;
+        let admin_limits = (admin_limits(send_timeout), metrics.listener("admin"));
+        let admin_drain = drains.watches.admin.clone();
+        start_admin(admin, addrs.admin, admin_handler, admin_limits, admin_drain)?;
         let shared = Shared {
             metrics: &metrics,
             grace: shutdown_grace,
@@ -281,26 +263,17 @@ impl Process {
         };
         if let Some((listener, config)) = proxy {
             let limits = proxy_limits(&config, max_connections);
-            let at = addrs.proxy;
-            let setup = proxy::ProxySetup::new(
-                connector,
-                at,
-                &config,
-                tasks.accounts.clone(),
-                metrics.clone(),
-            );
-            start_proxy(listener, at, &config, limits, &setup, &shared)?;
+            let accounts = tasks.accounts.clone();
+            let setup = proxy::ProxySetup::new(connector, addrs.proxy, &config, accounts, &metrics);
+            start_proxy(listener, addrs.proxy, &config, limits, &setup, &shared)?;
         }
         if let (Some((listener, verifier, limits)), Some(addr)) = (verifier, addrs.verifier) {
             start_verifier(listener, addr, verifier, limits, &shared)?;
         }
         let (stop, stopped) = watch::channel(false);
-        let span = tracing::info_span!("lanyard", admin = %addrs.admin);
-        let task = tokio::spawn(
-            drains
-                .run(stopped, draining, shutdown_grace, socket_file)
-                .instrument(span),
-        );
+        let drain = drains.run(stopped, draining, shutdown_grace, socket_file);
+        let task =
+            tokio::spawn(drain.instrument(tracing::info_span!("lanyard", admin = %addrs.admin)));
         addrs.announce();
         Ok(Process {
             proxy_addr: addrs.proxy,
@@ -344,6 +317,21 @@ impl Process {
             .await
             .map_err(|err| Failure::Runtime(format!("the shutdown task failed: {err}")))
     }
+}
+
+/// The verifier, over the default account: it serves one.
+fn build_verifier(
+    config: &VerifierConfig,
+    access: Option<&ServiceAccess>,
+    tasks: &TokenTasks,
+    metrics: &Metrics,
+) -> Result<Verifier, Failure> {
+    let (Some(access), Some(tokens)) = (access, &tasks.tokens) else {
+        return Err(Failure::Runtime(
+            "the verifier serves one service account, and none is set".to_string(),
+        ));
+    };
+    Verifier::new(config, access, tokens.clone(), metrics.clone())
 }
 
 /// Where each listener is bound, and what the log of the start says.

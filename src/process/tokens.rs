@@ -4,6 +4,7 @@
 //! they make (README "Many accounts").
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{Notify, Semaphore, watch};
 
@@ -12,8 +13,12 @@ use crate::accounts::{
     self, Account, AccountRules, Accounts, DirectoryReloads, MAX_TOKEN_REQUESTS_IN_FLIGHT,
 };
 use crate::config::accounts::AccountsDir;
+use crate::metrics::Metrics;
+use crate::outbound::Connector;
 use crate::reload;
+use crate::token::ExchangeOptions;
 use crate::token::TokenHandle;
+use crate::token::refresher::RefreshPolicy;
 use crate::token::refresher::{self, Keeping};
 
 use super::shutdown::until_drained;
@@ -106,7 +111,7 @@ impl TokenTasks {
             .files
             .into_iter()
             .map(|file| {
-                let loaded = file.fingerprint.clone();
+                let loaded = file.fingerprint;
                 (Arc::new(rules.directory_account(file)), loaded)
             })
             .collect();
@@ -124,7 +129,23 @@ impl TokenTasks {
     }
 }
 
-/// The cap on token requests in flight across the process's accounts.
-pub(super) fn token_permits() -> Arc<Semaphore> {
-    Arc::new(Semaphore::new(MAX_TOKEN_REQUESTS_IN_FLIGHT))
+/// What every account of the process is built with; `rejection_wait`
+/// is the proxy's upstream timeout, when there is a proxy.
+pub(super) fn rules(
+    connector: Connector,
+    exchange: ExchangeOptions,
+    policy: RefreshPolicy,
+    rejection_wait: Option<Duration>,
+    metrics: &Metrics,
+) -> AccountRules {
+    AccountRules {
+        connector,
+        exchange,
+        policy,
+        rejection_wait: rejection_wait.unwrap_or(Duration::ZERO),
+        metrics: metrics.clone(),
+        // The cap on token requests in flight across the process's
+        // accounts.
+        permits: Arc::new(Semaphore::new(MAX_TOKEN_REQUESTS_IN_FLIGHT)),
+    }
 }

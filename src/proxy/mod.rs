@@ -168,7 +168,7 @@ impl ProxySetup {
         listen: Option<SocketAddr>,
         config: &ProxyConfig,
         accounts: Accounts,
-        metrics: Metrics,
+        metrics: &Metrics,
     ) -> ProxySetup {
         ProxySetup {
             connector,
@@ -178,7 +178,7 @@ impl ProxySetup {
                 upstream: config.upstream.clone(),
                 accounts,
                 request_series: RequestSeries::new(metrics.clone()),
-                metrics,
+                metrics: metrics.clone(),
                 timeout: config.upstream_timeout,
                 body_timeout: config.body_timeout,
                 replay_budget: ReplayBudget::new(),
@@ -219,24 +219,7 @@ impl Proxy {
         trace: &HttpSpan,
     ) -> impl Future<Output = Result<Response<UpstreamResponse>, Refusal>> {
         async move {
-            // CONNECT would make lanyard a tunnel; an upstream honouring TRACE
-            // would echo the injected token back to the client.
-            if req.method() == Method::CONNECT || req.method() == Method::TRACE {
-                return Err(ProxyError::MethodNotAllowed.into());
-            }
-            // Absolute form is an HTTP/1 notion; an HTTP/2 request always
-            // carries `:authority`, and lanyard never forwards to it anyway.
-            if req.version() < Version::HTTP_2
-                && let Some(target) = req.uri().authority()
-                && !accepts_target(&self.shared.upstream, target, self.shared.listen)
-            {
-                return Err(ProxyError::ForbiddenTarget.into());
-            }
-            // The prefix of SERVICE_API_URL is a boundary: a path that an
-            // upstream could normalise above it is refused, not forwarded.
-            if has_dot_segment(req.uri().path()) {
-                return Err(ProxyError::DotSegment.into());
-            }
+            self.admissible(&req)?;
             // The account is chosen by the path exactly as it is
             // forwarded (README "Many accounts"); nothing is sent for a
             // path that has none.
@@ -302,6 +285,30 @@ impl Proxy {
             }
             Box::pin(self.retry_unauthorized(response, (&account, &token), replay, trace)).await
         }
+    }
+
+    /// What no request may do, whatever its account: the checks before a
+    /// token is chosen.
+    fn admissible(&self, req: &Request<Incoming>) -> Result<(), ProxyError> {
+        // CONNECT would make lanyard a tunnel; an upstream honouring TRACE
+        // would echo the injected token back to the client.
+        if req.method() == Method::CONNECT || req.method() == Method::TRACE {
+            return Err(ProxyError::MethodNotAllowed);
+        }
+        // Absolute form is an HTTP/1 notion; an HTTP/2 request always
+        // carries `:authority`, and lanyard never forwards to it anyway.
+        if req.version() < Version::HTTP_2
+            && let Some(target) = req.uri().authority()
+            && !accepts_target(&self.shared.upstream, target, self.shared.listen)
+        {
+            return Err(ProxyError::ForbiddenTarget);
+        }
+        // The prefix of SERVICE_API_URL is a boundary: a path that an
+        // upstream could normalise above it is refused, not forwarded.
+        if has_dot_segment(req.uri().path()) {
+            return Err(ProxyError::DotSegment);
+        }
+        Ok(())
     }
 
     /// A body of unknown length: streamed at once, replayed after a 401 if

@@ -35,7 +35,11 @@ use crate::metrics::{AccountSeries, Metrics};
 use crate::otel::spans::TokenSpan;
 
 pub use super::handle::{RefreshState, TokenHandle, Unavailable};
+
+mod dormancy;
+
 pub use super::schedule::RefreshPolicy;
+use dormancy::woken;
 
 /// Something that can produce a token: the real exchange, or a fake in tests.
 pub trait TokenSource: Send + Sync + 'static {
@@ -200,15 +204,6 @@ async fn sleep_until(at: Instant) {
     tokio::time::sleep_until(at).await;
 }
 
-/// Completes when a request uses the account, if it is waiting for one;
-/// else never.
-async fn woken(demand: Option<Arc<Demand>>) {
-    match demand {
-        Some(demand) => demand.woken().await,
-        None => std::future::pending().await,
-    }
-}
-
 /// Completes at `at`, or never when there is nothing to wait for.
 async fn sleep_until_some(at: Option<Instant>) {
     match at {
@@ -292,54 +287,6 @@ impl Refresher {
                     }
                 }
             }
-        }
-    }
-
-    /// At a renewal or retry that fell due: an on-demand account no
-    /// request has used for `IDLE_AFTER` stops renewing, and its token
-    /// lapses. True when it did.
-    fn falls_idle(&mut self) -> bool {
-        let Some(demand) = &self.demand else {
-            return false;
-        };
-        if !demand.is_idle(now()) {
-            return false;
-        }
-        demand.set_dormant(true);
-        // A use between the look and the flag found the account awake and
-        // woke nothing: it is looked at once more.
-        if !demand.is_idle(now()) {
-            demand.set_dormant(false);
-            return false;
-        }
-        self.dormant = true;
-        self.series.hide_expiry();
-        tracing::info!(
-            client_id = %self.series.client_id(),
-            "no request has used this account lately: its token is no longer renewed, and the next request fetches one"
-        );
-        true
-    }
-
-    /// A request used the dormant account: its renewal, or its first
-    /// token, is due now.
-    fn wake_up(&mut self) {
-        if let Some(demand) = &self.demand {
-            demand.set_dormant(false);
-        }
-        self.dormant = false;
-        self.next_attempt = self.next_attempt.min(now());
-    }
-
-    /// The series to count with are the client's the credentials now
-    /// name: a reload may have changed the account.
-    fn label_for<S: TokenSource>(&mut self, source: &S) {
-        let client_id = source.client_id();
-        if client_id != self.series.client_id() {
-            self.series = self
-                .metrics
-                .token
-                .account(&client_id, self.demand.is_some());
         }
     }
 
