@@ -299,12 +299,24 @@ pub fn interpret(
 /// `Retry-After` as delay-seconds or an HTTP-date (RFC 9110 §10.2.3).
 pub fn parse_retry_after(value: &HeaderValue, now: SystemTime) -> Option<Duration> {
     let text = value.to_str().ok()?.trim();
-    if let Ok(seconds) = text.parse::<u64>() {
-        return Some(Duration::from_secs(seconds));
-    }
-    let at = httpdate::parse_http_date(text).ok()?;
-    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+    let after = match text.parse::<u64>() {
+        Ok(seconds) => Duration::from_secs(seconds),
+        // More digits than a u64 holds are still a number of seconds.
+        Err(_) if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) => MAX_RETRY_AFTER,
+        Err(_) => {
+            let at = httpdate::parse_http_date(text).ok()?;
+            at.duration_since(now).unwrap_or(Duration::ZERO)
+        }
+    };
+    // Capped here, so that what is logged and reported is the wait that
+    // is kept, not the number the endpoint sent.
+    Some(after.min(MAX_RETRY_AFTER))
 }
+
+/// The longest `Retry-After` honoured: a larger value is more likely a
+/// mistake than a plan to leave lanyard without a token for hours (README
+/// "Renewal and retries").
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 
 /// The RFC 6749 §5.2 `error` and `error_description`, filtered: only a
 /// plain error code, and a bounded description that does not look like

@@ -70,7 +70,7 @@ impl Default for RefreshPolicy {
             backoff_initial: Duration::from_secs(1),
             backoff_max: Duration::from_secs(60),
             rejected_delay: Duration::from_secs(30),
-            max_retry_after: Duration::from_secs(3600),
+            max_retry_after: super::exchange::MAX_RETRY_AFTER,
             min_forced_interval: Duration::from_secs(5),
             max_forced_interval: Duration::from_secs(300),
             expiry_margin: crate::config::DEFAULT_EXPIRY_MARGIN,

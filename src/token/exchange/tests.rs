@@ -187,3 +187,18 @@ fn retry_after_accepts_seconds_and_http_dates() {
     let err = interpret(StatusCode::TOO_MANY_REQUESTS, &headers, b"", now).unwrap_err();
     assert_eq!(err.retry_after(), None);
 }
+
+#[test]
+fn a_retry_after_past_the_cap_is_reported_as_the_wait_kept() {
+    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    let far = httpdate::fmt_http_date(now + Duration::from_secs(86_400 * 30));
+    for asked in ["999999999", "99999999999999999999999", far.as_str()] {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(header::RETRY_AFTER, HeaderValue::from_str(asked).unwrap());
+        let err = interpret(StatusCode::SERVICE_UNAVAILABLE, &headers, b"", now).unwrap_err();
+        assert_eq!(err.retry_after(), Some(MAX_RETRY_AFTER), "{asked}");
+        let said = err.to_string();
+        assert!(said.ends_with("retry after 3600 s"), "{said}");
+        assert!(!said.contains("999999999"), "{said}");
+    }
+}
