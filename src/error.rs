@@ -16,6 +16,11 @@ pub enum ProxyError {
     UpstreamUnreachable,
     /// The TLS handshake with the upstream failed.
     UpstreamTls,
+    /// The upstream answered 101 Switching Protocols: lanyard forwards
+    /// requests, never an upgraded connection, and a 101 passed on without
+    /// its connection would leave the client waiting on a protocol that
+    /// never comes. Answered as `upstream_unreachable`.
+    UpstreamSwitchedProtocols,
     /// The upstream sent no response headers in time.
     UpstreamTimeout,
     /// The request named another authority: the token never goes there.
@@ -64,7 +69,9 @@ impl ProxyError {
     pub fn code(&self) -> &'static str {
         match self {
             ProxyError::TokenUnavailable => "token_unavailable",
-            ProxyError::UpstreamUnreachable => "upstream_unreachable",
+            ProxyError::UpstreamUnreachable | ProxyError::UpstreamSwitchedProtocols => {
+                "upstream_unreachable"
+            }
             ProxyError::UpstreamTls => "upstream_tls",
             ProxyError::UpstreamTimeout => "upstream_timeout",
             ProxyError::ForbiddenTarget => "forbidden_target",
@@ -84,7 +91,9 @@ impl ProxyError {
             ProxyError::TokenUnavailable | ProxyError::TooManyConnections => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
-            ProxyError::UpstreamUnreachable | ProxyError::UpstreamTls => StatusCode::BAD_GATEWAY,
+            ProxyError::UpstreamUnreachable
+            | ProxyError::UpstreamTls
+            | ProxyError::UpstreamSwitchedProtocols => StatusCode::BAD_GATEWAY,
             ProxyError::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
             ProxyError::ForbiddenTarget
             | ProxyError::BadRequest
@@ -110,6 +119,9 @@ impl ProxyError {
             }
             ProxyError::UpstreamUnreachable => "lanyard could not reach the service",
             ProxyError::UpstreamTls => "the TLS handshake with the service failed",
+            ProxyError::UpstreamSwitchedProtocols => {
+                "the service answered 101 Switching Protocols; lanyard forwards requests, not upgraded connections"
+            }
             ProxyError::UpstreamTimeout => "the service did not answer in time",
             ProxyError::ForbiddenTarget => {
                 "lanyard forwards only to the service it is configured for; send requests in origin form (GET /path)"
@@ -220,6 +232,7 @@ mod tests {
             (ProxyError::TokenUnavailable, 503),
             (ProxyError::UpstreamUnreachable, 502),
             (ProxyError::UpstreamTls, 502),
+            (ProxyError::UpstreamSwitchedProtocols, 502),
             (ProxyError::UpstreamTimeout, 504),
             (ProxyError::ForbiddenTarget, 400),
             (ProxyError::MethodNotAllowed, 405),

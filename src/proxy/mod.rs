@@ -405,6 +405,12 @@ impl Proxy {
                 (first, _) => first,
             };
             match answer {
+                Ok(Ok(response)) if response.status() == StatusCode::SWITCHING_PROTOCOLS => {
+                    tracing::warn!(
+                        "the upstream answered 101 Switching Protocols; lanyard does not forward upgraded connections, and answers 502"
+                    );
+                    Err(ProxyError::UpstreamSwitchedProtocols.into())
+                }
                 Ok(Ok(mut response)) => {
                     strip_hop_by_hop(response.headers_mut());
                     if response.status() == StatusCode::FORBIDDEN {

@@ -188,6 +188,26 @@ async fn upstream_hanging_up_before_response_headers_is_502_upstream_unreachable
     assert_eq!(get(&format!("{}/ok", running.proxy)).await.body, "ok");
 }
 
+#[tokio::test]
+async fn upstream_switching_protocols_is_502_not_a_bare_101() {
+    let upstream = RawUpstream::start(|mut conn| async move {
+        if conn.next_request().await.is_some() {
+            let _ = conn
+                .write(b"HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: websocket\r\n\r\n")
+                .await;
+        }
+    })
+    .await;
+    let running = lanyard(&upstream, &[]).await;
+    let answer = get(&format!("{}/socket", running.proxy)).await;
+    assert_lanyard_error(
+        &answer,
+        StatusCode::BAD_GATEWAY,
+        "upstream_unreachable",
+        "the service answered 101 Switching Protocols; lanyard forwards requests, not upgraded connections",
+    );
+}
+
 /// Answers every request, then closes the connection: with
 /// `Connection: close` when `announce`, else without warning.
 async fn one_answer_per_connection(announce: bool) -> RawUpstream {
