@@ -18,6 +18,8 @@ use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{EnvFilter, Layer as _};
 
 fn main() -> ExitCode {
+    // Before any key is read.
+    let private = lanyard::keep_memory_private();
     let cli = Cli::parse();
     let command = cli.command.unwrap_or(Command::Run);
     let need = match command {
@@ -44,6 +46,9 @@ fn main() -> ExitCode {
     init_tracing(LogFormat::for_stderr(config.log_format), &telemetry);
     for warning in config.warnings.iter().chain(&otel_warnings) {
         tracing::warn!("{warning}");
+    }
+    if let Err(why) = private {
+        tracing::warn!("{why}: another process of this user could read the key from its memory");
     }
     telemetry.announce();
 

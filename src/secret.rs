@@ -26,6 +26,16 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// Makes the process undumpable (`prctl(PR_SET_DUMPABLE, 0)`): no core
+/// file, and no other process of the same user may read its memory
+/// (`/proc/PID/mem`, ptrace), where the private key and the tokens are.
+/// Called first thing, before any key is read. Only root, or a holder of
+/// `CAP_SYS_PTRACE`, can still read it.
+pub fn keep_memory_private() -> Result<(), String> {
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .map_err(|err| format!("cannot make the process undumpable: {err}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

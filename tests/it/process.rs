@@ -631,3 +631,61 @@ async fn on_a_unix_socket_only_the_admin_listener_is_on_tcp_and_sigterm_removes_
     assert_eq!(code, Some(0), "{log}");
     assert!(!socket.exists(), "the socket file outlived the process");
 }
+
+/// lanyard makes itself undumpable before it reads a key: no other
+/// process of its user can read its memory. Run as an unprivileged user,
+/// since root reads any process's memory anyway; the kernel gives an
+/// undumpable process's `/proc/PID/mem` to root, a dumpable one's to its
+/// user.
+#[tokio::test]
+async fn the_process_is_undumpable_so_its_user_cannot_read_its_memory() {
+    use std::os::unix::fs::MetadataExt as _;
+    const NOBODY: u32 = 65534;
+    let mut child = Command::new("setpriv")
+        .args([
+            &format!("--reuid={NOBODY}"),
+            &format!("--regid={NOBODY}"),
+            "--clear-groups",
+            env!("CARGO_BIN_EXE_lanyard"),
+            "run",
+        ])
+        .env_clear()
+        .envs(env(&[
+            ("DEMO_MOCK", "true"),
+            ("LANYARD_LISTEN", "127.0.0.1:0"),
+            ("LANYARD_ADMIN_LISTEN", "127.0.0.1:0"),
+            ("LANYARD_VERIFIER_LISTEN", "127.0.0.1:0"),
+            ("LANYARD_LOG_FORMAT", "json"),
+        ]))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("setpriv runs lanyard");
+    let mut lines = forward_lines(child.stderr.take().unwrap());
+    let started = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while let Some(line) = lines.recv().await {
+            if line.contains("lanyard started") {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(started, Ok(true), "lanyard started as user {NOBODY}");
+    let pid = child.id().expect("running");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with("Uid:") && l.contains(&NOBODY.to_string())),
+        "runs as {NOBODY}: {status}"
+    );
+    let mem = std::fs::metadata(format!("/proc/{pid}/mem")).unwrap();
+    assert_eq!(
+        mem.uid(),
+        0,
+        "undumpable: /proc/PID/mem is root's, not its user's"
+    );
+    child.kill().await.unwrap();
+}
