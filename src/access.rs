@@ -34,6 +34,7 @@ impl ServiceAccess {
             access.watch = Some(reload::Watch {
                 settings: config.credentials.clone(),
                 loaded: account.loaded,
+                organization_fixed: config.credentials_dir.is_some(),
             });
         }
         Ok(access)

@@ -50,6 +50,11 @@ const MAX_SETTLE_ROUNDS: u32 = 10;
 pub struct Watch {
     pub settings: CredentialSettings,
     pub loaded: Option<Fingerprint>,
+    /// The account's organization may not change: with
+    /// `SA_CREDENTIALS_DIR` it is the default account, its organization's
+    /// paths routed to it, and no file of the directory may serve that
+    /// organization (docs/accounts.md).
+    pub organization_fixed: bool,
 }
 
 /// What the watcher has done so far, for whoever needs to wait on it.
@@ -119,6 +124,7 @@ pub fn spawn(
     let file = watch.settings.file.clone()?;
     let (reloads, reloads_rx) = watch::channel(Reloads::default());
     let mut watcher = Watcher {
+        organization_fixed: watch.organization_fixed,
         path: file.value,
         source: file.source,
         settings: watch.settings,
@@ -157,6 +163,7 @@ pub fn spawn(
 }
 
 struct Watcher {
+    organization_fixed: bool,
     path: PathBuf,
     source: Source,
     settings: CredentialSettings,
@@ -237,6 +244,19 @@ impl Watcher {
         self.apply(loaded, read.seen);
     }
 
+    /// New credentials of another organization are refused where the
+    /// organization is fixed.
+    fn same_organization(&self, credentials: Credentials) -> Result<Credentials, String> {
+        let previous = self.exchanger.credentials();
+        if self.organization_fixed && credentials.organization_id != previous.organization_id {
+            return Err(format!(
+                "the file now names organization `{}`, not `{}`: with SA_CREDENTIALS_DIR set, SA_CREDENTIALS_FILE's account serves its organization's paths and those with none, so its organization is fixed until lanyard restarts",
+                credentials.organization_id, previous.organization_id
+            ));
+        }
+        Ok(credentials)
+    }
+
     /// Reads again until two reads agree, so a writer caught half-way is
     /// not judged; the last read.
     async fn settle(&self, mut read: Read) -> Read {
@@ -254,6 +274,7 @@ impl Watcher {
 
     /// Uses the credentials loaded from what was `seen`, or says why not.
     fn apply(&mut self, loaded: Result<Credentials, String>, seen: Seen) {
+        let loaded = loaded.and_then(|credentials| self.same_organization(credentials));
         match loaded {
             Ok(credentials) => {
                 let previous = self.exchanger.credentials();

@@ -179,9 +179,11 @@ fn unbracketed(host: &str) -> &str {
 
 /// Whether a path has a `.` or `..` segment (RFC 3986 §3.3), counting
 /// `%2e` as a dot and `%2f`, `%5c` and `\\` as separators, as an upstream
-/// that decodes before it normalises (RFC 3986 §5.2.4) would: such a path
-/// could resolve above the base URL's prefix. Scans in place, since most
-/// paths have no dot or percent sign at all.
+/// that decodes before it normalises (RFC 3986 §5.2.4) would, and a
+/// segment's `;parameters` (`..;x`, `.%3b`) as not part of it, as servlet
+/// containers read them: such a path could resolve above the base URL's
+/// prefix. Scans in place, since most paths have no dot or percent sign
+/// at all.
 pub fn has_dot_segment(path: &str) -> bool {
     let bytes = path.as_bytes();
     if !bytes.iter().any(|&b| b == b'.' || b == b'%') {
@@ -200,6 +202,7 @@ pub fn has_dot_segment(path: &str) -> bool {
                 ] {
                     [b'2', b'e'] => (Some(b'.'), 3),
                     [b'2', b'f'] | [b'5', b'c'] => (Some(b'/'), 3),
+                    [b'3', b'b'] => (Some(b';'), 3),
                     _ => (Some(b'%'), 1),
                 }
             }
@@ -217,6 +220,8 @@ pub fn has_dot_segment(path: &str) -> bool {
                 (dots, other) = (0, false);
             }
             Some(b'.') => dots += 1,
+            // The rest of the segment is its parameters.
+            Some(b';') if !other && (dots == 1 || dots == 2) => return true,
             Some(_) => other = true,
         }
         i += width;
@@ -282,6 +287,11 @@ mod tests {
             "/a%2F%2e%2e",
             "/a\\..\\b",
             "/a%5c..",
+            "/..;/x",
+            "/a/..;jsessionid=1/b",
+            "/.;/x",
+            "/a/.%3b/b",
+            "/%2e%2e%3Bx/b",
         ] {
             assert!(has_dot_segment(path), "{path}");
         }
@@ -293,6 +303,9 @@ mod tests {
             "/a/.../b",
             "/.well-known/x",
             "/a..b",
+            "/a;x/b",
+            "/...;x",
+            "/a.;x",
             "/%2e%2e%2e",
             "/100%25",
             "/%",

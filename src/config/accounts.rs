@@ -19,6 +19,21 @@ use super::sources::{Layers, Source, Sourced};
 /// Far more accounts than one sidecar serves; a directory with more is
 /// refused rather than read.
 pub const MAX_ACCOUNT_FILES: usize = 10_000;
+/// An organization id, at most.
+const MAX_ORGANIZATION: usize = 128;
+
+/// An organization id as a path carries it plainly (docs/service.md
+/// §2.8): RFC 3986 unreserved characters only. A request for any other
+/// could not be told from a path trick (`proxy::organization`), so a file
+/// naming one is refused rather than loaded to serve nothing.
+pub fn is_organization_id(id: &str) -> bool {
+    (1..=MAX_ORGANIZATION).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
+        && id != "."
+        && id != ".."
+}
 
 /// One file of the directory, read and checked.
 #[derive(Debug, Clone)]
@@ -183,6 +198,10 @@ pub fn load_bytes(
         ..CredentialSettings::default()
     };
     match credentials::load_from(&settings, Some(bytes)) {
+        Ok(credentials) if !is_organization_id(&credentials.organization_id) => Err(vec![format!(
+            "{}: `organization_id` is not an id a path can carry plainly (at most {MAX_ORGANIZATION} letters, digits and -._~), so no request could reach its account",
+            path.display()
+        )]),
         Ok(credentials) => Ok(AccountFile {
             path: path.to_path_buf(),
             credentials,

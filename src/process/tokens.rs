@@ -66,10 +66,9 @@ impl TokenTasks {
         rules: &AccountRules,
         drain: &drain::Watch,
     ) -> Arc<Account> {
-        let keeping = Keeping {
-            demand: None,
-            permits: Some(rules.permits.clone()),
-        };
+        // Kept as a single account is, and never queued behind the
+        // directory's token requests: readiness rests on it.
+        let keeping = Keeping::default();
         let (tokens, refresher) = refresher::spawn_kept(
             access.exchanger.clone(),
             rules.policy.clone(),

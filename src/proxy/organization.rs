@@ -13,16 +13,19 @@
 //! path is refused, never taken for a path with no organization, which the
 //! default account would serve.
 //!
-//! Dot-segments and encoded `/`, `\` and `.` are refused before this, for
-//! every path (`crate::target::has_dot_segment`).
+//! Dot-segments (`.`, `..`, encoded, with `;parameters`) are refused
+//! before this, for every path (`crate::target::has_dot_segment`). Here,
+//! for a sidecar of many accounts, an encoded `/` or `\\`, or a raw `\\`,
+//! anywhere in the path is refused too: an upstream that decodes before
+//! it routes would read `/organizations%2FA/x` as organization A's.
+
+use crate::config::accounts::is_organization_id;
 
 /// The first segment of an organization path, as the service writes it.
 const ORGANIZATIONS: &str = "organizations";
 /// Percent-decodings tried on the first segment: beyond three levels no
 /// server decodes, and a longer chain is refused as it is.
 const MAX_DECODINGS: usize = 3;
-/// An organization id, at most.
-const MAX_ORGANIZATION: usize = 128;
 
 /// What a path's organization is.
 #[derive(Debug, PartialEq, Eq)]
@@ -39,21 +42,31 @@ pub enum Route<'a> {
 /// The organization `path` (after the base URL's prefix, query removed)
 /// names.
 pub fn route(path: &str) -> Route<'_> {
+    if has_encoded_separator(path) {
+        return Route::Refused(
+            "the path has an encoded / or \\, or a \\, which an upstream could read as another organization's path; lanyard does not forward it",
+        );
+    }
     let mut segments = path.split('/');
     // A path begins with `/`: its first piece is empty. Empty segments
-    // after it are what a collapsing upstream would drop.
+    // after it are what a collapsing upstream would drop, and so is a
+    // segment of parameters alone (`/;x/`), once a servlet container has
+    // dropped them.
     let mut first = None;
     for segment in segments.by_ref() {
-        if !segment.is_empty() {
-            first = Some(segment);
-            break;
+        match reads_as_organizations(segment) {
+            Reading::Empty => continue,
+            reading => {
+                first = Some(reading);
+                break;
+            }
         }
     }
     let Some(first) = first else {
         return Route::NoOrganization;
     };
-    match reads_as_organizations(first) {
-        Reading::No => Route::NoOrganization,
+    match first {
+        Reading::No | Reading::Empty => Route::NoOrganization,
         Reading::Unclear => Route::Refused(
             "the path's first segment is encoded past what lanyard reads; write it plainly",
         ),
@@ -73,14 +86,27 @@ enum Reading {
     Yes,
     No,
     Unclear,
+    /// Empty to some upstream: nothing, or parameters alone.
+    Empty,
 }
 
-/// Whether a first segment reads `organizations` to some upstream.
+/// Whether a leading segment reads `organizations` to some upstream, or
+/// nothing at all.
 fn reads_as_organizations(segment: &str) -> Reading {
     let mut text = segment.to_string();
     for _ in 0..=MAX_DECODINGS {
+        if text.bytes().any(|b| b.is_ascii_control()) {
+            return Reading::Unclear;
+        }
         let bare = text.split(';').next().unwrap_or("");
-        if bare.eq_ignore_ascii_case(ORGANIZATIONS) {
+        if bare.is_empty() {
+            return Reading::Empty;
+        }
+        // Some servers drop a segment's trailing dots and spaces (IIS).
+        if bare
+            .trim_end_matches(['.', ' '])
+            .eq_ignore_ascii_case(ORGANIZATIONS)
+        {
             return Reading::Yes;
         }
         if !text.contains('%') {
@@ -96,20 +122,78 @@ fn reads_as_organizations(segment: &str) -> Reading {
     Reading::Unclear
 }
 
-/// An organization id as a path carries it plainly (docs/service.md
-/// §2.8): RFC 3986 unreserved characters only.
-fn is_organization_id(id: &str) -> bool {
-    (1..=MAX_ORGANIZATION).contains(&id.len())
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
-        && id != "."
-        && id != ".."
+/// A `\\`, or a `/` or `\\` percent-encoded at any depth an upstream
+/// decodes to.
+fn has_encoded_separator(path: &str) -> bool {
+    if path.contains('\\') {
+        return true;
+    }
+    let mut text = path.to_string();
+    for _ in 0..=MAX_DECODINGS {
+        if !text.contains('%') {
+            return false;
+        }
+        let lower = text.to_ascii_lowercase();
+        if lower.contains("%2f") || lower.contains("%5c") {
+            return true;
+        }
+        match crate::percent::decode(&text).map(String::from_utf8) {
+            Some(Ok(decoded)) if decoded != text => {
+                if decoded.contains('\\') {
+                    return true;
+                }
+                text = decoded;
+            }
+            _ => return false,
+        }
+    }
+    // Encoded past what lanyard reads: an upstream might read more.
+    true
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_encoded_separator_or_a_backslash_anywhere_is_refused() {
+        for path in [
+            "/organizations%2FA/projects/p",
+            "/organizations%2fA/x",
+            "/organizations%5CA/x",
+            "/organizations%252FA/x",
+            "/organizations%25252fA/x",
+            "/%2F/organizations/A/x",
+            "/organizations\\A/x",
+            "/v1/a%2fb",
+            "/x/%255c",
+        ] {
+            assert!(
+                matches!(route(path), Route::Refused(_)),
+                "{path}: {:?}",
+                route(path)
+            );
+        }
+    }
+
+    #[test]
+    fn leading_segments_of_parameters_alone_are_skipped_as_empty_ones() {
+        for path in [
+            "/;/organizations/A/x",
+            "/;x=1/organizations/A/x",
+            "/%3b/organizations/A/x",
+            "//;/organizations/A",
+        ] {
+            assert_eq!(route(path), Route::Organization("A"), "{path}");
+        }
+        for path in [
+            "/organizations%00/A",
+            "/organizations%09/A",
+            "/%0aorganizations/A",
+        ] {
+            assert!(matches!(route(path), Route::Refused(_)), "{path}");
+        }
+    }
 
     #[test]
     fn an_organization_path_names_its_organization() {
@@ -126,6 +210,9 @@ mod tests {
             ("/%25256frganizations/A/x", "A"),
             ("/organizations;jsessionid=1/A/x", "A"),
             ("/%4F%52%47%41%4E%49%5A%41%54%49%4F%4E%53/A", "A"),
+            ("/organizations./A/x", "A"),
+            ("/organizations%2e/A/x", "A"),
+            ("/organizations%20/A/x", "A"),
         ] {
             assert_eq!(route(path), Route::Organization(org), "{path}");
         }

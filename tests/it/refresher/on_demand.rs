@@ -154,3 +154,31 @@ async fn the_cap_bounds_token_requests_in_flight_across_accounts() {
         );
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_request_is_not_held_while_the_account_waits_out_a_retry_after() {
+    let rate_limited = lanyard::token::ExchangeError::RateLimited {
+        retry_after: Some(Duration::from_secs(60)),
+    };
+    let source = Scripted::new(vec![Err(rate_limited), token(3600)]);
+    let tokens = on_demand(&source, None);
+    assert!(matches!(
+        tokens.get().await,
+        Err(Unavailable::RenewalFailed(_))
+    ));
+    // The next attempt is a minute off, past the 10 s a request may wait:
+    // told at once, not after 10 s of nothing.
+    let asked = tokio::time::Instant::now();
+    assert!(matches!(
+        tokens.get().await,
+        Err(Unavailable::RenewalFailed(_))
+    ));
+    assert_eq!(asked.elapsed(), Duration::ZERO);
+    assert_eq!(source.call_count(), 1);
+    // Once the minute has passed, a request gets the token.
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    tokens
+        .get()
+        .await
+        .expect("the retry after a minute brings a token");
+}
