@@ -157,7 +157,7 @@ impl Fleet {
     }
 
     /// `lanyard run`'s settings for the directory, with the default
-    /// account's file when `default`.
+    /// account's file (written now) when `default`.
     fn settings(&self, default: bool) -> std::collections::HashMap<String, String> {
         let dir = self.dir();
         let mut map = env(&[
@@ -277,8 +277,11 @@ fn assert_refusal(answer: &Answer, status: u16, code: &str) -> String {
     let body = answer.json();
     assert_eq!(answer.status.as_u16(), status, "{body}");
     assert_eq!(
-        answer.headers.get("lanyard-error").map(|v| v.as_bytes()),
-        Some(code.as_bytes()),
+        answer
+            .headers
+            .get("lanyard-error")
+            .map(|v| v.to_str().unwrap()),
+        Some(code),
         "{body}"
     );
     assert_eq!(body["error"], code, "{body}");

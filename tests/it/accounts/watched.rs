@@ -134,7 +134,9 @@ async fn a_bad_file_is_refused_on_its_own_and_the_others_keep_serving() {
     // Mended, the broken file is an account like any other.
     let d = member_with_new_key(sidecar.mock(), "org-D", "sa-d");
     put(&sidecar.dir, "broken.json", &d.file(sidecar.mock()));
-    sidecar.reloaded(|r| r.added == 1).await;
+    let done = sidecar.reloaded(|r| r.added == 1).await;
+    // The refused twin, unchanged, is not refused again at each look.
+    assert_eq!(done.refused, 2, "{:?}", done.last_problem);
     sidecar.assert_served(&d).await;
     sidecar.assert_served(&sidecar.b).await;
 }
