@@ -5,6 +5,7 @@
 
 mod support;
 
+mod accounts;
 mod browser;
 mod cli;
 mod credential_sources;

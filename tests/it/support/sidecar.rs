@@ -29,7 +29,18 @@ pub async fn start(mock: MockService, upstream: &str, extra: &[(&str, &str)]) ->
     if !extra.iter().any(|(k, _)| *k == "SERVICE_API_URL") {
         map.insert("SERVICE_API_URL".into(), upstream.into());
     }
-    let config = super::config(&map);
+    start_with(mock, &map, dir).await
+}
+
+/// Starts a sidecar with exactly these settings (no credentials file
+/// unless `map` names one: `SA_CREDENTIALS_DIR` alone, say), keeping `dir`
+/// and what it holds for as long as it runs.
+pub async fn start_with(
+    mock: MockService,
+    map: &std::collections::HashMap<String, String>,
+    dir: tempfile::TempDir,
+) -> Running {
+    let config = super::config(map);
     let proxy = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let process = Process::start(Components::proxy(&config, admin, proxy).unwrap()).unwrap();
