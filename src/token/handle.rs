@@ -155,19 +155,21 @@ impl TokenHandle {
         let mut state = self.link.state.clone();
         let attempts_before = state.borrow_and_update().attempts;
         demand.used();
-        // Awake and waiting out a backoff past the wait: nothing will come
-        // in time, and a single account would answer at once too.
+        // Awake and waiting out a failure's backoff past the wait: nothing
+        // will come in time, and a single account would answer at once
+        // too. A token stored since `get` looked is served: the refresher
+        // stores it before it publishes the state read here.
         {
             let now = state.borrow();
             let beyond_wait = Instant::now() + demand.first_wait;
             let backing_off = !demand.is_dormant()
                 && now.in_flight_since.is_none()
                 && now.next_attempt_at.is_some_and(|at| at > beyond_wait);
-            if backing_off {
-                return Err(match &now.last_error {
-                    Some(err) => Unavailable::RenewalFailed(err.clone()),
-                    None => Unavailable::NoToken,
-                });
+            if let (true, Some(err)) = (backing_off, &now.last_error) {
+                return match self.link.cell.valid() {
+                    Some(token) => Ok(token),
+                    None => Err(Unavailable::RenewalFailed(err.clone())),
+                };
             }
         }
         let arrived = async {

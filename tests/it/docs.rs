@@ -108,6 +108,9 @@ fn example_config_loads_when_uncommented() {
         "organization_id": "org-example",
     });
     let credentials = support::write(dir.path(), "credentials.json", &credentials.to_string());
+    // A directory of accounts, none yet: the example names one too.
+    let accounts = dir.path().join("accounts");
+    std::fs::create_dir(&accounts).unwrap();
     // The example shows the session key both ways; a config gives one.
     let session_key = support::write(dir.path(), "session-key", &"QUJD".repeat(11));
     let uncommented: String = uncommented
@@ -124,6 +127,10 @@ fn example_config_loads_when_uncommented() {
         .replace(
             "/var/run/secrets/lanyard/credentials.json",
             credentials.to_str().unwrap(),
+        )
+        .replace(
+            "/var/run/secrets/lanyard/accounts",
+            accounts.to_str().unwrap(),
         );
     std::fs::write(&path, text).unwrap();
     let flags = lanyard::config::Flags {
@@ -173,8 +180,10 @@ fn readme_metrics_table_matches_the_registry() {
         .proxy_request_duration
         .with_label_values(&["GET"])
         .observe(0.001);
-    // Each listener's connection series are made as it starts.
+    // Each listener's connection series are made as it starts, and each
+    // account's token series with its refresher (kept while it lives).
     metrics.listener("proxy");
+    let _account = metrics.token.account("sa-example", false);
     let registered: BTreeSet<String> = registry
         .gather()
         .iter()
