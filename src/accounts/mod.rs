@@ -227,6 +227,28 @@ impl Routes {
     pub fn by_path(&self) -> bool {
         self.by_path
     }
+
+    fn with(
+        default: Option<Arc<Account>>,
+        directory: impl Iterator<Item = Arc<Account>>,
+        by_path: bool,
+    ) -> Routes {
+        let mut by_organization: HashMap<Box<str>, Arc<Account>> = directory
+            .map(|account| (account.organization.clone(), account))
+            .collect();
+        if let Some(default) = &default {
+            // The directory never holds the default's organization: the
+            // loader and the watcher refuse a file that would.
+            by_organization
+                .entry(default.organization.clone())
+                .or_insert_with(|| default.clone());
+        }
+        Routes {
+            by_organization,
+            default,
+            by_path,
+        }
+    }
 }
 
 /// The route table every proxy thread reads, and the watcher replaces.
@@ -255,6 +277,7 @@ impl Accounts {
 
     /// One default account of a token alone, whatever its source: for
     /// tests of what reads the table (readiness).
+    #[cfg(feature = "test-support")]
     pub fn of_tokens(tokens: TokenHandle) -> Accounts {
         let retries = prometheus::IntCounter::new("retries", "unregistered")
             .unwrap_or_else(|_| unreachable!("a valid name"));
@@ -284,30 +307,6 @@ impl Accounts {
         let now = self.routes.load();
         let routes = Routes::with(now.default.clone(), directory, now.by_path);
         self.routes.store(Arc::new(routes));
-    }
-}
-
-impl Routes {
-    fn with(
-        default: Option<Arc<Account>>,
-        directory: impl Iterator<Item = Arc<Account>>,
-        by_path: bool,
-    ) -> Routes {
-        let mut by_organization: HashMap<Box<str>, Arc<Account>> = directory
-            .map(|account| (account.organization.clone(), account))
-            .collect();
-        if let Some(default) = &default {
-            // The directory never holds the default's organization: the
-            // loader and the watcher refuse a file that would.
-            by_organization
-                .entry(default.organization.clone())
-                .or_insert_with(|| default.clone());
-        }
-        Routes {
-            by_organization,
-            default,
-            by_path,
-        }
     }
 }
 

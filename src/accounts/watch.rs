@@ -18,10 +18,15 @@ use tracing::Instrument;
 
 use crate::config::Sourced;
 use crate::config::accounts::{self, AccountFile};
-use crate::config::credentials::{Fingerprint, read_file};
+use crate::config::credentials::Fingerprint;
 use crate::reload::POLL_INTERVAL;
+use crate::throttle::{self, Throttle};
 
 use super::{Account, AccountRules, Accounts};
+
+mod snapshot;
+
+use snapshot::{Reader, Seen, Snapshot, same};
 
 /// A changed file is read again after this long, and used once two reads
 /// agree.
@@ -58,10 +63,24 @@ struct Watcher {
     /// `SA_CREDENTIALS_FILE`'s organization, which no file may serve.
     default_organization: Option<String>,
     known: BTreeMap<PathBuf, Known>,
-    /// Files refused as they stand (`None`: unreadable): looked at again
-    /// only once they change.
-    refused: BTreeMap<PathBuf, Option<Fingerprint>>,
+    /// Files refused as they stand: looked at again only once they change,
+    /// or, refused for another file's organization, once the directory
+    /// does.
+    refused: BTreeMap<PathBuf, Refused>,
     reloads: watch::Sender<DirectoryReloads>,
+    reader: Arc<Reader>,
+    /// The directory unreadable, said once a minute.
+    unreadable: Throttle,
+}
+
+/// A file refused as it stood.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Refused {
+    /// `None`: it could not be read.
+    fingerprint: Option<Fingerprint>,
+    /// Refused because another file, or `SA_CREDENTIALS_FILE`, serves this
+    /// organization: judged again once that other file no longer does.
+    clash: Option<String>,
 }
 
 /// Starts the watcher over the accounts the start-up loaded (each with
@@ -96,6 +115,8 @@ pub fn spawn(
         .map(|account| account.organization().to_string());
     accounts.publish(known_accounts(&known));
     let mut watcher = Watcher {
+        reader: Arc::new(Reader::new(dir.clone())),
+        unreadable: Throttle::new(throttle::EVERY_MINUTE),
         dir,
         rules,
         accounts,
@@ -129,55 +150,24 @@ impl Drop for Watcher {
     }
 }
 
-/// The directory's files and their contents, as one read saw them; a
-/// file that cannot be read is left out, and logged by whoever uses it.
-type Snapshot = BTreeMap<PathBuf, Result<(Vec<u8>, Fingerprint), String>>;
-
-/// Reads every file of the directory. Blocks.
-fn snapshot(dir: &Sourced<PathBuf>) -> Result<Snapshot, String> {
-    let files = accounts::json_files(&dir.value).map_err(|why| why.join("; "))?;
-    Ok(files
-        .into_iter()
-        .map(|path| {
-            let read = read_file(&path, &dir.source).map(|bytes| {
-                let fingerprint = Fingerprint::of(&bytes);
-                (bytes, fingerprint)
-            });
-            (path, read)
-        })
-        .collect())
-}
-
-/// What two snapshots agree on: the fingerprints, not the bytes.
-fn same(a: &Snapshot, b: &Snapshot) -> bool {
-    a.len() == b.len()
-        && a.iter().zip(b).all(|((pa, ra), (pb, rb))| {
-            pa == pb
-                && match (ra, rb) {
-                    (Ok((_, fa)), Ok((_, fb))) => fa == fb,
-                    (Err(a), Err(b)) => a == b,
-                    _ => false,
-                }
-        })
-}
-
 impl Watcher {
     async fn read(&self) -> Result<Snapshot, String> {
-        let dir = self.dir.clone();
-        tokio::task::spawn_blocking(move || snapshot(&dir))
+        let reader = self.reader.clone();
+        tokio::task::spawn_blocking(move || reader.snapshot())
             .await
             .unwrap_or_else(|err| Err(format!("reading the directory failed: {err}")))
     }
 
     /// Whether `snapshot` differs from what is in use or was refused.
     fn differs(&self, snapshot: &Snapshot) -> bool {
+        let refused = |path: &Path| self.refused.get(path).map(|r| r.fingerprint);
         let known = snapshot.iter().filter(|(path, read)| match read {
-            Ok((_, fingerprint)) => {
-                self.known.get(*path).map(|k| &k.seen) == Some(fingerprint)
-                    || self.refused.get(*path) == Some(&Some(*fingerprint))
+            Ok(seen) => {
+                self.known.get(*path).map(|k| &k.seen) == Some(&seen.fingerprint)
+                    || refused(path) == Some(Some(seen.fingerprint))
             }
             // A file in use that cannot be read now keeps its account.
-            Err(_) => self.known.contains_key(*path) || self.refused.get(*path) == Some(&None),
+            Err(_) => self.known.contains_key(*path) || refused(path) == Some(None),
         });
         known.count() != snapshot.len()
             || self.known.keys().any(|path| !snapshot.contains_key(path))
@@ -188,9 +178,10 @@ impl Watcher {
             Ok(snapshot) => snapshot,
             Err(why) => {
                 // A directory gone for a moment (a volume remounted) takes
-                // no account away; one gone for good is logged each poll
-                // by the operator's own monitoring of this line.
-                tracing::warn!(problem = %why, "SA_CREDENTIALS_DIR cannot be read; every account keeps its credentials");
+                // no account away.
+                if let Some(held_back) = self.unreadable.due(tokio::time::Instant::now()) {
+                    tracing::warn!(problem = %why, held_back, "SA_CREDENTIALS_DIR cannot be read (or holds too many files); every account keeps its credentials, and changes are not taken up until it can be; logged at most once a minute");
+                }
                 return;
             }
         };
@@ -216,8 +207,27 @@ impl Watcher {
         for path in gone {
             self.removed(&path);
         }
-        for (path, read) in now {
-            self.look_at(path, read).await;
+        for (path, read) in &now {
+            self.look_at(path.clone(), read.clone()).await;
+        }
+        // A file refused for another's organization is judged again once
+        // that organization is free (the other file removed, or changed).
+        let freed: Vec<PathBuf> = self
+            .refused
+            .iter()
+            .filter(|(path, refused)| {
+                refused
+                    .clash
+                    .as_deref()
+                    .is_some_and(|organization| self.clash(path, organization).is_none())
+            })
+            .map(|(path, _)| path.clone())
+            .collect();
+        for path in freed {
+            self.refused.remove(&path);
+            if let Some(read) = now.get(&path) {
+                self.look_at(path, read.clone()).await;
+            }
         }
         self.accounts.publish(known_accounts(&self.known));
     }
@@ -233,22 +243,25 @@ impl Watcher {
         }
     }
 
-    async fn look_at(&mut self, path: PathBuf, read: Result<(Vec<u8>, Fingerprint), String>) {
-        let (bytes, fingerprint) = match read {
-            Ok(read) => read,
+    async fn look_at(&mut self, path: PathBuf, read: Result<Seen, String>) {
+        let seen = match read {
+            Ok(seen) => seen,
             Err(why) => {
-                if !self.known.contains_key(&path) && self.refused.get(&path) != Some(&None) {
+                let refused_unreadable =
+                    self.refused.get(&path).map(|r| r.fingerprint) == Some(None);
+                if !self.known.contains_key(&path) && !refused_unreadable {
                     self.refuse(&path, None, why);
                 }
                 return;
             }
         };
+        let fingerprint = seen.fingerprint;
         if let Some(known) = self.known.get(&path)
             && known.seen == fingerprint
         {
             return;
         }
-        if self.refused.get(&path) == Some(&Some(fingerprint)) {
+        if self.refused.get(&path).map(|r| r.fingerprint) == Some(Some(fingerprint)) {
             return;
         }
         if let Some(known) = self.known.get_mut(&path)
@@ -258,7 +271,7 @@ impl Watcher {
             known.seen = fingerprint;
             return;
         }
-        match self.load(&path, bytes).await {
+        match self.load(&path, seen.bytes).await {
             Ok(file) => self.take_up(path, file, fingerprint),
             Err(why) => self.refuse(&path, Some(fingerprint), why),
         }
@@ -266,11 +279,17 @@ impl Watcher {
 
     /// The file as an account: checked and keyed off the async threads,
     /// since a key in a PKCS#11 token is opened anew.
-    async fn load(&self, path: &Path, bytes: Vec<u8>) -> Result<AccountFile, String> {
+    async fn load(&self, path: &Path, bytes: Option<Vec<u8>>) -> Result<AccountFile, String> {
         let (path, source) = (path.to_path_buf(), self.dir.source.clone());
         let timeout = self.rules.exchange.timeout;
+        let reader = self.reader.clone();
         tokio::task::spawn_blocking(move || {
-            // Loaded from the bytes the watcher judged, not read again.
+            // Loaded from the bytes the watcher judged when this poll read
+            // them; read now when its metadata spared the read.
+            let bytes = match bytes {
+                Some(bytes) => bytes,
+                None => reader.bytes(&path)?,
+            };
             accounts::load_bytes(&path, &source, timeout, &bytes).map_err(|why| why.join("; "))
         })
         .await
@@ -281,6 +300,9 @@ impl Watcher {
         let organization = file.credentials.organization_id.clone();
         if let Some(why) = self.clash(&path, &organization) {
             self.refuse(&path, Some(fingerprint), why);
+            if let Some(refused) = self.refused.get_mut(&path) {
+                refused.clash = Some(organization);
+            }
             return;
         }
         self.refused.remove(&path);
@@ -357,7 +379,11 @@ impl Watcher {
             }
             known.account.organization().to_string()
         });
-        self.refused.insert(path.to_path_buf(), fingerprint);
+        let refused = Refused {
+            fingerprint,
+            clash: None,
+        };
+        self.refused.insert(path.to_path_buf(), refused);
         tracing::warn!(
             file = %path.display(),
             problem = %why,

@@ -31,7 +31,13 @@ pub(super) fn summary(routes: &Routes, now: Instant) -> serde_json::Value {
         let read = AccountFacts::read(tokens, now, false);
         match readiness(&read.facts) {
             Ok(()) => ready += 1,
-            Err(NotReady::NoTokenYet) if read.state.last_error.is_none() => starting += 1,
+            // Fetching its first token, or its next after a lapse while
+            // idle: starting, not failing.
+            Err(NotReady::NoTokenYet | NotReady::Retired)
+                if read.state.in_flight_since.is_some() || read.state.last_error.is_none() =>
+            {
+                starting += 1
+            }
             Err(why) => not_ready.push((
                 account.organization().to_string(),
                 account.client_id(),

@@ -12,9 +12,15 @@ use crate::token::{Exchanger, SystemClock};
 /// `lanyard token`: one token, for scripts: the default account's, or with
 /// `organization`, that organization's account's (README "Many accounts").
 pub async fn token(config: &Config, organization: Option<&str>) -> Result<Secret, Failure> {
-    let exchanger = match organization {
-        None => ServiceAccess::from_config(config)?.exchanger,
-        Some(organization) => account_of(config, organization)?,
+    let exchanger = match (organization, &config.account) {
+        (Some(organization), _) => account_of(config, organization)?,
+        (None, Some(_)) => ServiceAccess::from_config(config)?.exchanger,
+        (None, None) => {
+            return Err(ConfigError::new(vec![
+                "SA_CREDENTIALS_DIR: holds an account per organization, and SA_CREDENTIALS_FILE is not set: say whose token with --organization ORG_ID".to_string(),
+            ])
+            .into());
+        }
     };
     exchanger
         .fetch()

@@ -139,6 +139,13 @@ async fn a_bad_file_is_refused_on_its_own_and_the_others_keep_serving() {
     assert_eq!(done.refused, 2, "{:?}", done.last_problem);
     sidecar.assert_served(&d).await;
     sidecar.assert_served(&sidecar.b).await;
+
+    // The file it clashed with removed, the twin is judged again, and
+    // serves B's organization with its own client.
+    std::fs::remove_file(sidecar.dir.join("b.json")).unwrap();
+    let done = sidecar.reloaded(|r| r.removed == 1 && r.added == 2).await;
+    assert_eq!(done.refused, 2, "{:?}", done.last_problem);
+    sidecar.assert_served(&impostor).await;
 }
 
 /// The layout the kubelet gives a Secret volume: each file a symlink
