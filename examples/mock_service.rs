@@ -1,8 +1,10 @@
-//! The service's stand-in for `bench/soak.sh`, `bench/run.sh` and
-//! `bench/fleet.sh`: the embedded mock on a loopback port with two service
-//! accounts, so a soak run can rotate the sidecar from one to the other, a
-//! benchmark has a real token endpoint, and a fleet run can take that
-//! endpoint down and bring it back.
+//! The service's stand-in for `bench/soak.sh`, `bench/run.sh`,
+//! `bench/fleet.sh`, `bench/token.sh` and `bench/accounts.sh`: the
+//! embedded mock on a loopback port with two service accounts, so a soak
+//! run can rotate the sidecar from one to the other, a benchmark has a real
+//! token endpoint, and a fleet run can take that endpoint down and bring it
+//! back; and, when asked, a directory of many more accounts, one per
+//! organization, for a sidecar of many accounts.
 //!
 //! ```text
 //! cargo run --release --example mock_service -- DIR [--expires-in SECONDS] [--accounts N]
@@ -62,11 +64,14 @@ const RULE_ID: &str = "5d0a7c3e-2b8f-4e61-9c4d-1a7e3f9b2c58";
 const ACCOUNTS: [(&str, &str); 2] = [("a", "sa-soak-a"), ("b", "sa-soak-b")];
 /// Short, so a ten-minute soak sees a dozen renewals.
 const DEFAULT_EXPIRES_IN: i64 = 60;
-/// The keys `--accounts`' files share, in turn. An RSA key takes tens of
-/// milliseconds to generate, so a thousand would delay `ready=1` by
-/// seconds and measure nothing: lanyard reads each file's key on its own
-/// whether or not another file holds the same one, and the mock checks an
-/// assertion against the key of the account it names.
+/// The keys `--accounts`' files share, in turn. A 2048-bit RSA key takes
+/// about a tenth of a second to generate (a release build on a 2-core
+/// machine: `ready=1` came about 0.5 s later with four more keys than
+/// without, varying widely from run to run), so a thousand would hold up
+/// `ready=1` for a minute or two and measure nothing: lanyard reads each
+/// file's key on its own whether or not another file holds the same one,
+/// and the mock checks an assertion against the key of the account it
+/// names.
 const DIRECTORY_KEYS: usize = 4;
 
 const USAGE: &str = "usage: mock_service DIR [--expires-in SECONDS] [--accounts N]";
@@ -259,7 +264,10 @@ fn write_directory(mock: &MockService, dir: &Path, count: usize) -> Result<PathB
             "token_uri": mock.token_url(),
             "iam_audience": mock.audience(),
         });
-        write_private(&dir.join(format!("{organization}.json")), &credentials.to_string())?;
+        write_private(
+            &dir.join(format!("{organization}.json")),
+            &credentials.to_string(),
+        )?;
     }
     Ok(dir)
 }
