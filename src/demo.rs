@@ -221,7 +221,10 @@ fn demo_provider(
     let issuer = Issuer::parse(&format!("http://{verifier}")).map_err(|e| failed("issuer", e))?;
     let mut secret = [0u8; 24];
     aws_lc_rs::rand::fill(&mut secret).map_err(|_| failed("the shop's secret", "no randomness"))?;
-    let secret = hex(&secret);
+    let secret = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(secret)
+    };
     let key = crate::mock::generate_rsa_key().map_err(|e| failed("the ID token key", e))?;
     let key =
         parse_private_key(key.private_pem.expose()).map_err(|e| failed("the ID token key", e))?;
@@ -244,10 +247,6 @@ fn demo_provider(
         sub_claim: None,
         claims_map: ClaimsMap::default(),
     })
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `word` as one shell word: as it is when nothing in it is special to a

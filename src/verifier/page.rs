@@ -125,13 +125,16 @@ pub fn secure(headers: &mut http::HeaderMap, https: bool) {
 /// The page in its language, for a browser that asked for `lang`; its
 /// text depends on `Accept-Language`, which caches must key on.
 pub fn page(rendered: &Rendered, head: bool) -> Response<Full<Bytes>> {
-    let length = rendered.html.len();
-    let body = match head {
-        true => String::new(),
-        false => rendered.html.clone(),
-    };
-    let mut response = html(body);
+    let length = rendered.body.len();
+    let mut response = Response::new(Full::new(match head {
+        true => Bytes::new(),
+        false => rendered.body.clone(),
+    }));
     let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
     // Revalidated each time: a new lanyard's page must not run an old
     // script against a new API.
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));

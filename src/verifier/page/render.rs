@@ -20,6 +20,8 @@ const TEMPLATE: &str = include_str!("index.html");
 pub struct Rendered {
     pub lang: String,
     pub html: String,
+    /// The same, as every request's answer shares it (no copy per request).
+    pub body: bytes::Bytes,
     /// The `asker` sentence, HTML-escaped, around where the name goes.
     asker: (String, String),
 }
@@ -89,6 +91,7 @@ fn render(language: &Language, languages: &Languages, brand: Option<&Brand>) -> 
     Rendered {
         lang: language.tag(),
         asker: (before.to_string(), after.to_string()),
+        body: bytes::Bytes::from(html.clone()),
         html,
     }
 }
