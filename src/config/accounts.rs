@@ -142,8 +142,8 @@ pub fn load_dir(
     let files = json_files(dir)?;
     let mut problems = Vec::new();
     let mut accounts: Vec<AccountFile> = Vec::new();
-    for path in files {
-        match load_file(&path, source, key_timeout) {
+    for loaded in load_files(&files, source, key_timeout) {
+        match loaded {
             Ok(account) => accounts.push(account),
             Err(why) => problems.extend(why),
         }
@@ -166,6 +166,39 @@ pub fn load_dir(
         true => Ok(accounts),
         false => Err(problems),
     }
+}
+
+/// Every file, loaded on as many threads as there are cores, in order:
+/// checking a key takes a millisecond or two, which a directory of
+/// thousands would otherwise add to start-up one after the other.
+fn load_files(
+    files: &[PathBuf],
+    source: &Source,
+    key_timeout: Duration,
+) -> Vec<Result<AccountFile, Vec<String>>> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = files.len().div_ceil(threads).max(1);
+    std::thread::scope(|scope| {
+        let loading: Vec<_> = files
+            .chunks(chunk)
+            .map(|chunk| {
+                scope.spawn(move || {
+                    chunk
+                        .iter()
+                        .map(|path| load_file(path, source, key_timeout))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        loading
+            .into_iter()
+            .flat_map(|thread| {
+                thread.join().unwrap_or_else(|_| {
+                    vec![Err(vec!["loading a credentials file failed".to_string()])]
+                })
+            })
+            .collect()
+    })
 }
 
 /// One credentials file of the directory, read and checked; or its
