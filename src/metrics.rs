@@ -38,6 +38,7 @@ pub struct Metrics {
     pub verifier_connections: IntGauge,
     pub verifier_connections_refused: IntCounter,
     pub verifier_connections_evicted: IntCounter,
+    pub verifier_handles_unopened: IntCounter,
     pub connections_stalled: IntCounterVec,
     pub connections_flooding: IntCounterVec,
     pub otel_spans_dropped: IntCounter,
@@ -197,6 +198,10 @@ impl Metrics {
                 "lanyard_verifier_connections_evicted_total",
                 "Connections with no request in flight that the verifier's listener closed at LANYARD_MAX_CONNECTIONS to take a new one.",
             )?,
+            verifier_handles_unopened: IntCounter::new(
+                "lanyard_verifier_handles_unopened_total",
+                "Session handles of the right form that none of the verifier's session keys opened: a forged or rotated-out handle, or replicas holding different LANYARD_VERIFIER_SESSION_KEYs.",
+            )?,
             connections_stalled: IntCounterVec::new(
                 Opts::new(
                     "lanyard_connections_stalled_total",
@@ -234,6 +239,7 @@ impl Metrics {
         registry.register(Box::new(metrics.verifier_connections.clone()))?;
         registry.register(Box::new(metrics.verifier_connections_refused.clone()))?;
         registry.register(Box::new(metrics.verifier_connections_evicted.clone()))?;
+        registry.register(Box::new(metrics.verifier_handles_unopened.clone()))?;
         registry.register(Box::new(metrics.connections_stalled.clone()))?;
         registry.register(Box::new(metrics.connections_flooding.clone()))?;
         registry.register(Box::new(metrics.otel_spans_dropped.clone()))?;

@@ -9,7 +9,8 @@
 //! Only a keyed digest of it is kept, never the PIN. And a key whose PIN
 //! the token refused at run time signs nothing more (each wrong try brings
 //! the token closer to locking it), so a SIGHUP reloads it even when no
-//! file changed: the operator asks for one more try.
+//! file changed: the operator asks for one more try. One only: a second
+//! SIGHUP with the files still unchanged tries nothing until one changes.
 //!
 //! A new PIN cannot always be checked at once: PKCS#11 logs in per
 //! application and token, not per session, so while another key's session
@@ -125,6 +126,7 @@ pub fn spawn(
     let (reloads, reloads_rx) = watch::channel(Reloads::default());
     let mut watcher = Watcher {
         organization_fixed: watch.organization_fixed,
+        retried_unchanged: false,
         path: file.value,
         source: file.source,
         settings: watch.settings,
@@ -164,6 +166,10 @@ pub fn spawn(
 
 struct Watcher {
     organization_fixed: bool,
+    /// A SIGHUP tried the refused PIN once more with no file changed:
+    /// another is not tried until a file changes, since each wrong try
+    /// brings the token closer to locking the PIN.
+    retried_unchanged: bool,
     path: PathBuf,
     source: Source,
     settings: CredentialSettings,
@@ -217,6 +223,13 @@ impl Watcher {
             }
             return;
         }
+        if unchanged && self.retried_unchanged {
+            tracing::warn!(
+                "SIGHUP: the token refused the key's PIN again, and neither the credentials file nor the PIN file changed since the last try; not trying it once more, since each wrong try brings the token closer to locking the PIN: correct the PIN file, which is taken up when it changes"
+            );
+            return;
+        }
+        self.retried_unchanged = unchanged;
         let read = if unchanged {
             read
         } else {

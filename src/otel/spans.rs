@@ -15,7 +15,7 @@ use http::uri::Scheme;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header::HeaderName};
 use opentelemetry::Context;
 use opentelemetry::propagation::TextMapPropagator;
-use opentelemetry::trace::TraceContextExt as _;
+use opentelemetry::trace::{SpanContext, TraceContextExt as _, TraceState};
 use opentelemetry_http::{HeaderExtractor, HeaderInjector};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use tracing::field::Empty;
@@ -52,6 +52,10 @@ pub struct HttpSpan {
     /// Times the request was sent again (a 401 and a new token, or a
     /// pooled connection closed unanswered).
     resends: Cell<u8>,
+    /// The app's `tracestate`, carried to the upstream as it came but
+    /// kept out of lanyard's span, which is exported: it is a header's
+    /// value, and no header's value is traced (README "Tracing").
+    carried_state: Option<HeaderValue>,
 }
 
 /// Which of the verifier's calls a span is.
@@ -83,14 +87,33 @@ impl HttpSpan {
             url.scheme = upstream.scheme().as_str(),
             url.path = uri.path(),
         );
+        let mut carried_state = None;
         if !span.is_disabled() {
             // From nothing but the headers: the thread's own context is
             // another request's business.
             let parent = TraceContextPropagator::new()
                 .extract_with_context(&Context::new(), &HeaderExtractor(headers));
+            let remote = parent.span().span_context().clone();
+            let parent = match remote.is_valid() {
+                true => {
+                    carried_state = headers.get(TRACESTATE).cloned();
+                    let stateless = SpanContext::new(
+                        remote.trace_id(),
+                        remote.span_id(),
+                        remote.trace_flags(),
+                        remote.is_remote(),
+                        TraceState::default(),
+                    );
+                    Context::new().with_remote_span_context(stateless)
+                }
+                false => Context::new(),
+            };
             let _ = span.set_parent(parent);
         }
-        HttpSpan::new(span)
+        HttpSpan {
+            carried_state,
+            ..HttpSpan::new(span)
+        }
     }
 
     /// A verifier's call to the service: a root, with no path (a poll's
@@ -122,6 +145,7 @@ impl HttpSpan {
         HttpSpan {
             span,
             resends: Cell::new(0),
+            carried_state: None,
         }
     }
 
@@ -129,7 +153,11 @@ impl HttpSpan {
     /// `tracestate` it carries), in place of the app's; `baggage` is left
     /// as it came. With tracing off, the headers are left as they are.
     pub fn propagate(&self, headers: &mut HeaderMap) {
-        inject(&self.span, headers);
+        if inject(&self.span, headers)
+            && let Some(state) = &self.carried_state
+        {
+            headers.insert(TRACESTATE, state.clone());
+        }
     }
 
     /// The request was sent again.
@@ -221,20 +249,21 @@ pub fn propagate_token_request(headers: &mut HeaderMap) {
         .metadata()
         .is_some_and(|meta| meta.target() == TARGET && meta.name() == TOKEN_REQUEST);
     if is_token_request {
-        inject(&span, headers);
+        let _ = inject(&span, headers);
     }
 }
 
-/// `span`'s context as `traceparent` (and `tracestate`), replacing any.
-fn inject(span: &Span, headers: &mut HeaderMap) {
+/// `span`'s context as `traceparent` (and `tracestate`), replacing any;
+/// whether it did.
+fn inject(span: &Span, headers: &mut HeaderMap) -> bool {
     if span.is_disabled() {
-        return;
+        return false;
     }
     // Only a context of lanyard's own replaces the app's: a span some
     // other subscriber enabled has none.
     let context = span.context();
     if !context.span().span_context().is_valid() {
-        return;
+        return false;
     }
     headers.remove(TRACEPARENT);
     headers.remove(TRACESTATE);
@@ -243,6 +272,7 @@ fn inject(span: &Span, headers: &mut HeaderMap) {
     if headers.get(TRACESTATE).is_some_and(HeaderValue::is_empty) {
         headers.remove(TRACESTATE);
     }
+    true
 }
 
 /// The semantic conventions' `http.request.method`: a known method, or

@@ -62,6 +62,7 @@ pub fn bind_unix(path: &Path, mode: FileMode) -> Result<(UnixListener, SocketFil
             ),
         ));
     }
+    owned_safely(dir).map_err(|why| failed("its directory is not safe", &why))?;
     clear_stale(path).map_err(|why| failed("the path is taken", &why))?;
     // A random name, not the pid: every container of a pod is pid 1, and
     // two lanyards sharing the socket's volume must not meet here.
@@ -106,6 +107,22 @@ fn place(
     Ok((listener, file))
 }
 
+/// Why the socket's directory is unsafe: owned by another user, who could
+/// replace the socket with one of their own, where the app would send its
+/// requests and read the answers. Root's and lanyard's own are safe (a
+/// Kubernetes emptyDir is root's).
+fn owned_safely(dir: &Path) -> Result<(), String> {
+    let owner = fs::metadata(dir).map_err(|err| err.to_string())?.uid();
+    let me = rustix::process::getuid().as_raw();
+    if owner == 0 || owner == me {
+        return Ok(());
+    }
+    Err(format!(
+        "{} is owned by user {owner}, who could replace the socket; use a directory of lanyard's user ({me}) or root's",
+        dir.display()
+    ))
+}
+
 /// Why `path` cannot be listened on, after removing it when it is a stale
 /// socket: one that nothing answers on. A file that is not a socket, or a
 /// socket another process listens on, is never touched.
@@ -133,6 +150,22 @@ fn clear_stale(path: &Path) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_directory_another_user_owns_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let me = rustix::process::getuid().as_raw();
+        let other = if me == 65534 { 65533 } else { 65534 };
+        // Only root can give a directory away; another user's run has
+        // nothing to show here.
+        if std::os::unix::fs::chown(dir.path(), Some(other), None).is_err() {
+            return;
+        }
+        let path = dir.path().join("lanyard.sock");
+        let err = bind_unix(&path, FileMode(0o660)).err().unwrap().to_string();
+        assert!(err.contains(&format!("owned by user {other}")), "{err}");
+        assert!(!path.exists());
+    }
 
     #[test]
     fn the_settings_leave_room_for_the_private_directory() {

@@ -168,7 +168,10 @@ impl Inner {
         let keys = self.keys.ring();
         // Sealed under a key no replica holds any more (rotated out), or
         // not lanyard's: the same 404 as another browser's session.
-        let sealed = keys.open(&handle).ok_or(VerifierError::UnknownSession)?;
+        let Some(sealed) = keys.open(&handle) else {
+            self.unopened_handle();
+            return Err(VerifierError::UnknownSession.into());
+        };
         // Any of the browser's cookies that names the handle's browser: a
         // cookie planted beside it cannot lock it out.
         if !browsers_of(req.headers(), &keys).any(|(_, browser, _)| browser == sealed.browser) {

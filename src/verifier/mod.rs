@@ -228,6 +228,8 @@ struct Inner {
     metrics: Metrics,
     /// Failures that repeat for every session, logged once a minute.
     repeating: Throttle,
+    /// Handles no session key opened, said once a minute.
+    unopened: Throttle,
     oidc: Option<oidc::Provider>,
     /// The page, in every language.
     pages: page::Pages,
@@ -276,6 +278,7 @@ impl Verifier {
                 calls: Semaphore::new(MAX_SERVICE_CALLS),
                 metrics,
                 repeating: Throttle::new(throttle::EVERY_MINUTE),
+                unopened: Throttle::new(throttle::EVERY_MINUTE),
                 oidc,
             }),
         })
@@ -431,3 +434,21 @@ fn cross_site(headers: &http::HeaderMap) -> bool {
 
 #[cfg(test)]
 mod tests;
+
+impl Inner {
+    /// A handle of the right form that no session key opened: a forged
+    /// one, one sealed under a key rotated out, or, every poll, one sealed
+    /// by a replica whose `LANYARD_VERIFIER_SESSION_KEY` differs from this
+    /// one's. Counted, and said once a minute, since the last fails every
+    /// session the load balancer sends elsewhere, and nothing else would
+    /// say why (README "The verifier").
+    pub(super) fn unopened_handle(&self) {
+        self.metrics.verifier_handles_unopened.inc();
+        if let Some(held_back) = self.unopened.due(tokio::time::Instant::now()) {
+            tracing::warn!(
+                held_back,
+                "a session handle none of this replica's session keys opened; if replicas share sessions behind one load balancer, give them all the same LANYARD_VERIFIER_SESSION_KEY. Counted in lanyard_verifier_handles_unopened_total, said at most once a minute"
+            );
+        }
+    }
+}

@@ -312,6 +312,41 @@ async fn sighup_tries_the_pin_again_after_the_token_refused_it() {
     reloaded_then_renewed(running, limit).await;
 }
 
+/// One more try of a refused PIN per SIGHUP would let signals lock the
+/// token: with the files unchanged, a second SIGHUP tries nothing.
+#[tokio::test]
+async fn a_second_sighup_does_not_try_an_unchanged_refused_pin_again() {
+    let mock = mock().await;
+    let hsm = SoftHsm::with_key("rsa2048.pkcs8.pem");
+    let mut running = run_with_the_pin_refused(&mock, &hsm).await;
+    let limit = Duration::from_secs(20);
+    running.signal("-HUP");
+    running
+        .wait_for(
+            "SIGHUP: the token refused the key's PIN; the credentials are loaded anew, and the PIN file's PIN tried once more",
+            limit,
+        )
+        .await;
+    // Tried at the next login, and refused again.
+    loop {
+        let failed = running.wait_for("token request failed", limit).await;
+        if failed["fields"]["error"]
+            .as_str()
+            .is_some_and(|error| error.contains("(CKR_PIN_INCORRECT)"))
+        {
+            break;
+        }
+    }
+    running.signal("-HUP");
+    running
+        .wait_for(
+            "SIGHUP: the token refused the key's PIN again, and neither the credentials file nor the PIN file changed since the last try; not trying it once more, since each wrong try brings the token closer to locking the PIN: correct the PIN file, which is taken up when it changes",
+            limit,
+        )
+        .await;
+    stop_with_no_pin(running).await;
+}
+
 /// The token goes away under a running lanyard: the scheduled renewal
 /// fails with its own kind, counted; the held token keeps serving; and
 /// once the token is back (re-created, the same key imported), the module

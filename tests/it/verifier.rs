@@ -777,6 +777,9 @@ async fn a_given_session_key_rotates_and_a_key_nobody_holds_ends_cleanly() {
     )
     .await;
     assert_eq!(browser.status(&unknown, &second.handle).await.status, 404);
+    // A replica with another key says why, and counts it: nothing else
+    // would tell its operator why every session it is sent fails.
+    assert_eq!(unknown.process.metrics.verifier_handles_unopened.get(), 1);
 }
 
 /// A key derived from the service account's key survives a credentials

@@ -122,6 +122,10 @@ fn a_proxied_request_continues_the_apps_trace_and_the_upstream_gets_its_span() {
     let everything = format!("{span:?}");
     assert!(!everything.contains("email"), "{everything}");
     assert!(!everything.contains("baggage"), "{everything}");
+    // The app's `tracestate` goes on to the upstream, not into the span
+    // that is exported.
+    assert_eq!(span.span_context.trace_state().header(), "");
+    assert!(!everything.contains("vendor=abc"), "{everything}");
 }
 
 #[test]
