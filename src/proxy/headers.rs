@@ -1,6 +1,9 @@
-//! Hop-by-hop headers (RFC 9110 §7.6.1), dropped both ways.
+//! Hop-by-hop headers (RFC 9110 §7.6.1), dropped both ways, and a
+//! request's headers as the upstream gets them.
 
-use http::{HeaderMap, HeaderName, header};
+use http::{HeaderMap, HeaderName, HeaderValue, header};
+
+use crate::token::Token;
 
 /// Headers that describe one connection, not the message (RFC 9110 §7.6.1),
 /// plus `Proxy-Authorization`, which is for lanyard if for anyone.
@@ -49,6 +52,23 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
 fn is_hop_by_hop(name: &HeaderName) -> bool {
     // `Upgrade` is hop-by-hop too; lanyard does not tunnel upgrades.
     HOP_BY_HOP.contains(name) || name == header::UPGRADE
+}
+
+/// A client's headers as the upstream gets them (README "Proxy"): hop-by-hop
+/// ones dropped, `Host` left to the pool, the token in `Authorization`.
+pub(super) fn upstream_headers(headers: &mut HeaderMap, token: &Token) {
+    // `TE: trailers` is hop-by-hop but says the client takes trailers,
+    // which gRPC servers require; HTTP/2 allows just that value.
+    let trailers = headers
+        .get(header::TE)
+        .is_some_and(|te| te.as_bytes().eq_ignore_ascii_case(b"trailers"));
+    strip_hop_by_hop(headers);
+    if trailers {
+        headers.insert(header::TE, HeaderValue::from_static("trailers"));
+    }
+    // Host is the upstream's: the pool sets it for HTTP/1.1.
+    headers.remove(header::HOST);
+    headers.insert(header::AUTHORIZATION, token.authorization().clone());
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ pub mod organization;
 
 pub use body::{MAX_REPLAY_BODY, StreamedBody, UpstreamBody};
 pub use headers::strip_hop_by_hop;
+use headers::upstream_headers;
 
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -26,7 +27,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::HeaderValue;
 use http::{HeaderMap, Method, Request, Response, StatusCode, Uri, Version, header};
 use http_body_util::{Either, Full};
 use hyper::body::Incoming;
@@ -405,19 +405,7 @@ impl Proxy {
                 (first, _) => first,
             };
             match answer {
-                Ok(Ok(response)) if response.status() == StatusCode::SWITCHING_PROTOCOLS => {
-                    tracing::warn!(
-                        "the upstream answered 101 Switching Protocols; lanyard does not forward upgraded connections, and answers 502"
-                    );
-                    Err(ProxyError::UpstreamSwitchedProtocols.into())
-                }
-                Ok(Ok(mut response)) => {
-                    strip_hop_by_hop(response.headers_mut());
-                    if response.status() == StatusCode::FORBIDDEN {
-                        self.forbidden();
-                    }
-                    Ok(response)
-                }
+                Ok(Ok(response)) => self.answered(response),
                 // The client's body broke off or stalled as it was sent: the
                 // client's failure, not the upstream's.
                 Ok(Err(SendError::Request(ref err)))
@@ -457,6 +445,25 @@ impl Proxy {
         }
     }
 
+    /// The upstream's answer, as the client gets it.
+    fn answered(
+        &self,
+        mut response: Response<UpstreamResponse>,
+    ) -> Result<Response<UpstreamResponse>, Refusal> {
+        match response.status() {
+            StatusCode::SWITCHING_PROTOCOLS => {
+                tracing::warn!(
+                    "the upstream answered 101 Switching Protocols; lanyard does not forward upgraded connections, and answers 502"
+                );
+                return Err(ProxyError::UpstreamSwitchedProtocols.into());
+            }
+            StatusCode::FORBIDDEN => self.forbidden(),
+            _ => {}
+        }
+        strip_hop_by_hop(response.headers_mut());
+        Ok(response)
+    }
+
     fn forbidden(&self) {
         self.shared.metrics.upstream_forbidden.inc();
         if let Some(held_back) = self.shared.forbidden_hint.due(tokio::time::Instant::now()) {
@@ -479,23 +486,6 @@ fn unauthorized_passes(
         account.rejections().renew_in_background(token);
     }
     response
-}
-
-/// A client's headers as the upstream gets them (README "Proxy"): hop-by-hop
-/// ones dropped, `Host` left to the pool, the token in `Authorization`.
-fn upstream_headers(headers: &mut http::HeaderMap, token: &Token) {
-    // `TE: trailers` is hop-by-hop but says the client takes trailers,
-    // which gRPC servers require; HTTP/2 allows just that value.
-    let trailers = headers
-        .get(header::TE)
-        .is_some_and(|te| te.as_bytes().eq_ignore_ascii_case(b"trailers"));
-    strip_hop_by_hop(headers);
-    if trailers {
-        headers.insert(header::TE, HeaderValue::from_static("trailers"));
-    }
-    // Host is the upstream's: the pool sets it for HTTP/1.1.
-    headers.remove(header::HOST);
-    headers.insert(header::AUTHORIZATION, token.authorization().clone());
 }
 
 impl Handler for Proxy {
