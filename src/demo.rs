@@ -100,8 +100,9 @@ impl Demo {
             ),
             WalletBaseUrl::parse(&mock.wallet_url()).map_err(|e| failed("mock URL", e))?,
         );
-        // The demo's account key is made at start-up: derived from it.
-        verifier.session_key = None;
+        // `LANYARD_VERIFIER_SESSION_KEY` as given (replicas of `DEMO_MOCK=true
+        // lanyard verifier` behind one balancer share it); else derived
+        // from the demo account's key, made at start-up.
         if verifier.oidc.is_none()
             && let Some(listener) = &listeners.verifier
         {

@@ -205,3 +205,54 @@ impl Jar {
         answer
     }
 }
+
+/// `DEMO_MOCK=true lanyard verifier` takes `LANYARD_VERIFIER_SESSION_KEY`
+/// as `lanyard verifier` does: a demo given the key opens the handles
+/// another demo with it sealed, and one with another key does not.
+#[tokio::test]
+async fn a_demo_takes_the_session_key_it_is_given() {
+    async fn demo(key: &str) -> Demo {
+        let env = HashMap::from([("LANYARD_VERIFIER_SESSION_KEY".to_string(), key.to_string())]);
+        let listeners = DemoListeners {
+            admin: TcpListener::bind("127.0.0.1:0").await.unwrap(),
+            proxy: None,
+            verifier: Some(TcpListener::bind("127.0.0.1:0").await.unwrap()),
+        };
+        Demo::start(
+            &demo_config(env),
+            listeners,
+            &lanyard::otel::Telemetry::off(),
+        )
+        .await
+        .unwrap()
+    }
+    let url = |demo: &Demo| format!("http://{}", demo.process.verifier_addr.unwrap());
+    let shared = "QUJD".repeat(11);
+    let (a, b, other) = (
+        demo(&shared).await,
+        demo(&shared).await,
+        demo(&"WFla".repeat(11)).await,
+    );
+    let started = send(
+        Method::POST,
+        &format!("{}/api/start", url(&a)),
+        &[("content-type", "application/json")],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(started.status, 200, "{:?}", started.body);
+    let cookie = started.headers["set-cookie"].to_str().unwrap();
+    let cookie = cookie.split(';').next().unwrap().to_string();
+    let handle =
+        serde_json::from_slice::<serde_json::Value>(&started.body).unwrap()["transaction_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+    for replica in [&b, &other] {
+        let status = format!("{}/api/status?transactionId={handle}", url(replica));
+        send(Method::GET, &status, &[("cookie", &cookie)], Bytes::new()).await;
+    }
+    let unopened = |demo: &Demo| demo.process.metrics.verifier_handles_unopened.get();
+    assert_eq!(unopened(&b), 0, "the same key opens the handle");
+    assert_eq!(unopened(&other), 1, "another key does not");
+}
