@@ -139,11 +139,22 @@ impl Inner {
         let keys = self.keys.ring();
         let https = forwarded_https(headers, self.forwarded_hops);
         let cookie_name = if https { SECURE_COOKIE } else { COOKIE };
-        let known = browsers_of(headers, &keys).find_map(|(name, browser, current)| {
-            (name == cookie_name && current).then_some(browser)
-        });
+        let named: Vec<_> = browsers_of(headers, &keys)
+            .filter(|(name, _, _)| *name == cookie_name)
+            .collect();
+        let known = named
+            .iter()
+            .find(|(_, _, current)| *current)
+            .or(named.first())
+            .copied();
         let (browser, new_cookie) = match known {
-            Some(browser) => (browser, None),
+            Some((_, browser, true)) => (browser, None),
+            // Signed with the previous key: the same browser, its cookie
+            // signed anew, so that its other tabs' sessions stay its own.
+            Some((_, browser, false)) => {
+                let value = keys.cookie_for(&browser);
+                (browser, Some(set_cookie(&value, https, base)))
+            }
             None => {
                 let (browser, value) = keys.issue_cookie().map_err(|why| self.internal(why))?;
                 (browser, Some(set_cookie(&value, https, base)))

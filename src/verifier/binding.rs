@@ -129,12 +129,18 @@ impl KeyRing {
     pub fn issue_cookie(&self) -> Result<(BrowserId, String), String> {
         let mut id = [0u8; BROWSER_ID_LEN];
         aws_lc_rs::rand::fill(&mut id).map_err(|_| "no randomness for a browser id")?;
-        let hex = hex(&id);
+        let browser = BrowserId(id);
+        let value = self.cookie_for(&browser);
+        Ok((browser, value))
+    }
+
+    /// A cookie naming `browser`, signed with the current key: a browser
+    /// whose cookie the previous key signed keeps its id, so that the
+    /// sessions its other tabs started under it stay its own.
+    pub fn cookie_for(&self, browser: &BrowserId) -> String {
+        let hex = hex(&browser.0);
         let tag = hmac::sign(&self.current().cookies, hex.as_bytes());
-        Ok((
-            BrowserId(id),
-            format!("{hex}.{}", URL_SAFE_NO_PAD.encode(tag)),
-        ))
+        format!("{hex}.{}", URL_SAFE_NO_PAD.encode(tag))
     }
 
     /// The browser a cookie value names, if lanyard issued it under one of

@@ -757,10 +757,17 @@ async fn a_given_session_key_rotates_and_a_key_nobody_holds_ends_cleanly() {
         browser.status(&rotating, &first.handle).await.json()["status"],
         "pending"
     );
-    // A start under the new key replaces the old key's cookie.
+    // A start under the new key replaces the old key's cookie, naming the
+    // same browser: the session its other tab started under the old
+    // cookie is still its own.
     let second = browser.start_session(&rotating).await;
     assert_ne!(browser.cookie.as_ref(), Some(&first_cookie));
     assert_eq!(browser.status(&rotating, &second.handle).await.status, 200);
+    assert_eq!(
+        browser.status(&rotating, &first.handle).await.json()["status"],
+        "pending",
+        "the other tab's session"
+    );
 
     let after = replica(&new).await;
     assert_eq!(browser.status(&after, &second.handle).await.status, 200);
