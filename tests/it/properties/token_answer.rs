@@ -2,6 +2,7 @@
 //! or a clear error, never a quoted token.
 
 use super::*;
+use lanyard::token::exchange::MAX_RETRY_AFTER;
 
 /// The fixed "now" of every interpretation.
 pub(super) fn now() -> SystemTime {
@@ -39,21 +40,27 @@ impl RetryAfter {
 
     /// The delay the header asked for, read per RFC 9110 §10.2.3:
     /// delay-seconds or an HTTP-date; `None` when it asked for nothing.
+    /// The wait the header asks for, as lanyard keeps it: at most
+    /// `MAX_RETRY_AFTER`, a number of seconds too long for a u64 included.
     fn said(&self) -> Option<Duration> {
-        match self {
+        let asked = match self {
             RetryAfter::Absent => None,
             RetryAfter::Seconds(n, _) => Some(Duration::from_secs(*n)),
             RetryAfter::Date(offset) => Some(Duration::from_secs((*offset).max(0) as u64)),
-            RetryAfter::Text(_) | RetryAfter::Bytes(_) => {
+            RetryAfter::Text(_) | RetryAfter::Bytes(_) => (|| {
                 let header = self.header()?;
                 let text = header.to_str().ok()?.trim();
                 if let Ok(seconds) = text.parse::<u64>() {
                     return Some(Duration::from_secs(seconds));
                 }
+                if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+                    return Some(MAX_RETRY_AFTER);
+                }
                 let at = httpdate::parse_http_date(text).ok()?;
                 Some(at.duration_since(now()).unwrap_or(Duration::ZERO))
-            }
-        }
+            })(),
+        };
+        asked.map(|wait| wait.min(MAX_RETRY_AFTER))
     }
 }
 
@@ -326,7 +333,8 @@ proptest! {
         let status = StatusCode::from_u16(status).expect("a status");
         check_answer(status, &retry, b"")?;
         if let RetryAfter::Seconds(..) | RetryAfter::Date(_) = retry {
-            // A well-formed header is honoured exactly, not just bounded.
+            // A well-formed header is honoured exactly (up to the cap), not
+            // just bounded.
             let value = retry.header().expect("well-formed");
             let headers = HeaderMap::from_iter([(header::RETRY_AFTER, value)]);
             let err = exchange::interpret(status, &headers, b"", now()).expect_err("error status");
