@@ -1,4 +1,4 @@
-//! Errors lanyard answers itself (README "Errors made by lanyard itself"), and the one function that
+//! Errors lanyard answers itself (docs/proxy.md "Errors made by lanyard itself"), and the one function that
 //! turns them into responses.
 
 use std::borrow::Cow;
@@ -29,17 +29,17 @@ pub enum ProxyError {
     /// echo the token back.
     MethodNotAllowed,
     /// The target, joined to the base URL's path, is longer than a URI
-    /// may be. Not in README "Errors made by lanyard itself", which is silent on it.
+    /// may be. Not in docs/proxy.md "Errors made by lanyard itself", which is silent on it.
     UriTooLong,
     /// The client's request body could not be read (the client went away
-    /// or broke the framing). Not in README "Errors made by lanyard itself", which is silent on it.
+    /// or broke the framing). Not in docs/proxy.md "Errors made by lanyard itself", which is silent on it.
     BadRequest,
     /// The path has a `.` or `..` segment, which an upstream normalising
     /// it would resolve above the base URL's prefix. Answered as
     /// `bad_request`, with its own sentence.
     DotSegment,
-    /// The path names an organization that no account serves (README
-    /// "Many accounts"): nothing is forwarded.
+    /// The path names an organization that no account serves
+    /// (docs/accounts.md): nothing is forwarded.
     NoAccountForOrganization(Box<str>),
     /// The path names no organization, and no account serves such paths.
     NoAccountForPath,
@@ -47,7 +47,7 @@ pub enum ProxyError {
     /// why. Answered as `bad_request`.
     UnreadableOrganization(&'static str),
     /// The listener holds `LANYARD_MAX_CONNECTIONS` connections already.
-    /// Not in README "Errors made by lanyard itself", which has no connection limit.
+    /// Not in docs/proxy.md "Errors made by lanyard itself", which has no connection limit.
     TooManyConnections,
 }
 

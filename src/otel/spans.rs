@@ -1,6 +1,6 @@
 //! Every span lanyard exports and every attribute on one, declared in this
 //! file so that what leaves the process is read in one place: never a
-//! token, an assertion, a key, a PIN, a claim or a query string (README
+//! token, an assertion, a key, a PIN, a claim or a query string (docs/admin.md
 //! "Tracing"). Names follow the HTTP semantic conventions where they have
 //! one; lanyard's own are under `lanyard.`.
 //!

@@ -1,6 +1,5 @@
 //! The two calls of the verifier's API, `POST /api/start` and `GET
-//! /api/status`, and what their answers are made of (README "The
-//! verifier").
+//! /api/status`, and what their answers are made of (docs/verifier.md).
 
 use std::time::Duration;
 
