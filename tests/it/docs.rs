@@ -35,7 +35,10 @@ fn table(path: &str, header: &str) -> Vec<Vec<String>> {
                 .collect()
         })
         .collect();
-    assert!(!rows.is_empty(), "{path}: the table headed {header:?} is empty");
+    assert!(
+        !rows.is_empty(),
+        "{path}: the table headed {header:?} is empty"
+    );
     rows
 }
 
@@ -167,16 +170,17 @@ fn example_config_loads_when_uncommented() {
 
 #[test]
 fn metrics_table_matches_the_registry() {
-    let documented: BTreeSet<String> = table("docs/admin.md", "| metric | type | labels | meaning |")
-        .iter()
-        .map(|row| {
-            row[0]
-                .strip_prefix('`')
-                .and_then(|name| name.strip_suffix('`'))
-                .unwrap_or_else(|| panic!("docs/admin.md: a metric not in backticks: {row:?}"))
-                .to_string()
-        })
-        .collect();
+    let documented: BTreeSet<String> =
+        table("docs/admin.md", "| metric | type | labels | meaning |")
+            .iter()
+            .map(|row| {
+                row[0]
+                    .strip_prefix('`')
+                    .and_then(|name| name.strip_suffix('`'))
+                    .unwrap_or_else(|| panic!("docs/admin.md: a metric not in backticks: {row:?}"))
+                    .to_string()
+            })
+            .collect();
     let registry = prometheus::Registry::new();
     let metrics =
         lanyard::metrics::Metrics::register(&registry, lanyard::metrics::spans_dropped_counter())
@@ -218,9 +222,14 @@ fn image_tags_name_the_crate_version() {
         kustomization.contains(&format!("newTag: {version}")),
         "deploy/kubernetes/kustomization.yaml does not tag {version}"
     );
-    let mut paths: Vec<String> = ["README.md", "deploy/README.md", "Dockerfile", "Dockerfile.pkcs11"]
-        .map(String::from)
-        .into();
+    let mut paths: Vec<String> = [
+        "README.md",
+        "deploy/README.md",
+        "Dockerfile",
+        "Dockerfile.pkcs11",
+    ]
+    .map(String::from)
+    .into();
     paths.extend(guide_pages().iter().map(|page| {
         page.strip_prefix(root())
             .unwrap()
@@ -299,7 +308,10 @@ fn guide_pages() -> Vec<PathBuf> {
         .filter(|path| path.extension().is_some_and(|ext| ext == "md"))
         .collect();
     pages.sort();
-    assert!(pages.iter().any(|page| page.ends_with("docs/README.md")), "docs/README.md, the guide's index");
+    assert!(
+        pages.iter().any(|page| page.ends_with("docs/README.md")),
+        "docs/README.md, the guide's index"
+    );
     pages
 }
 
@@ -371,7 +383,9 @@ fn anchors(markdown: &str) -> BTreeSet<String> {
 fn link_texts(text: &str) -> String {
     links(text)
         .into_iter()
-        .fold(text.to_string(), |text, link| text.replace(&link.whole, &link.text))
+        .fold(text.to_string(), |text, link| {
+            text.replace(&link.whole, &link.text)
+        })
 }
 
 struct Link {
@@ -444,8 +458,15 @@ fn every_relative_link_in_the_docs_resolves() {
             }
         }
     }
-    assert!(broken.is_empty(), "links that lead nowhere:\n{}", broken.join("\n"));
-    assert!(checked > 100, "only {checked} links found: is the link reader broken?");
+    assert!(
+        broken.is_empty(),
+        "links that lead nowhere:\n{}",
+        broken.join("\n")
+    );
+    assert!(
+        checked > 100,
+        "only {checked} links found: is the link reader broken?"
+    );
 }
 
 /// The anchor rule above, on headings as the guide writes them.
@@ -466,6 +487,9 @@ fn heading_anchors_follow_githubs_rule() {
     ];
     assert_eq!(
         anchors(markdown),
-        expected.iter().map(|a| a.to_string()).collect::<BTreeSet<_>>()
+        expected
+            .iter()
+            .map(|a| a.to_string())
+            .collect::<BTreeSet<_>>()
     );
 }
