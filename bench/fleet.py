@@ -54,7 +54,7 @@ MEAN_RENEW_FRACTION = 0.775
 # 15 s waits 7.5-15 s.
 RETRY_CAP_S = 15.0
 # While a token is held, retries are spread over the time it has left
-# (README "Renewal and retries"): the outage's busiest second of token
+# (docs/tokens.md "Renewal and retries"): the outage's busiest second of token
 # requests from sidecars still holding one must stay under N / this, about
 # the no-token phase's own busiest seconds (7.5-15 s apart, N/11.25 a
 # second on average). Judged with tokens of HELD_JUDGED_FROM_S or more:
@@ -413,7 +413,7 @@ def report(args):
     steady_from, end = args.steady_from_ms, args.end_ms
     expiry = {i: e * 1000 for i, (e, _, _) in read_scrape(args.scrape_outage).items() if e > 0}
     # lanyard_token_expiry_timestamp_seconds is the token's retirement, its
-    # expiry less LANYARD_EXPIRY_MARGIN (README "Token lifetime"): until
+    # expiry less LANYARD_EXPIRY_MARGIN (docs/tokens.md "Token lifetime"): until
     # then a sidecar holds a token it may send.
     retired = expiry
     with open(args.requests) as f:

@@ -37,7 +37,7 @@
 # The phases: start-up, warm-up (one lifetime), steady state, outage,
 # recovery. A second into the outage each sidecar's
 # lanyard_token_expiry_timestamp_seconds is read: it is the held token's
-# retirement (its expiry less LANYARD_EXPIRY_MARGIN, README "Token
+# retirement (its expiry less LANYARD_EXPIRY_MARGIN, docs/tokens.md "Token
 # lifetime"), and until then the sidecar holds a token it may send. Each
 # failed token request is put down to its sidecar by the sidecar's log
 # ("token request failed"), so that those sent while a token was still
@@ -67,7 +67,7 @@
 #     requests from sidecars that still hold a token has fewer than N/5,
 #     about the no-token phase's own busiest second (attempts 7.5-15 s
 #     apart, N/11.25 a second on average): retries while a token is held
-#     are spread over the time it has left (README "Renewal and retries"),
+#     are spread over the time it has left (docs/tokens.md "Renewal and retries"),
 #     so a fleet whose renewals fail together does not retry together.
 #     A fleet started at once (--start-over 0) renews in clumps whose
 #     failed renewals alone come near N/7 in a second; there, with a

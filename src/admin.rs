@@ -5,7 +5,7 @@
 //! instant, [`ReadinessFacts`]: the held token's time to retirement and
 //! the renewal's progress, which the refresher publishes in its
 //! [`RefreshState`]. The handler only gathers them and writes the answer
-//! (README "Admin endpoints").
+//! (docs/admin.md "Admin endpoints").
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,7 +29,7 @@ mod accounts;
 /// pod ready only while its renewal is on course: a request forwarded
 /// just after the probe must still find a token lanyard will send. Short
 /// tokens are renewed with less than this left (a 20 s token at 14-17 s,
-/// retired at 18 s), so time alone cannot decide (README "Token
+/// retired at 18 s), so time alone cannot decide (docs/tokens.md "Token
 /// lifetime").
 pub const READY_MIN_REMAINING: Duration = Duration::from_secs(10);
 
@@ -296,7 +296,7 @@ impl Admin {
 
     /// `/readyz`'s status and JSON body, without a socket. The default
     /// account decides, as the one account always did; the directory's
-    /// accounts are reported, never decisive (README "Many accounts").
+    /// accounts are reported, never decisive (docs/accounts.md).
     pub fn readyz(&self) -> (StatusCode, serde_json::Value) {
         let now = Instant::now();
         let draining = self.draining.load(Ordering::Acquire);
@@ -304,7 +304,7 @@ impl Admin {
         // An upstream 401 does not make the pod unready: lanyard still holds
         // a token within its lifetime and sends it, and a client could
         // otherwise take the pod out of service by calling one path that
-        // answers 401 (README "Token lifetime"). It is reported, not hidden.
+        // answers 401 (docs/tokens.md "Token lifetime"). It is reported, not hidden.
         let (verdict, mut body) = match routes.default_account() {
             Some(account) => {
                 let read = AccountFacts::read(account.tokens(), now, draining);

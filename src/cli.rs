@@ -52,7 +52,7 @@ const ORGANIZATION: &str = "organization";
 pub struct Cli {
     pub command: Option<Command>,
     /// `lanyard token --organization ORG_ID`: that organization's account
-    /// (README "Many accounts").
+    /// (docs/accounts.md).
     pub organization: Option<String>,
     /// The setting flags given, for [`crate::config::Config::load`].
     pub flags: Flags,
@@ -145,7 +145,7 @@ fn help_line(setting: &dyn AnySetting) -> String {
         ShownDefault::Value(text) | ShownDefault::Computed(text) => {
             write!(line, " [default: {text}]")
         }
-        // README markup is no use in a terminal.
+        // docs/settings.md's markup is no use in a terminal.
         ShownDefault::Described(text) => write!(line, " [{}]", text.replace('`', "")),
     };
     line

@@ -6,7 +6,7 @@
 //! connection (or HTTP/2 stream) for ever. And when a body breaks off
 //! while it is being forwarded, the upstream request fails with it: that
 //! failure is the client's, answered 400 when an answer can still reach
-//! it, and never counted or logged as the upstream's (README "Failure
+//! it, and never counted or logged as the upstream's (docs/tokens.md "Failure
 //! behaviour", clients of the proxy).
 //!
 //! It is read, never sent as it is: what carries its frames upstream wraps

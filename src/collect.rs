@@ -5,7 +5,7 @@
 //! more): a peer that sends a body one byte per TCP segment makes each byte
 //! pin a buffer, so a 64 KiB cap on bytes becomes hundreds of megabytes
 //! held. Copying each frame into one buffer and dropping it at once makes a
-//! body cost the bytes received, however it is framed (README "Limits").
+//! body cost the bytes received, however it is framed (docs/proxy.md "Limits").
 //! Every body lanyard reads whole goes through here.
 
 use std::pin::pin;

@@ -169,7 +169,7 @@ impl Demo {
             wallet = self.mock.wallet_url(),
         ));
         // The lines are to be pasted as they are: on a Unix socket curl
-        // needs the socket, and any origin will do (README "Listening on
+        // needs the socket, and any origin will do (docs/proxy.md "Listening on
         // a Unix socket").
         let reach = match (self.process.proxy_addr, &self.process.proxy_socket) {
             (Some(proxy), _) => Some(("curl".to_string(), format!("http://{proxy}"))),

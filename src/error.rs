@@ -1,4 +1,4 @@
-//! Errors lanyard answers itself (README "Errors made by lanyard itself"), and the one function that
+//! Errors lanyard answers itself (docs/proxy.md "Errors made by lanyard itself"), and the one function that
 //! turns them into responses.
 
 use std::borrow::Cow;
@@ -29,17 +29,17 @@ pub enum ProxyError {
     /// echo the token back.
     MethodNotAllowed,
     /// The target, joined to the base URL's path, is longer than a URI
-    /// may be. Not in README "Errors made by lanyard itself", which is silent on it.
+    /// may be. Not in docs/proxy.md "Errors made by lanyard itself", which is silent on it.
     UriTooLong,
     /// The client's request body could not be read (the client went away
-    /// or broke the framing). Not in README "Errors made by lanyard itself", which is silent on it.
+    /// or broke the framing). Not in docs/proxy.md "Errors made by lanyard itself", which is silent on it.
     BadRequest,
     /// The path has a `.` or `..` segment, which an upstream normalising
     /// it would resolve above the base URL's prefix. Answered as
     /// `bad_request`, with its own sentence.
     DotSegment,
-    /// The path names an organization that no account serves (README
-    /// "Many accounts"): nothing is forwarded.
+    /// The path names an organization that no account serves
+    /// (docs/accounts.md): nothing is forwarded.
     NoAccountForOrganization(Box<str>),
     /// The path names no organization, and no account serves such paths.
     NoAccountForPath,
@@ -47,7 +47,7 @@ pub enum ProxyError {
     /// why. Answered as `bad_request`.
     UnreadableOrganization(&'static str),
     /// The listener holds `LANYARD_MAX_CONNECTIONS` connections already.
-    /// Not in README "Errors made by lanyard itself", which has no connection limit.
+    /// Not in docs/proxy.md "Errors made by lanyard itself", which has no connection limit.
     TooManyConnections,
 }
 
@@ -200,7 +200,7 @@ pub fn raw_http1(status: StatusCode, code: Option<&str>, body: &str) -> Vec<u8> 
 /// check`. The service names no cause (docs/service.md §7).
 pub const FORBIDDEN_HINT: &str = "the service account likely lacks the role for this API \
      (verifications.api or credentials.api) or membership of the project's group \
-     (docs/service.md §5.4, §7; README \"Troubleshooting\")";
+     (docs/service.md §5.4, §7; docs/troubleshooting.md)";
 
 /// One of lanyard's own errors, the proxy's or the verifier's: `status`,
 /// `content-type: application/json`, `lanyard-error: <code>`, body

@@ -1,5 +1,5 @@
-//! How a command failed, which decides the process's exit code (README
-//! "Commands": 2 for bad settings or input, 1 for anything else).
+//! How a command failed, which decides the process's exit code
+//! (docs/commands.md: 2 for bad settings or input, 1 for anything else).
 
 use crate::config::ConfigError;
 
@@ -16,7 +16,7 @@ pub enum Failure {
 }
 
 impl Failure {
-    /// The process exit code (README "Commands").
+    /// The process exit code (docs/commands.md).
     pub fn exit_code(&self) -> u8 {
         match self {
             Failure::Config(err) if err.is_unanswered() => 1,

@@ -1,4 +1,4 @@
-//! Prometheus metrics (README "Metrics"), registered once into a registry the
+//! Prometheus metrics (docs/admin.md "Metrics"), registered once into a registry the
 //! application owns, never a global one.
 //!
 //! - `token`: the token series, one set per service account.
@@ -116,7 +116,7 @@ pub fn spans_dropped_counter() -> IntCounter {
     .unwrap_or_else(|_| unreachable!("a valid metric name"))
 }
 
-/// Every outcome of a verification session (README "The verifier"): a
+/// Every outcome of a verification session (docs/verifier.md): a
 /// session the service started counts `started`, then one of the others
 /// once; a start the service refused counts `failed` alone.
 pub const VERIFIER_OUTCOMES: [&str; 5] = ["started", "verified", "declined", "expired", "failed"];

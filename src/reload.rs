@@ -1,4 +1,4 @@
-//! Credential rotation without a restart (README "Token exchange"): the credentials
+//! Credential rotation without a restart (docs/tokens.md "Credential rotation"): the credentials
 //! file is watched, and checked at once on SIGHUP; a changed file is
 //! validated and, when good, used from then on with a fresh token, while
 //! the held token keeps serving. A bad file is logged and counted, and the

@@ -1,5 +1,5 @@
-//! The service accounts a sidecar serves, at run time (README "Many
-//! accounts"): `SA_CREDENTIALS_FILE`'s, the default, for paths that name
+//! The service accounts a sidecar serves, at run time (docs/accounts.md):
+//! `SA_CREDENTIALS_FILE`'s, the default, for paths that name
 //! no organization; and with `SA_CREDENTIALS_DIR`, one per file, each for
 //! the paths of its organization. Each has its own exchanger, token,
 //! refresher and 401 rule. The route table, from organization to account,

@@ -1,5 +1,5 @@
 //! `SA_CREDENTIALS_DIR`'s watcher: a file added, changed or removed is
-//! taken up without a restart, as the credentials file is (README
+//! taken up without a restart, as the credentials file is (docs/tokens.md
 //! "Credential rotation"): polled, for the reasons `crate::reload` gives
 //! (a Kubernetes Secret changes by an atomic swap of its `..data` link,
 //! which a watch on the files never sees), read again until two reads

@@ -1,5 +1,5 @@
-//! `/readyz`'s report of `SA_CREDENTIALS_DIR`'s accounts (README "Many
-//! accounts"): counts, and the accounts that are not ready. They never
+//! `/readyz`'s report of `SA_CREDENTIALS_DIR`'s accounts (docs/accounts.md):
+//! counts, and the accounts that are not ready. They never
 //! make the pod unready: an account's failure (a revoked key, a missing
 //! role) is the same on every replica, and taking replicas out of service
 //! for it would turn one organization's problem into every

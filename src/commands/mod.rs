@@ -1,5 +1,5 @@
 //! The one-shot commands: `lanyard token`, `lanyard check` and
-//! `lanyard healthcheck` (README "Commands").
+//! `lanyard healthcheck` (docs/commands.md).
 //!
 //! - `token`: one token on stdout, for scripts.
 //! - `check`: settings, credentials, a token and the upstream, as a report.

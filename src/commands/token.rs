@@ -10,7 +10,7 @@ use crate::access::{self, ServiceAccess};
 use crate::token::{Exchanger, SystemClock};
 
 /// `lanyard token`: one token, for scripts: the default account's, or with
-/// `organization`, that organization's account's (README "Many accounts").
+/// `organization`, that organization's account's (docs/accounts.md).
 pub async fn token(config: &Config, organization: Option<&str>) -> Result<Secret, Failure> {
     let exchanger = match (organization, &config.account) {
         (Some(organization), _) => account_of(config, organization)?,

@@ -1,7 +1,7 @@
 //! What the settings point at, read and checked once by the loader: the
 //! service account's credentials and the TLS roots.
 //! `access::ServiceAccess::from_config` uses them as they are; only
-//! credential rotation reads the credentials file again, later (README
+//! credential rotation reads the credentials file again, later (docs/tokens.md
 //! "Credential rotation").
 
 use std::io::Write;

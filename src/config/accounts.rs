@@ -1,4 +1,4 @@
-//! `SA_CREDENTIALS_DIR` (README "Many accounts"): a directory of
+//! `SA_CREDENTIALS_DIR` (docs/accounts.md): a directory of
 //! credentials files, one account each, read and checked as
 //! `SA_CREDENTIALS_FILE` is, and the organizations they serve, each by
 //! one file. At start-up every problem stops lanyard; at run time the

@@ -17,7 +17,7 @@ pub struct Setting<T: 'static = String> {
     /// The flag's placeholder in `--help`; `None` makes the flag a switch,
     /// given bare to mean `true`.
     pub value_name: Option<&'static str>,
-    /// One line for `--help`; the README's notes say more.
+    /// One line for `--help`; docs/settings.md's notes say more.
     pub help: &'static str,
     /// What applies when no source gives a value.
     pub default: DefaultValue<T>,
@@ -38,7 +38,7 @@ pub enum DefaultValue<T: 'static> {
     Described(&'static str),
     /// This value.
     Value(T),
-    /// Worked out at start-up; `shown` says how, for `--help` and the README.
+    /// Worked out at start-up; `shown` says how, for `--help` and docs/settings.md.
     Computed {
         value: fn() -> T,
         shown: fn() -> String,
@@ -59,21 +59,21 @@ impl<T: Clone> Setting<T> {
     }
 }
 
-/// How a default reads in `--help` and in the README's default column.
+/// How a default reads in `--help` and in docs/settings.md's default column.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ShownDefault {
-    /// No default (README: `none`).
+    /// No default (docs/settings.md: `none`).
     None,
-    /// A value as a user would type it (README: in backticks).
+    /// A value as a user would type it (docs/settings.md: in backticks).
     Value(String),
-    /// How the value is worked out (README: as is).
+    /// How the value is worked out (docs/settings.md: as is).
     Computed(String),
-    /// What unset means (README: as is).
+    /// What unset means (docs/settings.md: as is).
     Described(&'static str),
 }
 
 /// A setting whatever its value type, for what reads the whole table: the
-/// command line, the config file's keys, the README check.
+/// command line, the config file's keys, the docs/settings.md check.
 pub trait AnySetting: Sync + std::fmt::Debug {
     /// [`Setting::key`].
     fn key(&self) -> &'static str;
@@ -87,7 +87,7 @@ pub trait AnySetting: Sync + std::fmt::Debug {
     fn help(&self) -> &'static str;
     /// [`Setting::secret`].
     fn secret(&self) -> bool;
-    /// [`Setting::default`], as `--help` and the README show it.
+    /// [`Setting::default`], as `--help` and docs/settings.md show it.
     fn shown_default(&self) -> ShownDefault;
 }
 

@@ -29,7 +29,7 @@ pub const DEFAULT_VERIFIER_SESSION_TTL: Duration = Duration::from_secs(300);
 /// The seed suggests one hour, and its token endpoint refuses longer.
 pub const DEFAULT_ASSERTION_TTL: Duration = Duration::from_secs(3600);
 /// Upper bound of the assertion lifetime: the service refuses longer (see
-/// README "Token exchange").
+/// docs/tokens.md "Token exchange").
 pub const MAX_ASSERTION_TTL: Duration = Duration::from_secs(3600);
 /// Backdating `iat` beyond this would hide a broken clock rather than
 /// tolerate a drifting one.
@@ -42,7 +42,7 @@ pub const DEFAULT_TOKEN_TIMEOUT: Duration = Duration::from_secs(10);
 /// A token is retired this long before the expiry its `expires_in` gives:
 /// a JWT's `exp` is whole seconds (up to 1 s sooner), the request takes
 /// its latency to arrive, and the API's clock may run ahead of ours. Ten
-/// seconds covers all three with room; see README "Token lifetime".
+/// seconds covers all three with room; see docs/tokens.md "Token lifetime".
 pub const DEFAULT_EXPIRY_MARGIN: Duration = Duration::from_secs(10);
 /// Below Kubernetes' default 30 s termination grace period, so lanyard
 /// finishes draining before the kubelet kills it.
@@ -65,7 +65,7 @@ pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(30);
 /// Request header bytes per connection (HTTP/1.1: the whole request head;
 /// HTTP/2: each header list). Envoy allows 60 KiB and nginx 32 KiB; API
 /// clients send a few KiB. With the connection limit it bounds memory
-/// (README "Limits").
+/// (docs/proxy.md "Limits").
 pub const DEFAULT_MAX_HEADER_BYTES: usize = 64 * 1024;
 /// hyper's smallest read buffer: a request head must fit in one.
 pub const MIN_MAX_HEADER_BYTES: usize = 8 * 1024;

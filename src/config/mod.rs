@@ -1,5 +1,5 @@
 //! Settings: command-line flags, environment, TOML file and defaults, merged
-//! into one validated [`Config`] (README "Settings").
+//! into one validated [`Config`] (docs/settings.md).
 //!
 //! - this file: [`Config`], what the command needs ([`Requirement`]), and
 //!   [`Config::load`], the steps from the sources to a checked `Config`.
@@ -18,7 +18,7 @@
 //!   where it came from.
 //! - [`settings`]: the table. Each setting is declared once there, with
 //!   its key, variable, flag, help, default and reader; the command line,
-//!   `--help`, the config file's keys and the README's table follow it.
+//!   `--help`, the config file's keys and docs/settings.md's table follow it.
 //! - [`declaration`]: what a declaration holds, [`Setting`] and
 //!   [`AnySetting`].
 //! - `defaults`: the defaults and bounds the table declares, each with why.

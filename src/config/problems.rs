@@ -7,7 +7,7 @@ pub struct ConfigError {
     lines: Vec<String>,
     /// Something the settings name did not answer (a key's HSM): not the
     /// settings' fault, and a later try may succeed, so the exit code is
-    /// 1, not 2 (README "Commands"), and a supervisor restarts lanyard.
+    /// 1, not 2 (docs/commands.md), and a supervisor restarts lanyard.
     unanswered: bool,
 }
 

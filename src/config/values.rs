@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use crate::target::TargetUrl;
 
-/// A value as a user would type it, for `--help` and the README.
+/// A value as a user would type it, for `--help` and docs/settings.md.
 pub trait Shown {
     fn shown(&self) -> String;
 }
@@ -224,7 +224,7 @@ pub(super) fn read_port(raw: &str) -> Result<u16, String> {
 
 /// `WALLET_BASE_URL`: an absolute URL the page links to. Its scheme may be
 /// a wallet's own (`openid4vp:`, `haip:`) as well as `https:`, but never one
-/// that runs or embeds content where a link lands (README "The verifier").
+/// that runs or embeds content where a link lands (docs/verifier.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WalletBaseUrl(String);
 
@@ -325,7 +325,7 @@ impl Shown for Rate {
 
 /// `LANYARD_VERIFIER_SESSION_KEY`: the key that binds browsers to their
 /// verification sessions on every replica, and the one before it while a
-/// rotation rolls out (README "The verifier", Running many). A secret: its
+/// rotation rolls out (docs/verifier.md "Running many"). A secret: its
 /// `Debug` and `Shown` say nothing of it, and no reason quotes it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct SessionKeys {
@@ -466,7 +466,7 @@ pub fn parse_duration(raw: &str) -> Result<Duration, String> {
 }
 
 /// As [`parse_duration`], with no upper bound, for a setting that caps its
-/// value itself (the assertion lifetime, README "Settings"). Too large to
+/// value itself (the assertion lifetime, docs/settings.md). Too large to
 /// represent reads as [`Duration::MAX`], so a bound refuses it by name.
 fn parse_any_duration(raw: &str) -> Result<Duration, String> {
     let raw = raw.trim();

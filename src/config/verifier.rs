@@ -15,7 +15,7 @@ use super::values::{Rate, SessionKeys, WalletBaseUrl};
 use crate::files::read_small;
 
 /// How fast the verifier starts sessions and calls the service, per
-/// replica (README "The verifier", Limits).
+/// replica (docs/verifier.md "Limits of the verifier").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct VerifierRates {
     pub client_starts: Rate,

@@ -1,7 +1,7 @@
 //! The token series: one set per service account, labelled with its
 //! `client_id` always, a single account included, so that a dashboard
 //! written for one sidecar reads a sidecar of many accounts the same way
-//! (README "Many accounts"). Their count is bounded by the accounts: an
+//! (docs/accounts.md). Their count is bounded by the accounts: an
 //! account's series go when it does.
 
 use prometheus::{

@@ -1,5 +1,5 @@
-//! The mock wallet as a page a person clicks through in the demo (README
-//! "The verifier"): what the verifier asks for, and "Present" or
+//! The mock wallet as a page a person clicks through in the demo
+//! (docs/verifier.md): what the verifier asks for, and "Present" or
 //! "Decline". The verifier's wallet button lands on `GET /mock/wallet?
 //! request_uri=…` (the demo's `WALLET_BASE_URL` with the OpenID4VP
 //! request's query); `GET /mock/wallet/{transaction_id}` shows the same

@@ -1,4 +1,4 @@
-//! OpenTelemetry tracing (README "Tracing"): configured by the standard
+//! OpenTelemetry tracing (docs/admin.md "Tracing"): configured by the standard
 //! `OTEL_*` variables and off unless an OTLP endpoint is set; spans made
 //! as `tracing` spans and handed to OpenTelemetry by
 //! `tracing-opentelemetry`'s layer, exported by OTLP/HTTP in batches off
@@ -42,7 +42,7 @@ use settings::{OtelSettings, Reading, SamplerChoice};
 
 /// How long the exit waits for the queued spans to reach the collector:
 /// one that is up takes milliseconds, and one that is not must not hold
-/// a pod in Terminating (README "Shutdown").
+/// a pod in Terminating (docs/commands.md "Shutdown").
 pub const EXIT_FLUSH: Duration = Duration::from_secs(3);
 
 /// The tracing pipeline, or its absence.

@@ -4,7 +4,7 @@
 //! with what they say, off, or off with one warning for each bad or
 //! unsupported variable. They are not lanyard settings (no flag, no config
 //! key, no exit 2): an SDK never stops its process over them, and neither
-//! does lanyard (README "Tracing").
+//! does lanyard (docs/admin.md "Tracing").
 //!
 //! A warning names its variable and never repeats the value of one that
 //! may hold a secret: headers carry collectors' API keys, an endpoint or a

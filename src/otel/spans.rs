@@ -1,6 +1,6 @@
 //! Every span lanyard exports and every attribute on one, declared in this
 //! file so that what leaves the process is read in one place: never a
-//! token, an assertion, a key, a PIN, a claim or a query string (README
+//! token, an assertion, a key, a PIN, a claim or a query string (docs/admin.md
 //! "Tracing"). Names follow the HTTP semantic conventions where they have
 //! one; lanyard's own are under `lanyard.`.
 //!
@@ -54,7 +54,7 @@ pub struct HttpSpan {
     resends: Cell<u8>,
     /// The app's `tracestate`, carried to the upstream as it came but
     /// kept out of lanyard's span, which is exported: it is a header's
-    /// value, and no header's value is traced (README "Tracing").
+    /// value, and no header's value is traced (docs/admin.md "Tracing").
     carried_state: Option<HeaderValue>,
 }
 

@@ -1,7 +1,7 @@
 //! Each listener's policy for the accept loop (`server::Limits`): the
 //! proxy's from the settings, the admin listener's and the verifier's
 //! fixed here for the clients each has, and the file descriptors they all
-//! need (README "Limits").
+//! need (docs/proxy.md "Limits").
 
 use std::time::Duration;
 
@@ -81,7 +81,7 @@ pub(super) fn proxy_limits(config: &ProxyConfig, max_connections: usize) -> serv
         per_client: None,
         max_header_bytes: config.max_header_bytes,
         // Each holds up to 32 KiB of its answer queued: one per connection
-        // keeps that term of README "Limits" within the manifest's memory.
+        // keeps that term of docs/proxy.md "Limits" within the manifest's memory.
         max_streams: max_connections,
         streams_per_connection: PROXY_STREAMS_PER_CONNECTION,
         refusal: ProxyError::TooManyConnections.http1_bytes().into(),
@@ -134,7 +134,7 @@ pub(super) fn verifier_limits(config: &VerifierConfig, max_connections: usize) -
             displaces_own: false,
         }),
         max_header_bytes: config.max_header_bytes,
-        // Its answers are shared, not copied per stream (README "Limits"),
+        // Its answers are shared, not copied per stream (docs/proxy.md "Limits"),
         // so a stream costs its state alone; four per connection keep one
         // address (32 connections of 100 streams) from taking them all.
         max_streams: VERIFIER_ANSWERS_PER_CONNECTION * max_connections,
@@ -149,7 +149,7 @@ pub(super) fn verifier_limits(config: &VerifierConfig, max_connections: usize) -
 /// Every listener's answer to a request head the server refused: lanyard's
 /// JSON error for a malformed or ambiguous head (400 `bad_request`) and an
 /// over-long target (414 `uri_too_long`), plain text for one too large
-/// (431), as README "Errors made by lanyard itself" lists them.
+/// (431), as docs/proxy.md "Errors made by lanyard itself" lists them.
 fn head_refusal(refused: server::HeadRefusal) -> Response<Full<Bytes>> {
     use server::HeadRefusal;
     match refused {

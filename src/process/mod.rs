@@ -1,7 +1,7 @@
 //! The process assembled from its components: the token refresher and
 //! the admin listener, with the proxy's threads, the verifier's thread or
 //! both, each from its own configuration, and the shutdown sequence
-//! (README "Shutdown").
+//! (docs/commands.md "Shutdown").
 //!
 //! - `threads`: each listener's threads, each with its own runtime.
 //! - `tokens`: the accounts' refreshers and watchers, and the route table
@@ -76,7 +76,7 @@ pub struct Components {
     /// settings'), and its credentials watch; `None` when only
     /// `SA_CREDENTIALS_DIR` is set. The verifier always has one.
     pub access: Option<ServiceAccess>,
-    /// `SA_CREDENTIALS_DIR`'s accounts (README "Many accounts").
+    /// `SA_CREDENTIALS_DIR`'s accounts (docs/accounts.md).
     pub directory: Option<AccountsDir>,
     /// Outbound connections: the upstream's and the token endpoint's.
     pub connector: Connector,

@@ -1,4 +1,4 @@
-//! The shutdown sequence (README "Shutdown"): one drain type, linkerd's
+//! The shutdown sequence (docs/commands.md "Shutdown"): one drain type, linkerd's
 //! `drain`, held by every listener thread and every task. Draining goes
 //! in three steps: the client listeners (not ready first, then each
 //! drains its connections within the grace), the admin listener (a last

@@ -1,7 +1,7 @@
 //! The accounts' token tasks, each stopped by the drain: the default
 //! account's refresher and credentials watcher, the directory's accounts
 //! with their refreshers and the directory's watcher, and the route table
-//! they make (README "Many accounts").
+//! they make (docs/accounts.md).
 
 use std::sync::Arc;
 use std::time::Duration;

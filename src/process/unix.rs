@@ -1,4 +1,4 @@
-//! The proxy's Unix socket (`LANYARD_LISTEN=unix:/path`, README "Listening
+//! The proxy's Unix socket (`LANYARD_LISTEN=unix:/path`, docs/proxy.md "Listening
 //! on a Unix socket"): reachable only once it has its permissions, a stale
 //! file from a crash replaced and nothing else ever, and the file removed
 //! as the proxy stops.

@@ -1,4 +1,4 @@
-//! The HTTP/1 absolute-form check (README "Proxy"): a request naming a
+//! The HTTP/1 absolute-form check (docs/proxy.md): a request naming a
 //! target in its request line is served only when that target is the
 //! upstream itself or lanyard's own listener; any other authority would
 //! get the token.

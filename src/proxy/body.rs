@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 use crate::client_body::{ClientBody, ClientBodyError};
 
 /// A body up to this size can be replayed after a 401 or a connection
-/// closed unanswered (README "Proxy"); larger bodies are not retried.
+/// closed unanswered (docs/proxy.md); larger bodies are not retried.
 pub const MAX_REPLAY_BODY: u64 = 64 * 1024;
 /// Bytes all requests together may hold for replays.
 const REPLAY_BUDGET: u64 = 32 * 1024 * 1024;

@@ -54,7 +54,7 @@ fn is_hop_by_hop(name: &HeaderName) -> bool {
     HOP_BY_HOP.contains(name) || name == header::UPGRADE
 }
 
-/// A client's headers as the upstream gets them (README "Proxy"): hop-by-hop
+/// A client's headers as the upstream gets them (docs/proxy.md): hop-by-hop
 /// ones dropped, `Host` left to the pool, the token in `Authorization`.
 pub(super) fn upstream_headers(headers: &mut HeaderMap, token: &Token) {
     // `TE: trailers` is hop-by-hop but says the client takes trailers,

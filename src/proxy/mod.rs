@@ -82,7 +82,7 @@ pub struct ProxyConfig {
     pub send_timeout: Duration,
     pub max_header_bytes: usize,
     /// Client connections (`LANYARD_MAX_CONNECTIONS`), before the
-    /// open-file limit lowers it (README "Limits").
+    /// open-file limit lowers it (docs/proxy.md "Limits").
     pub max_connections: usize,
 }
 
@@ -105,7 +105,7 @@ impl ProxyConfig {
 
 /// Why the proxy passes no upstream answer on: lanyard answers itself,
 /// or the client stalled or left mid-request and the exchange ends with no
-/// answer (README "Failure behaviour", clients of the proxy).
+/// answer (docs/tokens.md "Failure behaviour", clients of the proxy).
 type Refusal = server::Refusal<ProxyError>;
 
 impl From<ProxyError> for Refusal {
@@ -221,7 +221,7 @@ impl Proxy {
         async move {
             self.admissible(&req)?;
             // The account is chosen by the path exactly as it is
-            // forwarded (README "Many accounts"); nothing is sent for a
+            // forwarded (docs/accounts.md); nothing is sent for a
             // path that has none.
             let account = self
                 .shared

@@ -12,7 +12,7 @@ use super::{Limits, Peer, Stream};
 
 /// As many bytes of HTTP/2 request headers as the connection limit's worth
 /// of full HTTP/1.1 request heads: so HTTP/2 can hold no more header
-/// memory than HTTP/1.1 can (README "Limits"), while thousands of streams
+/// memory than HTTP/1.1 can (docs/proxy.md "Limits"), while thousands of streams
 /// with ordinary small headers fit.
 fn header_budget(limits: &Limits) -> usize {
     limits

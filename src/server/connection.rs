@@ -37,13 +37,13 @@ const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// record of it, hyper's task and the handler's future, about 4 KiB as
 /// measured (`bench/slow_readers.sh`). Charged with its headers against
 /// the group's header budget, so that the budget bounds open streams'
-/// memory whatever their headers' size (README "Limits").
+/// memory whatever their headers' size (docs/proxy.md "Limits").
 const STREAM_STATE_BYTES: u32 = 4 * 1024;
 
 /// What each stream of an HTTP/2 connection may have queued in h2 to send
 /// (hyper's default is 400 KiB): with answers handed to hyper in frames of
 /// at most 16 KiB (`stall::MAX_DATA_FRAME`), a stream holds at most this
-/// and one frame beyond it, whatever its client's window (README "Limits":
+/// and one frame beyond it, whatever its client's window (docs/proxy.md "Limits":
 /// the memory formula's per-stream term).
 const MAX_SEND_BUFFER: usize = 16 * 1024;
 

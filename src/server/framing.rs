@@ -211,7 +211,7 @@ impl<R: AsyncRead + Unpin> Http1Framing<R> {
     /// doubling but never past what the scanner lets an element be (a
     /// head of `max_head_bytes`) and one read: `BytesMut` left to itself
     /// could double past it, and a thousand slow heads would hold twice
-    /// what README "Limits" counts.
+    /// what docs/proxy.md "Limits" counts.
     fn hold(&mut self, bytes: &[u8]) {
         let needed = self.held.len() + bytes.len();
         if needed > self.held.capacity() {

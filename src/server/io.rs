@@ -1,7 +1,7 @@
 //! One connection's socket as hyper sees it: the bytes read to tell the
 //! protocols apart served again first, and writes the client does not take
 //! timed, so that a client that stops reading holds its connection no
-//! longer than `LANYARD_SEND_TIMEOUT` (README "Limits").
+//! longer than `LANYARD_SEND_TIMEOUT` (docs/proxy.md "Limits").
 //!
 //! A client that never reads fills its socket's buffers, and then every
 //! write lanyard makes to it waits: TCP back-pressure, seen here as a write

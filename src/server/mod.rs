@@ -85,7 +85,7 @@ pub struct Limits {
     /// HTTP/2 streams open across all connections may hold
     /// `max_connections` times this in headers and state; a stream beyond
     /// it is refused at once, so that their memory is bounded by
-    /// connections, not by connections times streams (README "Limits").
+    /// connections, not by connections times streams (docs/proxy.md "Limits").
     pub max_header_bytes: usize,
     /// HTTP/2 answers being sent at once across all connections, each
     /// from the handler's answer to its last byte: what bounds the answers
@@ -141,7 +141,7 @@ pub struct ClientCap {
 /// itself: far enough beyond the limit that a list just over it (a
 /// browser's cookies grown too large) is answered by the server, with the
 /// listener's headers. Each HTTP/2 connection may then hold this many
-/// times `max_header_bytes` of a header block being read (README
+/// times `max_header_bytes` of a header block being read (docs/proxy.md
 /// "Limits").
 pub const HEAD_BACKSTOP: usize = 2;
 
@@ -195,7 +195,7 @@ impl std::fmt::Display for Abort {
 impl std::error::Error for Abort {}
 
 /// Why a handler passes on no answer it was given: it answers itself
-/// with an error of its own (`E`, README "Errors made by lanyard itself"),
+/// with an error of its own (`E`, docs/proxy.md "Errors made by lanyard itself"),
 /// or the exchange ends with none ([`Abort`]).
 #[derive(Debug)]
 pub enum Refusal<E> {

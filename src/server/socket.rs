@@ -1,5 +1,5 @@
 //! What the accept loop listens on and serves: a TCP listener, or a Unix
-//! socket whose file permissions decide who may connect (README "Listening
+//! socket whose file permissions decide who may connect (docs/proxy.md "Listening
 //! on a Unix socket"); their connections, and the peer at the other end.
 
 use std::fmt;

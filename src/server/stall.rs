@@ -1,6 +1,6 @@
 //! HTTP/2 streams whose client takes none of their answer: each stream
 //! timed on its own, and reset once its client has taken nothing for
-//! `LANYARD_SEND_TIMEOUT` (README "Limits").
+//! `LANYARD_SEND_TIMEOUT` (docs/proxy.md "Limits").
 //!
 //! A client that grants no flow-control window (`SETTINGS_INITIAL_WINDOW_SIZE`
 //! 0) never makes lanyard's writes wait, so the socket's timing

@@ -1,5 +1,5 @@
 //! The signed client assertion (RFC 7523 §2.2, `private_key_jwt`): the
-//! header and claims the README's "Token exchange" section lists.
+//! header and claims docs/tokens.md's "Token exchange" lists.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

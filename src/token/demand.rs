@@ -1,4 +1,4 @@
-//! An account kept on demand (README "Many accounts"): its first token is
+//! An account kept on demand (docs/accounts.md): its first token is
 //! fetched when a request first needs it, and once no request has used it
 //! for [`IDLE_AFTER`] its renewals stop and the token lapses, so that a
 //! directory of a thousand accounts costs the token endpoint only what

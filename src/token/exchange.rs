@@ -1,4 +1,4 @@
-//! One token request (docs/service.md §4.1, README "Token exchange"): sign an assertion, POST it,
+//! One token request (docs/service.md §4.1, docs/tokens.md "Token exchange"): sign an assertion, POST it,
 //! validate the response, and classify every failure so the refresher can
 //! choose how to retry and metrics can say what went wrong.
 
@@ -19,7 +19,7 @@ use crate::outbound::{self, Connector, FailureKind};
 
 /// RFC 7523 §2.2.
 pub const CLIENT_ASSERTION_TYPE: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
-/// README "Token exchange": a response without `expires_in` is taken to last this long.
+/// docs/tokens.md "Token exchange": a response without `expires_in` is taken to last this long.
 pub const DEFAULT_EXPIRES_IN: Duration = Duration::from_secs(300);
 /// A lifetime beyond a day is more likely a unit mistake than intent;
 /// renewing at least daily bounds the damage.
@@ -132,8 +132,7 @@ pub struct Exchanger {
     client: Client<Connector, Full<Bytes>>,
     account: ArcSwap<Account>,
     /// The credentials in use before the last reload: what the verifier's
-    /// derived binding key came from until then (README "The verifier",
-    /// Running many).
+    /// derived binding key came from until then (docs/verifier.md "Running many").
     previous: ArcSwapOption<Credentials>,
     options: ExchangeOptions,
     clock: Arc<dyn Clock>,
@@ -314,7 +313,7 @@ pub fn parse_retry_after(value: &HeaderValue, now: SystemTime) -> Option<Duratio
 }
 
 /// The longest `Retry-After` honoured: a larger value is more likely a
-/// mistake than a plan to leave lanyard without a token for hours (README
+/// mistake than a plan to leave lanyard without a token for hours (docs/tokens.md
 /// "Renewal and retries").
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 

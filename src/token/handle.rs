@@ -1,6 +1,6 @@
 //! How the rest of lanyard reaches the refresher: it reads the token and
 //! the refresher's published state, and reports what it saw. It decides
-//! nothing; every decision is the refresher's (README "Renewal and
+//! nothing; every decision is the refresher's (docs/tokens.md "Renewal and
 //! retries").
 
 use std::sync::Arc;
@@ -32,7 +32,7 @@ pub struct RefreshState {
     /// When the held token's scheduled renewal falls due (none before the
     /// first token). Readiness asks whether a renewal that fell due is on
     /// course, so that scheduled renewal alone never makes a pod unready
-    /// (README "Token lifetime").
+    /// (docs/tokens.md "Token lifetime").
     pub renewal_due_at: Option<Instant>,
     /// Token requests that failed since `renewal_due_at` passed, counted
     /// when they ended; cleared by a success. Failures before it (a forced
@@ -125,7 +125,7 @@ impl TokenHandle {
     /// has rejected it, the shared renewal's result; when no new token can
     /// be had (the endpoint down or failing, renewals throttled), the held
     /// one still, so that the upstream judges each request: one replica's
-    /// 401 must not become an outage of lanyard's own making (README
+    /// 401 must not become an outage of lanyard's own making (docs/tokens.md
     /// "Renewal and retries").
     pub async fn get(&self) -> Result<Arc<Token>, Unavailable> {
         let Some(token) = self.link.cell.valid() else {

@@ -5,14 +5,14 @@
 //! exponentially (with jitter) on failure, honours `Retry-After`, and keeps
 //! the held token while it is valid: a token is retired its expiry margin
 //! before it expires, and until then it is sent even after an upstream 401
-//! if no new token can be had (README "Renewal and retries" and "Token
+//! if no new token can be had (docs/tokens.md "Renewal and retries" and "Token
 //! lifetime"). When to do what is [`super::schedule`]'s, a pure policy;
 //! this task applies it. Requests only report what the upstream said,
 //! through a [`TokenHandle`], and read the answer from the published
 //! [`RefreshState`]; they load the token itself lock-free from the cell.
 //! That state also carries the facts readiness is judged on (when the
 //! renewal falls due, the failures since, the attempt in flight), since
-//! this task alone knows them (README "Admin endpoints").
+//! this task alone knows them (docs/admin.md "Admin endpoints").
 
 use std::future::Future;
 use std::sync::Arc;
@@ -77,7 +77,7 @@ pub struct Keeping {
     /// always, as a single account's.
     pub demand: Option<Arc<Demand>>,
     /// The token requests in flight across every account of the process
-    /// (README "Many accounts"); `None`: no cap beyond this account's one.
+    /// (docs/accounts.md); `None`: no cap beyond this account's one.
     pub permits: Option<Arc<Semaphore>>,
 }
 
@@ -333,7 +333,7 @@ impl Refresher {
         };
         // Published on the token, so that the requests that follow ask for
         // the shared renewal rather than send it unasked, and /readyz
-        // reports it (README "Renewal and retries").
+        // reports it (docs/tokens.md "Renewal and retries").
         held.mark_rejected();
         let now = now();
         match schedule::answer_rejection(&self.policy, &self.forced_facts(now), in_flight) {
@@ -533,7 +533,7 @@ impl Refresher {
         self.series.outcome(err.kind());
         let held = self.link.cell.valid();
         // Retries spread over the held token's time left, so a fleet that
-        // fails together does not retry together (README "Renewal and
+        // fails together does not retry together (docs/tokens.md "Renewal and
         // retries"); but new credentials not yet proven are retried
         // promptly, as if none were held: a rotation reaches a fleet's pods
         // over a minute or more anyway, and until they work, a failure may

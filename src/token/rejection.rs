@@ -1,5 +1,5 @@
 //! The 401 rule, one for every caller that sends the token to the service
-//! (README "Renewal and retries"): when the service answers 401, one new
+//! (docs/tokens.md "Renewal and retries"): when the service answers 401, one new
 //! token is asked for, shared by every request that saw the 401, and the
 //! request is sent once more with it. What a caller answers when no new
 //! token can be had (the token endpoint down, renewals throttled) is its

@@ -1,5 +1,5 @@
 //! When to ask the token endpoint for a token: the refresher's whole
-//! timing policy, as pure functions of what it knows (README "Renewal and
+//! timing policy, as pure functions of what it knows (docs/tokens.md "Renewal and
 //! retries" and "Token lifetime").
 //!
 //! Nothing here reads a clock or draws a random number: `now` and the
@@ -297,7 +297,7 @@ pub struct ForcedFacts {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Declined {
     /// Token requests are failing: a 401 storm must not override the
-    /// backoff (README "Renewal and retries").
+    /// backoff (docs/tokens.md "Renewal and retries").
     BackingOff,
     /// The token endpoint's `Retry-After` has not passed.
     EndpointAskedToWait { until: Instant },

@@ -1,6 +1,5 @@
 //! The two calls of the verifier's API, `POST /api/start` and `GET
-//! /api/status`, and what their answers are made of (README "The
-//! verifier").
+//! /api/status`, and what their answers are made of (docs/verifier.md).
 
 use std::time::Duration;
 
@@ -251,7 +250,7 @@ impl Inner {
             Err(CallError::Answered(StatusCode::NOT_FOUND)) => {
                 self.log_failure_throttled(
                     "poll",
-                    "the service answered 404 to a poll: the session ended there (expired). If every session ends so on its first poll, the poll request differs from README \"The verifier\", Assumptions 2",
+                    "the service answered 404 to a poll: the session ended there (expired). If every session ends so on its first poll, the poll request differs from docs/verifier.md, Assumptions 2",
                 );
                 Ok(Progress::Ended(Ending::Expired))
             }
@@ -259,7 +258,7 @@ impl Inner {
                 tracing::warn!(
                     transaction_id = id,
                     rule = %self.service.rule(),
-                    "the service's answer {why}; the session ends failed (README \"Limits of the verifier\")"
+                    "the service's answer {why}; the session ends failed (docs/verifier.md, \"Limits of the verifier\")"
                 );
                 Ok(Progress::Ended(Ending::Unusable {
                     presented: matches!(why, Unusable::Claims(_)),
@@ -341,7 +340,7 @@ impl Inner {
             ),
             CallError::Malformed(why) => self.log_failure_throttled(
                 call,
-                &format!("the service's answer {why}: not what lanyard assumes (README \"The verifier\", Assumptions)"),
+                &format!("the service's answer {why}: not what lanyard assumes (docs/verifier.md, Assumptions)"),
             ),
             other => self.log_failure_throttled(call, &format!("a call to the verification service failed: {other}")),
         }

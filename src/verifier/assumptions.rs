@@ -1,5 +1,5 @@
 //! Everything the verifier assumes where the seed is silent, in one place
-//! (README "The verifier", Assumptions). The seed gives the rule path
+//! (docs/verifier.md "Assumptions"). The seed gives the rule path
 //! (docs/service.md §4.3), that a session is identified by
 //! `transaction_id` and polled for a `status` and the claims (§2.6, §4.2),
 //! and that the reference application turns `WALLET_BASE_URL` into a
@@ -43,12 +43,12 @@ use crate::config::WalletBaseUrl;
 /// number beyond 64 bits reaches the page digit for digit (a parsed tree
 /// would round it through `f64`). Held until the session's lifetime ends,
 /// shared by every answer that carries it, and never logged:
-/// its `Debug` shows only its size (README "The verifier").
+/// its `Debug` shows only its size (docs/verifier.md).
 ///
 /// Held as the whole answer `/api/status` gives for the session, made
 /// once: every poll's answer is then a reference to these bytes, not a
 /// copy. A client that keeps a hundred streams of it unread behind a zero
-/// window holds one copy, not a hundred (README "Limits").
+/// window holds one copy, not a hundred (docs/proxy.md "Limits").
 #[derive(Clone, PartialEq, Eq)]
 pub struct Claims(Bytes);
 
@@ -101,7 +101,7 @@ pub const MAX_TRANSACTION_ID: usize = 128;
 pub const MAX_REQUEST_URI: usize = 2048;
 /// Claims beyond this cannot be used: a credential's claims are a few
 /// hundred bytes, an mDL with its portrait tens of KiB. A session that
-/// presents more ends `failed` (README "The verifier", Limits).
+/// presents more ends `failed` (docs/verifier.md "Limits of the verifier").
 pub const MAX_CLAIMS_BYTES: usize = 256 * 1024;
 
 /// The body of a session start (assumption 1).

@@ -1,5 +1,5 @@
 //! What binds a session to the page and the browser that started it, with
-//! nothing held by any replica (README "The verifier", Running many):
+//! nothing held by any replica (docs/verifier.md "Running many"):
 //!
 //! - the browser's cookie names a browser id, signed (HMAC-SHA256) so that
 //!   only an id lanyard issued names a browser;

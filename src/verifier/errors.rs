@@ -1,4 +1,4 @@
-//! The verifier's own error answers: the shape of README "Errors made by
+//! The verifier's own error answers: the shape of docs/proxy.md "Errors made by
 //! lanyard itself", with sentences written for the person at the page,
 //! who reads them there. The operator's detail goes to the log instead
 //! (`api::log_call_failure`), so an answer never tells a visitor about the

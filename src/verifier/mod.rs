@@ -1,6 +1,6 @@
 //! `lanyard verifier`: the seed's reference verification application
 //! (docs/service.md §4.2), a page and its backend, on lanyard's own token
-//! machinery (README "The verifier").
+//! machinery (docs/verifier.md).
 //!
 //! The browser talks only to lanyard, which holds every secret: it starts
 //! a session with the service for `RULE_ID` (`POST /api/start`), shows the
@@ -8,8 +8,7 @@
 //! wallet has presented to the service, then shows the claims.
 //!
 //! No session lives in a replica: any replica with the same settings
-//! answers any session, through restarts (README "The verifier", Running
-//! many).
+//! answers any session, through restarts (docs/verifier.md "Running many").
 //!
 //! - `api`: the two calls, `/api/start` and `/api/status`.
 //! - `assumptions`: what the seed does not show, each assumption once.
@@ -309,8 +308,8 @@ impl Inner {
             .inc();
     }
 
-    /// An ending this replica saw first (README "The verifier", Running
-    /// many, says how that sums over replicas).
+    /// An ending this replica saw first (docs/verifier.md "Running many"
+    /// says how that sums over replicas).
     fn count_ending(&self, ending: Option<&Ending>) {
         if let Some(ending) = ending {
             self.count(ending.outcome());
@@ -441,7 +440,7 @@ impl Inner {
     /// by a replica whose `LANYARD_VERIFIER_SESSION_KEY` differs from this
     /// one's. Counted, and said once a minute, since the last fails every
     /// session the load balancer sends elsewhere, and nothing else would
-    /// say why (README "The verifier").
+    /// say why (docs/verifier.md "Running many").
     pub(super) fn unopened_handle(&self) {
         self.metrics.verifier_handles_unopened.inc();
         if let Some(held_back) = self.unopened.due(tokio::time::Instant::now()) {

@@ -1,6 +1,6 @@
 //! What the browser loads: the page, its script, style and icon, compiled
 //! into the binary and served under a strict Content-Security-Policy, and
-//! the QR code, an SVG lanyard renders (README "The verifier").
+//! the QR code, an SVG lanyard renders (docs/verifier.md).
 
 mod render;
 
@@ -235,7 +235,7 @@ pub fn escape_html(text: &str) -> String {
 }
 
 /// The brand file's logo or stylesheet, served from lanyard's own origin
-/// under the page's CSP (docs/translations.md, README "Branding").
+/// under the page's CSP (docs/translations.md, docs/verifier.md "Branding").
 pub fn brand_asset(
     brand: &crate::config::brand::Brand,
     path: &str,

@@ -1,5 +1,5 @@
 //! What this replica knows of the sessions it is polled about, which is
-//! only ever a shortcut (README "The verifier", Running many): when the
+//! only ever a shortcut (docs/verifier.md "Running many"): when the
 //! service may next be asked about a session, whether a call about it is
 //! in flight, and how it ended. The service holds each session's state and
 //! answers it on every poll (`assumptions`, 6), so losing any of this (a

@@ -1,7 +1,7 @@
 //! The verifier's calls to the service: a session's start and its polls on
 //! the rule path (docs/service.md §4.3), each with the token from lanyard's
 //! own cell, renewed and retried once after a 401 as the proxy does
-//! (README "Renewal and retries"). The payloads are `assumptions`'.
+//! (docs/tokens.md "Renewal and retries"). The payloads are `assumptions`'.
 
 use std::time::Duration;
 

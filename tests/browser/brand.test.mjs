@@ -1,4 +1,4 @@
-// The page in the relying party's brand (README "Branding"), with the
+// The page in the relying party's brand (docs/verifier.md "Branding"), with the
 // example brand file shipped in config/: its logo named by its name, its
 // accent on the buttons, why it asks and its claims' labels in the page's
 // language, all from lanyard's own origin under the page's CSP, and

@@ -1,4 +1,4 @@
-//! Many accounts in one sidecar (README "Many accounts"): with
+//! Many accounts in one sidecar (docs/accounts.md): with
 //! `SA_CREDENTIALS_DIR`, each `/organizations/{ORG_ID}/…` path carries the
 //! token of the account of that organization and no other, against the
 //! embedded mock, whose API refuses a token of another organization.

@@ -1,4 +1,4 @@
-//! The log format when `LANYARD_LOG_FORMAT` is unset (README "Logs"):
+//! The log format when `LANYARD_LOG_FORMAT` is unset (docs/admin.md "Logs"):
 //! `lanyard demo` under a pseudo-terminal (util-linux's `script`) logs
 //! text a person reads; with stderr a pipe, as in a container, JSON.
 

@@ -2,7 +2,7 @@
 //! defaults, holding `LANYARD_MAX_CONNECTIONS` connections each with an
 //! unfinished request head as large as `LANYARD_MAX_HEADER_BYTES` allows,
 //! stays under the memory limit of the shipped Kubernetes manifest
-//! (README "Limits").
+//! (docs/proxy.md "Limits").
 
 use crate::support;
 

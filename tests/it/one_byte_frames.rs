@@ -1,5 +1,5 @@
 //! A peer that sends a body one byte per frame costs lanyard the bytes it
-//! sent, not a read buffer per byte (README "Limits"): every body lanyard
+//! sent, not a read buffer per byte (docs/proxy.md "Limits"): every body lanyard
 //! reads whole is gathered into one buffer as its frames arrive. Each test
 //! runs a `lanyard` child, so that its peak RSS (VmHWM) is its own, feeds
 //! one of its readers a body in one-byte chunks (chunked encoding), each in

@@ -491,7 +491,7 @@ async fn readiness_is_lost_when_the_token_expires_unrenewed() {
     let running = sidecar::start(mock, &upstream.url, &[("LANYARD_EXPIRY_MARGIN", "0")]).await;
     running.ready().await;
     // A 4 s token never has 10 s to go, but its renewal is on schedule:
-    // ready (README "Token lifetime").
+    // ready (docs/tokens.md "Token lifetime").
     let answer = get(&format!("{}/readyz", running.admin)).await;
     assert_eq!(answer.status, StatusCode::OK);
     // Its renewal fails: with under 10 s to go, not ready.

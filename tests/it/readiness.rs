@@ -1,4 +1,4 @@
-//! `/readyz` across renewal cycles (README "Token lifetime", "Admin
+//! `/readyz` across renewal cycles (docs/tokens.md "Token lifetime", "Admin
 //! endpoints"): a renewal on schedule never makes the pod unready, however
 //! short the tokens; a renewal off course does, once the held token has
 //! less than 10 s to go before its retirement.

@@ -63,7 +63,7 @@ async fn refresh_failure_keeps_previous_token_and_retries_within_its_time_left()
     // Equal jitter on a ceiling: the held token's time left (retired at
     // 90 s of its 100), or the doubling backoff (1 s, 2 s, 4 s) once that
     // is longer; so the retries come before the retirement, closer as it
-    // nears (README "Renewal and retries").
+    // nears (docs/tokens.md "Renewal and retries").
     let mut left = 90_000 - gaps[0].as_millis() as u64;
     for (n, gap) in gaps[1..4].iter().enumerate() {
         let ceiling = left.max(1000 << n);

@@ -1,4 +1,4 @@
-//! Credential rotation without a restart (README "Token exchange"): each way a
+//! Credential rotation without a restart (docs/tokens.md "Credential rotation"): each way a
 //! credentials file changes is noticed within 10 s, the new account's token
 //! replaces the old one while the old keeps serving, and a broken file is
 //! refused, counted, and leaves the old credentials in use.

@@ -1,7 +1,7 @@
 //! The sidecar against each way the token endpoint can fail, end to end
 //! over real sockets. For every fault: the held token keeps serving
 //! proxied requests; `/readyz` and `/metrics` say what happened; retries
-//! are bounded; and with no token ever obtained, clients get README "Errors made by lanyard itself"'s
+//! are bounded; and with no token ever obtained, clients get docs/proxy.md "Errors made by lanyard itself"'s
 //! `token_unavailable` and `/readyz` names the failure.
 //!
 //! The sidecar runs the default `RefreshPolicy` (it takes no other), so

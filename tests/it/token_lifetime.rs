@@ -1,6 +1,6 @@
 //! A token at the edges of its life, end to end over real sockets: lanyard
 //! never sends a token that may have expired, and never drops one that has
-//! not (README "Token lifetime").
+//! not (docs/tokens.md "Token lifetime").
 //!
 //! The token endpoint here issues JWTs as real OAuth servers do, with `exp`
 //! in whole seconds, up to a second before `sent_at + expires_in`; the

@@ -117,7 +117,7 @@ async fn the_socket_is_owner_and_group_only_by_default_and_listen_mode_narrows_i
     let meta = std::fs::metadata(&narrow.socket).unwrap();
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
     // Nothing is left beside it: not the private directory it was bound
-    // in (`.lanyard-bind.<random>`, README "Listening on a Unix socket").
+    // in (`.lanyard-bind.<random>`, docs/proxy.md "Listening on a Unix socket").
     let names: Vec<_> = std::fs::read_dir(narrow.socket.parent().unwrap())
         .unwrap()
         .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())

@@ -549,7 +549,7 @@ async fn client_abandoning_a_response_mid_stream_releases_the_upstream() {
         .unwrap();
     assert!(sent >= received);
     // Nothing is left counted in flight (the gauge covers the wait for
-    // response headers, README), and the next request is served.
+    // response headers, docs/admin.md "Metrics"), and the next request is served.
     assert_eq!(running.process.metrics.proxy_in_flight.get(), 0);
     assert_eq!(get(&format!("{}/after", running.proxy)).await.body, "ok");
     assert_eq!(running.process.metrics.proxy_in_flight.get(), 0);

@@ -282,7 +282,7 @@ async fn a_401_even_to_a_renewed_token_is_a_refusal_of_the_account() {
 
 /// The 401 rule's other branch: the service refuses the held token and
 /// no new one can be had, so the page is told to retry (`token_unavailable`,
-/// docs: README "Renewal and retries"), never that the account is refused.
+/// docs: docs/tokens.md "Renewal and retries"), never that the account is refused.
 #[tokio::test]
 async fn a_401_while_no_new_token_can_be_had_tells_the_page_to_retry() {
     let (answer, _logs, running) =
@@ -845,7 +845,7 @@ async fn a_derived_session_key_survives_a_credentials_rotation_across_replicas()
     }
 }
 
-/// README "Running many", Counting: `started` by the replica that started
+/// docs/verifier.md "Running many", Counting: `started` by the replica that started
 /// a session, an ending by each replica the first time it answers it, and
 /// never again however often it is polled.
 #[tokio::test]

@@ -209,8 +209,9 @@ async fn futures_join(running: &Running, sessions: &[(Session, Browser)]) -> Vec
 }
 
 /// A start that finds the replica's budget for service calls spent is
-/// told so (README "Errors": 503 `too_many_sessions`), under the same
-/// security headers as every answer, and reaches no service. README gives
+/// told so (docs/verifier.md, Errors: 503 `too_many_sessions`), under the
+/// same security headers as every answer, and reaches no service. The
+/// guide gives
 /// `Retry-After` only to `rate_limited`, and this answer has none: when
 /// the budget refills is not the page's to know.
 #[tokio::test]

@@ -1,6 +1,5 @@
 //! `lanyard check` of `SA_CREDENTIALS_DIR`: every file, the organization
-//! it serves, its key and a token with it, a few at a time (README "Many
-//! accounts").
+//! it serves, its key and a token with it, a few at a time (docs/accounts.md).
 
 use std::sync::Arc;
 

@@ -1,4 +1,4 @@
-//! `LANYARD_VERIFIER_BRAND_FILE` (README "The verifier", Branding): the
+//! `LANYARD_VERIFIER_BRAND_FILE` (docs/verifier.md "Branding"): the
 //! relying party's name, logo, accent colour, and the texts the page shows
 //! in its stead (why it asks, and each claim's label, per language), read
 //! from a TOML file and checked once at start-up. Every problem is one

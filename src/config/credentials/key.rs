@@ -31,7 +31,7 @@ pub struct SigningKey {
     /// its exponent.
     public: Option<RsaPublic>,
     /// What the verifier binds browsers to sessions with when no key of
-    /// its own is set (README "The verifier", Running many).
+    /// its own is set (docs/verifier.md "Running many").
     binding_secret: [u8; 32],
 }
 

@@ -1,4 +1,4 @@
-//! What bounds lanyard's time and resources (README "Limits"): timeouts,
+//! What bounds lanyard's time and resources (docs/proxy.md "Limits"): timeouts,
 //! connection and header limits, threads.
 
 use std::time::Duration;
@@ -39,7 +39,7 @@ pub const TOKEN_TIMEOUT: Setting<Duration> = Setting {
     secret: false,
 };
 
-/// `LANYARD_EXPIRY_MARGIN` (README "Token lifetime").
+/// `LANYARD_EXPIRY_MARGIN` (docs/tokens.md "Token lifetime").
 pub const EXPIRY_MARGIN: Setting<Duration> = Setting {
     key: "expiry_margin",
     env: "LANYARD_EXPIRY_MARGIN",
@@ -51,7 +51,7 @@ pub const EXPIRY_MARGIN: Setting<Duration> = Setting {
     secret: false,
 };
 
-/// `LANYARD_SHUTDOWN_GRACE` (README "Shutdown").
+/// `LANYARD_SHUTDOWN_GRACE` (docs/commands.md "Shutdown").
 pub const SHUTDOWN_GRACE: Setting<Duration> = Setting {
     key: "shutdown_grace",
     env: "LANYARD_SHUTDOWN_GRACE",
@@ -63,7 +63,7 @@ pub const SHUTDOWN_GRACE: Setting<Duration> = Setting {
     secret: false,
 };
 
-/// `LANYARD_HEADER_TIMEOUT` (README "Limits").
+/// `LANYARD_HEADER_TIMEOUT` (docs/proxy.md "Limits").
 pub const HEADER_TIMEOUT: Setting<Duration> = Setting {
     key: "header_timeout",
     env: "LANYARD_HEADER_TIMEOUT",
@@ -75,7 +75,7 @@ pub const HEADER_TIMEOUT: Setting<Duration> = Setting {
     secret: false,
 };
 
-/// `LANYARD_BODY_TIMEOUT` (README "Limits").
+/// `LANYARD_BODY_TIMEOUT` (docs/proxy.md "Limits").
 pub const BODY_TIMEOUT: Setting<Duration> = Setting {
     key: "body_timeout",
     env: "LANYARD_BODY_TIMEOUT",
@@ -87,7 +87,7 @@ pub const BODY_TIMEOUT: Setting<Duration> = Setting {
     secret: false,
 };
 
-/// `LANYARD_SEND_TIMEOUT` (README "Limits").
+/// `LANYARD_SEND_TIMEOUT` (docs/proxy.md "Limits").
 pub const SEND_TIMEOUT: Setting<Duration> = Setting {
     key: "send_timeout",
     env: "LANYARD_SEND_TIMEOUT",
@@ -99,7 +99,7 @@ pub const SEND_TIMEOUT: Setting<Duration> = Setting {
     secret: false,
 };
 
-/// `LANYARD_MAX_HEADER_BYTES` (README "Limits").
+/// `LANYARD_MAX_HEADER_BYTES` (docs/proxy.md "Limits").
 pub const MAX_HEADER_BYTES: Setting<ByteSize> = Setting {
     key: "max_header_bytes",
     env: "LANYARD_MAX_HEADER_BYTES",
@@ -111,7 +111,7 @@ pub const MAX_HEADER_BYTES: Setting<ByteSize> = Setting {
     secret: false,
 };
 
-/// `LANYARD_MAX_CONNECTIONS` (README "Limits").
+/// `LANYARD_MAX_CONNECTIONS` (docs/proxy.md "Limits").
 pub const MAX_CONNECTIONS: Setting<usize> = Setting {
     key: "max_connections",
     env: "LANYARD_MAX_CONNECTIONS",
@@ -123,7 +123,7 @@ pub const MAX_CONNECTIONS: Setting<usize> = Setting {
     secret: false,
 };
 
-/// `LANYARD_MAX_UPSTREAM_CONNECTIONS` (README "Limits").
+/// `LANYARD_MAX_UPSTREAM_CONNECTIONS` (docs/proxy.md "Limits").
 pub const MAX_UPSTREAM_CONNECTIONS: Setting<usize> = Setting {
     key: "max_upstream_connections",
     env: "LANYARD_MAX_UPSTREAM_CONNECTIONS",

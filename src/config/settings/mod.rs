@@ -1,7 +1,7 @@
 //! The table of settings: each one declared once, with its TOML key,
 //! environment variable, flag, help line, default and reader, its bounds
 //! handed to the reader here. The command line (`cli.rs`), the config
-//! file's keys, `--help`, the loader and the README's settings table
+//! file's keys, `--help`, the loader and docs/settings.md's settings table
 //! (checked by `tests/it/docs.rs`) all come from here. Used as
 //! `settings::NAME` inside `config`; `config` re-exports the few that other
 //! modules name. The verifier's (`verifier`) and those that bound time and
@@ -32,7 +32,7 @@ pub use verifier::*;
 /// The config file itself is located by flag or environment only.
 pub const CONFIG_ENV: &str = "LANYARD_CONFIG";
 
-/// Every setting, in the order the README lists them.
+/// Every setting, in the order docs/settings.md lists them.
 pub const SETTINGS: &[&dyn AnySetting] = &[
     &SERVICE_API_URL,
     &CREDENTIALS_FILE,
@@ -98,7 +98,7 @@ pub const SERVICE_API_URL: Setting<TargetUrl> = Setting {
     secret: false,
 };
 
-/// `SA_CREDENTIALS_FILE`: watched for rotation (README "Credential rotation").
+/// `SA_CREDENTIALS_FILE`: watched for rotation (docs/tokens.md "Credential rotation").
 pub const CREDENTIALS_FILE: Setting<PathBuf> = Setting {
     key: "credentials_file",
     env: "SA_CREDENTIALS_FILE",
@@ -111,7 +111,7 @@ pub const CREDENTIALS_FILE: Setting<PathBuf> = Setting {
 };
 
 /// `SA_CREDENTIALS_DIR`: one account per file, chosen by the organization
-/// in a request's path (README "Many accounts").
+/// in a request's path (docs/accounts.md).
 pub const CREDENTIALS_DIR: Setting<PathBuf> = Setting {
     key: "credentials_dir",
     env: "SA_CREDENTIALS_DIR",
@@ -219,7 +219,7 @@ pub const RULE_ID: Setting = Setting {
     secret: false,
 };
 
-/// `LANYARD_LISTEN`: loopback unless [`ALLOW_REMOTE`] (README "Settings").
+/// `LANYARD_LISTEN`: loopback unless [`ALLOW_REMOTE`] (docs/settings.md).
 pub const LISTEN: Setting<ListenAddr> = Setting {
     key: "listen",
     env: "LANYARD_LISTEN",
@@ -233,7 +233,7 @@ pub const LISTEN: Setting<ListenAddr> = Setting {
 
 /// `LANYARD_LISTEN_MODE`: who may connect to the proxy's Unix socket.
 /// Owner and group by default: the app's container runs as the group
-/// (README "Listening on a Unix socket").
+/// (docs/proxy.md "Listening on a Unix socket").
 pub const LISTEN_MODE: Setting<FileMode> = Setting {
     key: "listen_mode",
     env: "LANYARD_LISTEN_MODE",
@@ -269,7 +269,7 @@ pub const ADMIN_LISTEN: Setting<SocketAddr> = Setting {
     secret: false,
 };
 
-/// `LANYARD_VERIFIER_LISTEN`: unset, `PORT` decides (README "The verifier").
+/// `LANYARD_VERIFIER_LISTEN`: unset, `PORT` decides (docs/verifier.md).
 pub const VERIFIER_LISTEN: Setting<SocketAddr> = Setting {
     key: "verifier_listen",
     env: "LANYARD_VERIFIER_LISTEN",
@@ -358,7 +358,7 @@ pub const CA_FILE: Setting<PathBuf> = Setting {
     secret: false,
 };
 
-/// `LANYARD_RFC7523_FIELDS` (README "Token exchange").
+/// `LANYARD_RFC7523_FIELDS` (docs/tokens.md "Token exchange").
 pub const RFC7523_FIELDS: Setting<bool> = Setting {
     key: "rfc7523_fields",
     env: "LANYARD_RFC7523_FIELDS",

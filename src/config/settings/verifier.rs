@@ -1,4 +1,4 @@
-//! The verifier's settings (README "The verifier"): its sessions, the
+//! The verifier's settings (docs/verifier.md): its sessions, the
 //! proxies in front of it, its session key, its rates and its brand.
 
 use std::path::PathBuf;

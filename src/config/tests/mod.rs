@@ -367,7 +367,7 @@ fn assertion_lifetime_over_an_hour_is_capped_with_a_warning() {
     ])
     .unwrap();
     assert_eq!(config.assertion_ttl, MAX_ASSERTION_TTL);
-    // Capped, as README "Settings" says, even past the day other
+    // Capped, as docs/settings.md says, even past the day other
     // durations may be.
     let config = load(&[
         ("SERVICE_API_URL", "https://api.example.com"),
@@ -466,7 +466,7 @@ fn a_secret_setting_has_no_flag() {
 
 #[test]
 fn every_shown_default_reads_back_as_the_default() {
-    // The text `--help` and the README show is valid input meaning the
+    // The text `--help` and docs/settings.md show is valid input meaning the
     // default, so the two cannot say one thing and do another.
     let base = [("SERVICE_API_URL", "https://api.example.com")];
     let shown: Vec<(&str, String)> = SETTINGS

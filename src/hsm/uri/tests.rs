@@ -1,5 +1,5 @@
 //! The URIs lanyard reads and those it refuses, each refusal saying why
-//! and never repeating a PIN (RFC 7512; README "Keys in an HSM or a KMS").
+//! and never repeating a PIN (RFC 7512; docs/hsm.md).
 
 use super::*;
 

@@ -1,5 +1,5 @@
 //! How the token endpoint checks a client assertion (RFC 7523 §3, with the
-//! header and claims the README's "Token exchange" section lists), written
+//! header and claims docs/tokens.md's "Token exchange" lists), written
 //! out here rather than taken from the client side. Every failure is a
 //! sentence saying what is wrong, in the words the tests pin; the endpoint
 //! answers each as `invalid_client`.
@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::mock::accounts::{Accounts, MockAccount};
 
 /// How far ahead `exp` may be: the service suggests an hour's lifetime and
-/// lanyard caps `LANYARD_ASSERTION_TTL` there (README, settings).
+/// lanyard caps `LANYARD_ASSERTION_TTL` there (docs/settings.md).
 const MAX_ASSERTION_LIFETIME: u64 = 3600;
 /// Tolerance for clocks a little apart, and for `iat` rounding.
 const LEEWAY: u64 = 30;
@@ -55,7 +55,7 @@ pub(super) fn verify(
     validation.sub = Some(account.client_id.clone());
     validation.set_audience(&[audience]);
     // No leeway for `exp`: a client with a clock ahead can backdate
-    // (LANYARD_CLOCK_SKEW, README "Troubleshooting").
+    // (LANYARD_CLOCK_SKEW, docs/troubleshooting.md).
     validation.leeway = 0;
     let verified = jsonwebtoken::decode::<Value>(
         assertion,

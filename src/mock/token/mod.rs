@@ -105,7 +105,7 @@ pub struct TokenRequestLog {
     pub header: Value,
     /// The decoded claims.
     pub claims: Value,
-    /// The W3C `traceparent` it came with, if any (README "Tracing").
+    /// The W3C `traceparent` it came with, if any (docs/admin.md "Tracing").
     pub traceparent: Option<String>,
 }
 

@@ -1,5 +1,5 @@
 //! A parsed request head judged: where its body ends, or why hyper could
-//! not take it (README "Errors made by lanyard itself").
+//! not take it (docs/proxy.md "Errors made by lanyard itself").
 
 use super::{HeadRefusal, Place};
 

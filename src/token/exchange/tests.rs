@@ -1,5 +1,5 @@
 //! The token endpoint's answers as lanyard reads them (RFC 6749 §5.1 and
-//! §5.2, README "Token exchange"): lifetimes, malformed and refused
+//! §5.2, docs/tokens.md "Token exchange"): lifetimes, malformed and refused
 //! answers, `Retry-After`, and error text that may echo a secret.
 
 use super::*;

@@ -8,7 +8,7 @@
 //! enforce single use: the request rides sealed in the session's handle,
 //! the code and the access token are sealed too, and the claims are asked
 //! of the service again by whichever replica redeems the code, as
-//! `/api/status` would (README "The verifier", Running many).
+//! `/api/status` would (docs/verifier.md "Running many").
 //!
 //! - this file: the [`Provider`], its endpoints, discovery and the JWK
 //!   set, and the authorization endpoint's page.

@@ -1,7 +1,7 @@
 //! What the provider hands out and takes back without keeping it: the
 //! authorization request the page carries to its session, the code, and
 //! the access token, each sealed (AES-256-GCM) with the verifier's session
-//! key (README "The verifier", Running many) for a purpose of its own, so
+//! key (docs/verifier.md "Running many") for a purpose of its own, so
 //! that any replica with the same key opens it and nothing sealed for one
 //! purpose passes as another. JSON inside, with short names: a code rides
 //! in a redirect URL.

@@ -1,4 +1,4 @@
-// The verification page (README "The verifier"): start a session, show the
+// The verification page (docs/verifier.md): start a session, show the
 // wallet button or the QR code, poll until the session ends, show the
 // claims. Everything comes from this origin; the claims are written as
 // text, never as markup.

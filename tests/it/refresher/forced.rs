@@ -1,5 +1,5 @@
 //! Forced renewals: what the refresher answers when the upstream rejects
-//! a token (README "Renewal and retries"): one token request shared by
+//! a token (docs/tokens.md "Renewal and retries"): one token request shared by
 //! every request that saw the 401, spaced out while fresh tokens keep
 //! being rejected, never while backing off or within a `Retry-After`, and
 //! the held token kept whenever no new one can be had.

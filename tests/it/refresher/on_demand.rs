@@ -1,4 +1,4 @@
-//! An account kept on demand (README "Many accounts"), on tokio's paused
+//! An account kept on demand (docs/accounts.md), on tokio's paused
 //! clock: no token until a request needs one, renewals while it is used,
 //! none once it has gone unused for `IDLE_AFTER`, and woken again by the
 //! next request; and the process-wide cap on token requests in flight.

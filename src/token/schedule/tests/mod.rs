@@ -1,4 +1,4 @@
-//! Every timing rule of README "Renewal and retries" and "Token lifetime",
+//! Every timing rule of docs/tokens.md "Renewal and retries" and "Token lifetime",
 //! table by table, on fixed instants and fixed jitter.
 
 use super::*;
