@@ -49,7 +49,7 @@ TIMEOUT_S = 5.0
 # lanyard renews at a uniformly drawn 70-85% of each token's lifetime
 # (RefreshPolicy::renew_fraction in src/token/refresher.rs).
 MEAN_RENEW_FRACTION = 0.775
-# CONTRACT §3: while no usable token is held, failed token requests are
+# docs/tokens.md "Renewal and retries": while no usable token is held, failed token requests are
 # retried at least every 15 s, jittered; an equal-jitter backoff capped at
 # 15 s waits 7.5-15 s.
 RETRY_CAP_S = 15.0
@@ -116,7 +116,10 @@ async def ask(index, proxy, records):
     # A random start spreads the sidecars over the first gap.
     await asyncio.sleep(rng.uniform(0, GAP_MAX))
     while True:
-        sent_ms = int(time.time() * 1000)
+        # Microseconds, not whole milliseconds: a request sent a fraction
+        # of a millisecond before its sidecar's retirement must not read
+        # as sent a millisecond earlier.
+        sent_ms = time.time_ns() / 1e6
         status, error = "-", "-"
         try:
             if writer is None:
@@ -134,7 +137,9 @@ async def ask(index, proxy, records):
             if writer is not None:
                 writer.close()
             writer = None
-        records.append(f"{sent_ms} {index} {status} {error}\n")
+        # When the answer came: lanyard saw the request between the two.
+        answered_ms = time.time_ns() / 1e6
+        records.append(f"{sent_ms:.3f} {answered_ms:.3f} {index} {status} {error}\n")
         await asyncio.sleep(rng.uniform(GAP_MIN, GAP_MAX))
 
 
@@ -340,13 +345,13 @@ def classify(records, on, off, end, retired):
     the run by kind, how many sidecars served again after the outage and
     when the last did, and the sidecars whose retirement was unknown."""
     first_ok_after = {}
-    for sent, i, status, _ in records:
+    for sent, _, i, status, _ in records:
         if sent >= off and status.startswith("2") and i not in first_ok_after:
             first_ok_after[i] = sent
     tally = {phase: [0, 0, 0, 0] for phase in PHASES}
     failures = collections.Counter()
     unknown = set()
-    for sent, i, status, error in records:
+    for sent, answered, i, status, error in records:
         if sent >= end:
             continue
         if sent < on:
@@ -354,7 +359,11 @@ def classify(records, on, off, end, retired):
         elif sent < off:
             if i not in retired:
                 unknown.add(i)
-            phase = "held" if sent < retired.get(i, on) else "retired"
+            # Judged by when lanyard could have seen it: only a request
+            # answered before the retirement was certainly seen while the
+            # token was valid. One sent just before and seen just after is
+            # in transit, not a failure with a valid token.
+            phase = "held" if answered < retired.get(i, on) else "retired"
         else:
             phase = "renewed" if sent >= first_ok_after.get(i, end) else "waiting"
         unavailable = status == "503" and error == "token_unavailable"
@@ -417,7 +426,10 @@ def report(args):
     # then a sidecar holds a token it may send.
     retired = expiry
     with open(args.requests) as f:
-        records = sorted((int(t), int(i), status, error) for t, i, status, error in map(str.split, f))
+        records = sorted(
+            (float(sent), float(answered), int(i), status, error)
+            for sent, answered, i, status, error in map(str.split, f)
+        )
     tally, failures, (recovered, last_back), unknown = classify(records, on, off, end, retired)
     failed_valid = sum(tally[p][0] - tally[p][1] for p in PHASES if p not in NO_TOKEN_PHASES)
     failed_other = sum(tally[p][3] for p in NO_TOKEN_PHASES)
@@ -554,7 +566,7 @@ def report(args):
     if unknown:
         print(f"note: {len(unknown)} sidecars reported no token expiry at the outage's start")
     if off - none_held_from >= 5000 and none_held_rate < n / RETRY_CAP_S:
-        print("note: with no token held, sidecars retried less often than every 15 s (CONTRACT §3)")
+        print("note: with no token held, sidecars retried less often than every 15 s (docs/tokens.md, Renewal and retries)")
     if abs(logged - count(tokens, on, off)) > max(2, count(tokens, on, off) // 50):
         print(
             f"note: the sidecars' logs show {logged} failed token requests in the outage, the mock"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fleet simulation (issue 14): many sidecars against one token endpoint, to
+# Fleet simulation: many sidecars against one token endpoint, to
 # show what a fleet asks of that endpoint in steady state, during its outage
 # and when it returns, and that no app request fails while its sidecar holds
 # a valid token. Not part of `cargo test` or .ci/run: about four minutes
@@ -49,7 +49,7 @@
 # the busiest second of the requests sent by sidecars that still held a
 # token (their failed renewals and the retries before each one's
 # retirement), against the steady state's and the no-token phase's; during
-# the whole outage, and once no token is held anywhere, against CONTRACT §3
+# the whole outage, and once no token is held anywhere, against the rule
 # (retries at most 15 s apart: 7.5-15 s once a jittered backoff is capped,
 # N/15 to N/7.5 a second); the busiest second after the endpoint returns;
 # proxied requests by phase; the sidecars' RSS (sum and per process of
@@ -60,7 +60,11 @@
 # Exit 1 unless all of these hold:
 #   - no failed proxied request while the sidecar held a valid token: in
 #     steady state, in the outage before the held token's retirement, and
-#     in recovery from the sidecar's first success on. Elsewhere lanyard's
+#     in recovery from the sidecar's first success on. A request is judged
+#     by when lanyard could have seen it: its send and its answer are
+#     timed to the microsecond, and only one answered before the
+#     retirement counts as seen with a valid token (one sent a moment
+#     before and seen a moment after is in transit, not a failure). Elsewhere lanyard's
 #     own 503 token_unavailable is expected and counted apart; any other
 #     failure there fails the run too;
 #   - with tokens of 60 s or more, the outage's busiest second of token

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmark: lanyard side by side with nginx as a token-injecting proxy and
-# with no proxy at all, on loopback, in one run, interleaved (issue 6). Run
+# with no proxy at all, on loopback, in one run, interleaved. Run
 # on demand; not part of `cargo test` or .ci/run.
 #
 #   bench/run.sh [options]
@@ -795,7 +795,7 @@ target_line() {
     (($2)) && verdict=met
     printf '  %-58s %s\n' "$1" "$verdict"
 }
-echo "issue 6 targets in this run:"
+echo "targets in this run:"
 for conns in 32 256; do
     [[ " ${conc_list[*]} " == *" $conns "* ]] || continue
     rps_ratio=$(ratio "$(cell get "$conns" lanyard rps)" "$(cell get "$conns" nginx rps)")

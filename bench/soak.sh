@@ -31,7 +31,7 @@
 #   - no failed request: every answer 2xx, no connect/read/write/timeout
 #     error;
 #   - the rotation was picked up: a proxied request named account B within
-#     10 s of the rename (CONTRACT §3), lanyard counted one successful
+#     10 s of the rename (docs/tokens.md "Credential rotation"), lanyard counted one successful
 #     reload, and no answer named account A later than a second after that;
 #   - RSS flat: at the end no more than --rss-slack-mib above the RSS at the
 #     end of the warm-up (lanyard's RSS is about 12 MiB here, so 5 MiB
@@ -54,7 +54,7 @@ expires_in=60
 rss_slack_mib=5
 build=1
 keep=0
-# CONTRACT §3: a changed credentials file is noticed within 10 s.
+# docs/tokens.md "Credential rotation": a changed credentials file is noticed within 10 s.
 pickup_limit_s=10
 
 usage() {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What a key in PKCS#11 costs (issue 25): the account's key as a PEM and
+# What a key in PKCS#11 costs: the account's key as a PEM and
 # the same key imported into SoftHSM2, run alternately against the mock
 # service (examples/mock_service.rs), measured two ways:
 #   - the token request as lanyard times it (assertion signed, then
