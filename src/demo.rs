@@ -92,6 +92,7 @@ impl Demo {
                 crate::outbound::tls_config(config.ca_file.as_deref()).map_err(Failure::Runtime)?
             }
         };
+        // Its session key as given, else derived from the demo account's.
         let mut verifier = VerifierConfig::with_settings(
             config,
             service.clone(),
@@ -100,9 +101,6 @@ impl Demo {
             ),
             WalletBaseUrl::parse(&mock.wallet_url()).map_err(|e| failed("mock URL", e))?,
         );
-        // `LANYARD_VERIFIER_SESSION_KEY` as given (replicas of `DEMO_MOCK=true
-        // lanyard verifier` behind one balancer share it); else derived
-        // from the demo account's key, made at start-up.
         if verifier.oidc.is_none()
             && let Some(listener) = &listeners.verifier
         {

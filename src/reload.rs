@@ -41,9 +41,9 @@ use crate::token::{Exchanger, TokenHandle};
 pub const POLL_INTERVAL: Duration = Duration::from_secs(2);
 /// A changed file is read again after this long and used only once two
 /// reads agree, so a writer caught half-way is not reported as broken.
-const SETTLE: Duration = Duration::from_millis(200);
+pub(crate) const SETTLE: Duration = Duration::from_millis(200);
 /// A file still changing after this many rounds is judged as it stands.
-const MAX_SETTLE_ROUNDS: u32 = 10;
+pub(crate) const MAX_SETTLE_ROUNDS: u32 = 10;
 
 /// What the watcher needs to start: the settings to reload with and the
 /// fingerprint of the file content the running credentials came from.

@@ -10,7 +10,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
@@ -19,7 +18,8 @@ use tracing::Instrument;
 use crate::config::Sourced;
 use crate::config::accounts::{self, AccountFile};
 use crate::config::credentials::Fingerprint;
-use crate::reload::POLL_INTERVAL;
+// Polled and settled as the credentials file is.
+use crate::reload::{MAX_SETTLE_ROUNDS, POLL_INTERVAL, SETTLE};
 use crate::throttle::{self, Throttle};
 
 use super::{Account, AccountRules, Accounts};
@@ -27,13 +27,6 @@ use super::{Account, AccountRules, Accounts};
 mod snapshot;
 
 use snapshot::{Reader, Seen, Snapshot, same};
-
-/// A changed file is read again after this long, and used once two reads
-/// agree.
-const SETTLE: Duration = Duration::from_millis(200);
-/// A directory still changing after this many rounds is judged as it
-/// stands.
-const MAX_SETTLE_ROUNDS: u32 = 10;
 
 /// What the watcher has done so far, for whoever waits on it (tests, and
 /// the operator through the log).
