@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::config::credentials::Credentials;
-use crate::config::{Config, ConfigError};
+use crate::config::{Account, Config, Signing};
 use crate::outbound::{self, Connector};
 use crate::reload;
 use crate::token::{ExchangeOptions, Exchanger, SystemClock};
@@ -19,28 +19,31 @@ pub struct ServiceAccess {
 }
 
 impl ServiceAccess {
-    /// From the credentials and TLS roots that [`Config::load`] read and
-    /// checked; nothing is read again here.
-    pub fn from_config(config: &Config) -> Result<ServiceAccess, ConfigError> {
-        let (Some(account), Some(tls)) = (&config.account, &config.tls) else {
-            return Err(ConfigError::loaded_for_another_command(
-                "the service account's credentials",
-                "every command that signs assertions",
-            ));
-        };
+    /// The default account's, from the credentials and TLS roots that
+    /// [`Loaded::load`](crate::config::Loaded::load) read and checked;
+    /// nothing is read again here. Its credentials file, when it has one,
+    /// is watched.
+    pub fn new(settings: &Config, account: &Account, tls: &rustls::ClientConfig) -> ServiceAccess {
         let mut access =
-            ServiceAccess::with_credentials(config, account.credentials(), tls.clone());
-        if config.credentials.file.is_some() {
+            ServiceAccess::with_credentials(settings, account.credentials(), tls.clone());
+        if settings.credentials.file.is_some() {
             access.watch = Some(reload::Watch {
-                settings: config.credentials.clone(),
+                settings: settings.credentials.clone(),
                 loaded: account.loaded,
-                organization_fixed: config.credentials_dir.is_some(),
+                organization_fixed: settings.credentials_dir.is_some(),
             });
         }
-        Ok(access)
+        access
     }
 
-    /// As [`ServiceAccess::from_config`], with credentials and TLS already
+    /// The default account's, when `signing` has one: with only
+    /// `SA_CREDENTIALS_DIR`, there is none.
+    pub fn of_default(settings: &Config, signing: &Signing) -> Option<ServiceAccess> {
+        let account = signing.accounts.default_account()?;
+        Some(ServiceAccess::new(settings, account, &signing.tls))
+    }
+
+    /// As [`ServiceAccess::new`], with credentials and TLS already
     /// in hand (the demo's); nothing to watch.
     pub fn with_credentials(
         config: &Config,

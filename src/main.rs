@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use lanyard::Failure;
 use lanyard::cli::{Cli, Command};
 use lanyard::commands;
-use lanyard::config::{Config, LogFormat, ProcessEnv, Requirement};
+use lanyard::config::{Loaded, LogFormat, ProcessEnv, Requirement};
 use lanyard::otel::{Telemetry, spans};
 use tracing_subscriber::filter::FilterExt as _;
 use tracing_subscriber::layer::SubscriberExt as _;
@@ -30,10 +30,11 @@ fn main() -> ExitCode {
         Command::Demo => Requirement::Demo,
         Command::Healthcheck => Requirement::AdminOnly,
     };
-    let config = match Config::load(&cli.flags, &ProcessEnv, need) {
-        Ok(config) => config,
+    let loaded = match Loaded::load(&cli.flags, &ProcessEnv, need) {
+        Ok(loaded) => loaded,
         Err(err) => return fail(&Failure::Config(err)),
     };
+    let config = loaded.settings();
     // Only what serves is traced: `token`, `check` and `healthcheck` (a
     // container's probe, every few seconds) would only wait on the
     // collector at exit.
@@ -69,7 +70,7 @@ fn main() -> ExitCode {
     let outcome = runtime.block_on(execute(
         command,
         cli.organization.as_deref(),
-        &config,
+        &loaded,
         &telemetry,
     ));
     // The requests have drained; their spans go out, within a bound.
@@ -85,43 +86,46 @@ fn main() -> ExitCode {
     }
 }
 
-/// Runs `command`: whether it succeeded (`check` and `healthcheck` can
-/// fail without an error), or how it failed.
+/// Runs `command` with its configuration: whether it succeeded (`check`
+/// and `healthcheck` can fail without an error), or how it failed.
 async fn execute(
     command: Command,
     organization: Option<&str>,
-    config: &Config,
+    loaded: &Loaded,
     telemetry: &Telemetry,
 ) -> Result<bool, Failure> {
-    match command {
-        Command::Token => commands::token(config, organization).await.map(|token| {
+    match loaded {
+        Loaded::Token(config) => commands::token(config, organization).await.map(|token| {
             // The one place a token is printed, by request.
             let mut stdout = std::io::stdout().lock();
             let _ = writeln!(stdout, "{}", token.expose());
             true
         }),
-        Command::Check => commands::check(config).await.map(|report| {
+        Loaded::Check(config) => {
+            let report = commands::check(config).await;
             // A closed stdout (`lanyard check | head -1`) is not a reason
             // to panic; the exit code still tells.
             let _ = write!(std::io::stdout().lock(), "{}", report.render());
-            report.passed()
-        }),
-        Command::Healthcheck => {
+            Ok(report.passed())
+        }
+        Loaded::Healthcheck(config) => {
             let health = commands::healthcheck(config).await;
             // Docker keeps the output of the last checks in `docker
             // inspect`, so say why in one line.
             let _ = writeln!(std::io::stdout().lock(), "{}", health.summary);
             Ok(health.ready)
         }
-        Command::Demo => lanyard::demo::run(config, telemetry).await.map(|()| true),
-        Command::Run if config.demo => lanyard::demo::run(config, telemetry).await.map(|()| true),
-        Command::Run => lanyard::process::run(config, telemetry)
+        // `lanyard verifier` with DEMO_MOCK serves the verifier alone.
+        Loaded::Demo(config) if command == Command::Verifier => {
+            lanyard::demo::run_verifier(config, telemetry)
+                .await
+                .map(|()| true)
+        }
+        Loaded::Demo(config) => lanyard::demo::run(config, telemetry).await.map(|()| true),
+        Loaded::Run(config) => lanyard::process::run(config, telemetry)
             .await
             .map(|()| true),
-        Command::Verifier if config.demo => lanyard::demo::run_verifier(config, telemetry)
-            .await
-            .map(|()| true),
-        Command::Verifier => lanyard::process::run_verifier(config, telemetry)
+        Loaded::Verifier(setup) => lanyard::process::run_verifier(setup, telemetry)
             .await
             .map(|()| true),
     }

@@ -11,13 +11,12 @@ use http::{Request, StatusCode, header};
 use http_body_util::Empty;
 
 use crate::Secret;
-use crate::config::Config;
 use crate::config::credentials::{Credentials, RsaPublic, SigningKey};
 use crate::config::oidc::OidcConfig;
+use crate::config::{Config, RunConfig};
 use crate::outbound::{self, FailureKind};
 use crate::target::TargetUrl;
 
-use crate::Failure;
 use crate::access::ServiceAccess;
 use crate::token::Exchanger;
 
@@ -89,35 +88,30 @@ impl CheckReport {
 
 /// `lanyard check`: settings, credentials, the OpenID Connect provider
 /// when it is configured, a token, the upstream, and the rule path when
-/// `PROJECT_ID` and `RULE_ID` are set. Bad settings or credentials are a
-/// [`Failure::Config`]; everything else is reported.
-pub async fn check(config: &Config) -> Result<CheckReport, Failure> {
+/// `PROJECT_ID` and `RULE_ID` are set. Bad settings or credentials were
+/// refused as they were loaded; everything else is reported.
+pub async fn check(run: &RunConfig) -> CheckReport {
+    let config = &run.settings;
     let mut report = CheckReport::default();
     report.push(CheckStatus::Ok, "settings", "valid");
-    let access = match (&config.account, &config.accounts) {
-        (None, Some(_)) => None,
-        _ => Some(ServiceAccess::from_config(config)?),
-    };
+    let access = ServiceAccess::of_default(config, &run.signing);
     let mut token = None;
     let mut connector = None;
     if let Some(access) = &access {
         token = check_default(config, access, &mut report).await;
         connector = Some(access.connector.clone());
     }
-    if let (Some(dir), Some(tls)) = (&config.accounts, &config.tls) {
-        let dir_connector = outbound::connector(tls.clone());
+    if let Some(dir) = run.signing.accounts.directory() {
+        let dir_connector = outbound::connector(run.signing.tls.clone());
         let first = accounts::check_directory(config, dir, &dir_connector, &mut report).await;
         token = token.or(first);
         connector = connector.or(Some(dir_connector));
     }
     let (Some(token), Some(connector)) = (token, connector) else {
         report.push(CheckStatus::Skip, "upstream", "needs a token");
-        return Ok(report);
+        return report;
     };
-    let Some(base) = &config.service_api_url else {
-        report.push(CheckStatus::Skip, "upstream", "SERVICE_API_URL is not set");
-        return Ok(report);
-    };
+    let base = &run.upstream;
     let probe = Probe {
         client: outbound::client(connector),
         token,
@@ -148,7 +142,7 @@ pub async fn check(config: &Config) -> Result<CheckReport, Failure> {
             "the rule is probed with SA_CREDENTIALS_FILE's account",
         ),
     }
-    Ok(report)
+    report
 }
 
 /// The default account: its credentials, its key, the provider, and a

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::Secret;
-use crate::config::{Config, ConfigError};
+use crate::config::{ConfigError, TokenConfig};
 
 use crate::Failure;
 use crate::access::{self, ServiceAccess};
@@ -11,17 +11,8 @@ use crate::token::{Exchanger, SystemClock};
 
 /// `lanyard token`: one token, for scripts: the default account's, or with
 /// `organization`, that organization's account's (docs/accounts.md).
-pub async fn token(config: &Config, organization: Option<&str>) -> Result<Secret, Failure> {
-    let exchanger = match (organization, &config.account) {
-        (Some(organization), _) => account_of(config, organization)?,
-        (None, Some(_)) => ServiceAccess::from_config(config)?.exchanger,
-        (None, None) => {
-            return Err(ConfigError::new(vec![
-                "SA_CREDENTIALS_DIR: holds an account per organization, and SA_CREDENTIALS_FILE is not set: say whose token with --organization ORG_ID".to_string(),
-            ])
-            .into());
-        }
-    };
+pub async fn token(config: &TokenConfig, organization: Option<&str>) -> Result<Secret, Failure> {
+    let exchanger = exchanger(config, organization)?;
     exchanger
         .fetch()
         .await
@@ -37,21 +28,34 @@ pub async fn token(config: &Config, organization: Option<&str>) -> Result<Secret
         .map_err(|err| Failure::Runtime(err.to_string()))
 }
 
-/// The exchanger of the account that serves `organization`: the default
-/// account when it is that organization's, else the directory's file.
-fn account_of(config: &Config, organization: &str) -> Result<Arc<Exchanger>, Failure> {
-    if let Some(account) = &config.account
-        && account.organization_id() == organization
-    {
-        return Ok(ServiceAccess::from_config(config)?.exchanger);
+/// The exchanger of the account asked for: `organization`'s, the
+/// default account when it is that organization's, else the directory's
+/// file; without `organization`, the default account.
+fn exchanger(
+    config: &TokenConfig,
+    organization: Option<&str>,
+) -> Result<Arc<Exchanger>, ConfigError> {
+    let TokenConfig { settings, signing } = config;
+    let default = signing.accounts.default_account();
+    let Some(organization) = organization else {
+        return match default {
+            Some(account) => Ok(ServiceAccess::new(settings, account, &signing.tls).exchanger),
+            None => Err(ConfigError::new(vec![
+                "SA_CREDENTIALS_DIR: holds an account per organization, and SA_CREDENTIALS_FILE is not set: say whose token with --organization ORG_ID".to_string(),
+            ])),
+        };
+    };
+    if let Some(account) = default.filter(|account| account.organization_id() == organization) {
+        return Ok(ServiceAccess::new(settings, account, &signing.tls).exchanger);
     }
-    let file = config.accounts.as_ref().and_then(|dir| {
+    let dir = signing.accounts.directory();
+    let file = dir.and_then(|dir| {
         dir.files
             .iter()
             .find(|file| file.credentials.organization_id == organization)
     });
-    let (Some(file), Some(tls)) = (file, &config.tls) else {
-        let served = match &config.accounts {
+    let Some(file) = file else {
+        let served = match dir {
             Some(_) => {
                 "no file of SA_CREDENTIALS_DIR names it, and SA_CREDENTIALS_FILE's account is another organization's"
             }
@@ -61,13 +65,12 @@ fn account_of(config: &Config, organization: &str) -> Result<Arc<Exchanger>, Fai
         };
         return Err(ConfigError::new(vec![format!(
             "--organization {organization}: no account serves this organization: {served}"
-        )])
-        .into());
+        )]));
     };
     Ok(Arc::new(Exchanger::new(
         file.credentials.clone(),
-        access::exchange_options(config),
-        crate::outbound::connector(tls.clone()),
+        access::exchange_options(settings),
+        crate::outbound::connector(signing.tls.clone()),
         Arc::new(SystemClock),
     )))
 }

@@ -1,6 +1,6 @@
 //! What the settings point at, read and checked once by the loader: the
 //! service account's credentials and the TLS roots.
-//! `access::ServiceAccess::from_config` uses them as they are; only
+//! `access::ServiceAccess::new` uses them as they are; only
 //! credential rotation reads the credentials file again, later (docs/tokens.md
 //! "Credential rotation").
 

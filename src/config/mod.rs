@@ -1,8 +1,11 @@
 //! Settings: command-line flags, environment, TOML file and defaults, merged
 //! into one validated [`Config`] (docs/settings.md).
 //!
-//! - this file: [`Config`], what the command needs ([`Requirement`]), and
-//!   [`Config::load`], the steps from the sources to a checked `Config`.
+//! - this file: [`Config`], the settings every command reads, what the
+//!   command needs ([`Requirement`]), and the steps from the sources to
+//!   them.
+//! - [`loaded`]: each command's configuration, [`Loaded`], with every part
+//!   it requires present.
 //! - `account`: the credentials and TLS roots the settings point at, read
 //!   and checked once.
 //! - [`credentials`]: the credentials file, the `SA_*` overrides and the
@@ -43,6 +46,7 @@ pub mod credentials;
 pub mod declaration;
 mod defaults;
 pub mod issuer;
+pub mod loaded;
 pub mod oidc;
 mod problems;
 pub mod settings;
@@ -68,6 +72,7 @@ pub use account::Account;
 pub use defaults::{
     DEFAULT_EXPIRY_MARGIN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEADER_BYTES, MIN_MAX_HEADER_BYTES,
 };
+pub use loaded::{AccountSet, Loaded, RunConfig, Signing, TokenConfig, VerifierSetup};
 pub use problems::ConfigError;
 pub use settings::{
     ALLOW_REMOTE, CONFIG_ENV, CREDENTIALS_FILE, LISTEN, PRIVATE_KEY, SERVICE_API_URL, SETTINGS,
@@ -96,10 +101,11 @@ use verifier::VerifierSettings;
 /// Every setting, validated.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// `None` only where the command does not need it (`token`, `demo`).
-    pub service_api_url: Option<TargetUrl>,
     pub credentials: CredentialSettings,
     pub org_id: Option<String>,
+    /// `PROJECT_ID` and `RULE_ID` as given: `lanyard check` probes the
+    /// rule when both are; `lanyard verifier` requires them
+    /// ([`VerifierSetup::rule_path`]).
     pub project_id: Option<String>,
     pub rule_id: Option<String>,
     pub listen: ListenAddr,
@@ -113,8 +119,6 @@ pub struct Config {
     /// what unset means ([`Config::verifier_listen`]).
     pub verifier_listen_given: Option<SocketAddr>,
     pub port: Option<u16>,
-    /// Required for `verifier`, unless it runs against the mock.
-    pub wallet_base_url: Option<WalletBaseUrl>,
     pub verifier_session_ttl: Duration,
     /// Trusted proxies in front of the verifier (X-Forwarded-For).
     pub verifier_forwarded_hops: usize,
@@ -151,15 +155,8 @@ pub struct Config {
     /// Values that were accepted with an adjustment, and what was logged
     /// while reading them, to log once logging is set up.
     pub warnings: Vec<String>,
-    /// The credentials, read and checked at load for the commands that
-    /// sign assertions (`run`, `check`, `token`); `None` otherwise, and
-    /// when `SA_CREDENTIALS_DIR` is set without `SA_CREDENTIALS_FILE`.
-    pub account: Option<Account>,
     /// `SA_CREDENTIALS_DIR` as given.
     pub credentials_dir: Option<Sourced<PathBuf>>,
-    /// `SA_CREDENTIALS_DIR`'s accounts, read and checked at load for
-    /// `run`, `check` and `token`.
-    pub accounts: Option<accounts::AccountsDir>,
     /// The OpenID Connect provider, read and checked at load for
     /// `verifier`, `check` and `demo` when `LANYARD_OIDC_ISSUER` is set.
     pub oidc: Option<oidc::OidcConfig>,
@@ -167,10 +164,6 @@ pub struct Config {
     /// `verifier`, `check` and `demo` when it is set; `None`: the page's
     /// own name, colours and texts.
     pub verifier_brand: Option<Arc<brand::Brand>>,
-    /// TLS for the token endpoint and the upstream: the system roots plus
-    /// the `LANYARD_CA_FILE` bundle, read at load; `None` for
-    /// `healthcheck`, which opens no TLS connection.
-    pub tls: Option<rustls::ClientConfig>,
 }
 
 /// What the command needs from the settings.
@@ -236,66 +229,49 @@ impl Config {
         }
     }
 
-    /// Merges flags, environment, config file and defaults, validates
-    /// everything, and reads the credentials and the CA bundle the command
-    /// needs, reporting all problems at once.
+    /// The settings alone, loaded and checked as for `need`
+    /// ([`Loaded::load`]), what they point at included.
     pub fn load(flags: &Flags, env: &dyn Env, need: Requirement) -> Result<Config, ConfigError> {
-        let mut layers = Layers::open(flags, env);
-        let (mut config, ca_file) = Config::read(&mut layers, need);
+        Loaded::load(flags, env, need).map(Loaded::into_settings)
+    }
+
+    /// Every setting, and what the settings point at that `need` reads:
+    /// the TLS roots, the accounts, the provider and the brand, with
+    /// their problems after the settings' own, so all of them show in one
+    /// run.
+    fn gather(layers: &mut Layers<'_>, need: Requirement) -> (Config, loaded::Parts) {
+        let (mut config, mut parts) = Config::read(layers, need);
         let (provider, brand_file) = match need {
             Requirement::Verifier | Requirement::Check | Requirement::Demo => (
-                oidc::OidcSettings::read(&mut layers),
+                oidc::OidcSettings::read(layers),
                 layers.optional(&VERIFIER_BRAND_FILE),
             ),
             _ => (None, None),
         };
-        // What the settings point at comes last, so its problems follow
-        // the settings' own; all of them show in one run.
         if need != Requirement::AdminOnly {
-            config.tls = account::tls(ca_file.as_ref(), &mut layers);
+            parts.tls = account::tls(parts.ca_file.as_ref(), layers);
         }
         if need.credentials() && !config.demo {
-            config.load_accounts(&mut layers);
+            parts.accounts = loaded::accounts(&mut config, layers);
         }
         if let Some(provider) = provider {
-            let account_key = config.account.as_ref().map(|a| a.credentials().key);
-            config.oidc = provider.load(&mut layers, account_key.as_deref(), config.token_timeout);
+            let account_key = parts
+                .accounts
+                .as_ref()
+                .and_then(AccountSet::default_account)
+                .map(|account| account.credentials().key);
+            config.oidc = provider.load(layers, account_key.as_deref(), config.token_timeout);
         }
         if let Some(file) = brand_file {
-            config.verifier_brand = brand::load(&mut layers, &file).map(Arc::new);
+            config.verifier_brand = brand::load(layers, &file).map(Arc::new);
         }
-        if !layers.errors.is_empty() {
-            return Err(ConfigError::new(layers.errors).unanswered_if(layers.unanswered));
-        }
-        config.warnings = layers.warnings;
-        Ok(config)
-    }
-
-    /// The service account's credentials, `SA_CREDENTIALS_FILE`'s and
-    /// `SA_*`'s, and `SA_CREDENTIALS_DIR`'s accounts.
-    fn load_accounts(&mut self, layers: &mut Layers<'_>) {
-        self.credentials.key_timeout = self.token_timeout;
-        let Some(dir) = self.credentials_dir.clone() else {
-            self.account = account::account(&self.credentials, layers);
-            return;
-        };
-        let default_file = self.credentials.file.clone();
-        match &default_file {
-            Some(_) => self.account = account::account(&self.credentials, layers),
-            None => accounts::refuse_overrides(&self.credentials, layers),
-        }
-        let default = self
-            .account
-            .as_ref()
-            .zip(default_file.as_ref())
-            .map(|(account, file)| (account.organization_id(), file.value.as_path()));
-        self.accounts = accounts::load(&dir, default, self.token_timeout, layers);
+        (config, parts)
     }
 
     /// Every setting, read in the order their problems are reported, and
-    /// the CA bundle's setting with its source; `warnings`, `account` and
-    /// `tls` are left for [`Config::load`].
-    fn read(l: &mut Layers<'_>, need: Requirement) -> (Config, Option<Sourced<PathBuf>>) {
+    /// the parts only some commands require; `warnings`, the accounts and
+    /// the TLS roots are left for [`Config::gather`] and [`Loaded::load`].
+    fn read(l: &mut Layers<'_>, need: Requirement) -> (Config, loaded::Parts) {
         let demo = match l.optional(&DEMO) {
             Some(given) if given.value && !need.has_demo() => {
                 l.problem(
@@ -307,7 +283,7 @@ impl Config {
             }
             given => given.is_some_and(|given| given.value),
         };
-        let service_api_url = service_api_url(l, need, demo);
+        let upstream = service_api_url(l, need, demo);
         let credentials = credential_settings(l);
         let credentials_dir = credentials_dir(l, need);
         let verifier_required = need == Requirement::Verifier && !demo;
@@ -329,7 +305,6 @@ impl Config {
         // Struct fields are evaluated as written: this order is the
         // problems' order too.
         let config = Config {
-            service_api_url,
             org_id: credentials.org_id.as_ref().map(|s| s.value.clone()),
             credentials,
             project_id,
@@ -340,7 +315,6 @@ impl Config {
             admin_listen_given: admin_listen.is_some(),
             verifier_listen_given,
             port,
-            wallet_base_url,
             verifier_session_ttl,
             verifier_forwarded_hops,
             verifier_session_key,
@@ -363,14 +337,18 @@ impl Config {
             log_format: l.optional(&LOG_FORMAT).map(|given| given.value),
             demo,
             warnings: Vec::new(),
-            account: None,
             credentials_dir,
-            accounts: None,
             oidc: None,
             verifier_brand: None,
-            tls: None,
         };
-        (config, ca_file)
+        let parts = loaded::Parts {
+            upstream,
+            ca_file,
+            wallet: wallet_base_url,
+            tls: None,
+            accounts: None,
+        };
+        (config, parts)
     }
 }
 

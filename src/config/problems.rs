@@ -47,17 +47,6 @@ impl ConfigError {
         self.unanswered
     }
 
-    /// A component cut from settings that `Config::load` loaded for
-    /// another command, which did not require what this one needs: the
-    /// one sentence for every such check (only a caller of the library,
-    /// never a command line, can meet it: `DEMO_MOCK` is refused for the
-    /// commands that have no demo).
-    pub fn loaded_for_another_command(needed: &str, by: &str) -> Self {
-        ConfigError::new(vec![format!(
-            "{needed}: required by {by}, and these settings were loaded for another command"
-        )])
-    }
-
     pub fn lines(&self) -> &[String] {
         &self.lines
     }

@@ -44,7 +44,7 @@ use crate::access::{self, ServiceAccess};
 use crate::accounts::{Accounts, DirectoryReloads};
 use crate::admin::Admin;
 use crate::config::accounts::AccountsDir;
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, RunConfig, VerifierSetup};
 use crate::metrics::{self, Metrics};
 use crate::outbound::Connector;
 use crate::proxy::{self, ProxyConfig};
@@ -116,74 +116,60 @@ impl From<TcpListener> for ProxyListener {
 }
 
 impl Components {
-    /// `lanyard run`'s: the proxy, from settings loaded for it.
+    /// `lanyard run`'s: the proxy.
     pub fn proxy(
-        config: &Config,
+        run: &RunConfig,
         admin: TcpListener,
         proxy: impl Into<ProxyListener>,
-    ) -> Result<Components, Failure> {
-        let upstream = config.service_api_url.clone().ok_or_else(|| {
-            ConfigError::loaded_for_another_command("SERVICE_API_URL", "`lanyard run`")
-        })?;
-        Ok(Components {
-            proxy: Some((proxy.into(), ProxyConfig::from_config(config, upstream))),
-            ..Components::admin_only(config, admin)?
-        })
+    ) -> Components {
+        let proxy_config = ProxyConfig::from_config(&run.settings, run.upstream.clone());
+        let access = ServiceAccess::of_default(&run.settings, &run.signing);
+        let connector = match &access {
+            Some(access) => access.connector.clone(),
+            None => crate::outbound::connector(run.signing.tls.clone()),
+        };
+        Components {
+            proxy: Some((proxy.into(), proxy_config)),
+            directory: run.signing.accounts.directory().cloned(),
+            ..Components::common(&run.settings, access, connector, admin)
+        }
     }
 
-    /// `lanyard verifier`'s: the verifier, from settings loaded for it.
+    /// `lanyard verifier`'s: the verifier, as its one account.
     pub fn verifier(
-        config: &Config,
+        setup: &VerifierSetup,
         admin: TcpListener,
         verifier: TcpListener,
-    ) -> Result<Components, Failure> {
-        let components = Components::admin_only(config, admin)?;
-        let Some(access) = &components.access else {
-            return Err(ConfigError::loaded_for_another_command(
-                "SA_CREDENTIALS_FILE",
-                "`lanyard verifier`",
-            )
-            .into());
-        };
-        let organization = &access.exchanger.credentials().organization_id;
-        let verifier_config = VerifierConfig::from_config(config, organization)?;
-        Ok(Components {
-            verifier: Some((verifier, verifier_config)),
-            ..components
-        })
+    ) -> Components {
+        let access = ServiceAccess::new(&setup.settings, &setup.account, &setup.tls);
+        let connector = access.connector.clone();
+        Components {
+            verifier: Some((verifier, VerifierConfig::from_setup(setup))),
+            ..Components::common(&setup.settings, Some(access), connector, admin)
+        }
     }
 
     /// The token machinery and the admin listener, which every process
     /// has.
-    fn admin_only(config: &Config, admin: TcpListener) -> Result<Components, Failure> {
-        let access = match (&config.account, &config.accounts) {
-            (None, Some(_)) => None,
-            _ => Some(ServiceAccess::from_config(config)?),
-        };
-        let connector = match (&access, &config.tls) {
-            (Some(access), _) => access.connector.clone(),
-            (None, Some(tls)) => crate::outbound::connector(tls.clone()),
-            (None, None) => {
-                return Err(ConfigError::loaded_for_another_command(
-                    "the TLS roots",
-                    "every command that signs assertions",
-                )
-                .into());
-            }
-        };
-        Ok(Components {
+    fn common(
+        settings: &Config,
+        access: Option<ServiceAccess>,
+        connector: Connector,
+        admin: TcpListener,
+    ) -> Components {
+        Components {
             access,
-            directory: config.accounts.clone(),
+            directory: None,
             connector,
-            exchange: access::exchange_options(config),
-            refresh: RefreshPolicy::with_expiry_margin(config.expiry_margin),
+            exchange: access::exchange_options(settings),
+            refresh: RefreshPolicy::with_expiry_margin(settings.expiry_margin),
             admin,
             proxy: None,
             verifier: None,
-            shutdown_grace: config.shutdown_grace,
-            send_timeout: config.send_timeout,
+            shutdown_grace: settings.shutdown_grace,
+            send_timeout: settings.send_timeout,
             spans_dropped: metrics::spans_dropped_counter(),
-        })
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 //! to stop.
 
 use crate::Failure;
-use crate::config::Config;
+use crate::config::{RunConfig, VerifierSetup};
 use crate::otel::Telemetry;
 
 use super::*;
@@ -105,11 +105,12 @@ pub async fn stop_on_signals(process: Process, signals: &mut Signals) -> Result<
 
 /// `lanyard run`: the proxy until SIGTERM or SIGINT, its spans exported
 /// by `telemetry`.
-pub async fn run(config: &Config, telemetry: &Telemetry) -> Result<(), Failure> {
+pub async fn run(run: &RunConfig, telemetry: &Telemetry) -> Result<(), Failure> {
     let mut signals = Signals::install()?;
+    let settings = &run.settings;
     let components = Components {
         spans_dropped: telemetry.spans_dropped(),
-        ..Components::proxy(config, bind_admin(config)?, bind_proxy(config)?)?
+        ..Components::proxy(run, bind_admin(settings)?, bind_proxy(settings)?)
     };
     let process = Process::start(components)?;
     stop_on_signals(process, &mut signals).await
@@ -117,11 +118,12 @@ pub async fn run(config: &Config, telemetry: &Telemetry) -> Result<(), Failure> 
 
 /// `lanyard verifier`: the verifier and the admin listener until SIGTERM
 /// or SIGINT; no proxy.
-pub async fn run_verifier(config: &Config, telemetry: &Telemetry) -> Result<(), Failure> {
+pub async fn run_verifier(setup: &VerifierSetup, telemetry: &Telemetry) -> Result<(), Failure> {
     let mut signals = Signals::install()?;
+    let settings = &setup.settings;
     let components = Components {
         spans_dropped: telemetry.spans_dropped(),
-        ..Components::verifier(config, bind_admin(config)?, bind_verifier(config)?)?
+        ..Components::verifier(setup, bind_admin(settings)?, bind_verifier(settings)?)
     };
     let process = Process::start(components)?;
     stop_on_signals(process, &mut signals).await

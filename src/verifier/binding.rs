@@ -509,10 +509,12 @@ mod tests {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
         let flags = crate::config::Flags::default();
-        let config =
-            crate::config::Config::load(&flags, &env, crate::config::Requirement::NoUpstream)
-                .unwrap();
-        crate::access::ServiceAccess::from_config(&config)
+        let loaded =
+            crate::config::Loaded::load(&flags, &env, crate::config::Requirement::NoUpstream);
+        let Ok(crate::config::Loaded::Token(token)) = loaded else {
+            panic!("not `lanyard token`'s settings: {loaded:?}");
+        };
+        crate::access::ServiceAccess::of_default(&token.settings, &token.signing)
             .unwrap()
             .exchanger
     }

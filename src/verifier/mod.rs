@@ -51,7 +51,7 @@ use tokio::sync::Semaphore;
 
 use crate::Failure;
 use crate::access::ServiceAccess;
-use crate::config::{Config, ConfigError, SessionKeys, VerifierRates, WalletBaseUrl};
+use crate::config::{Config, SessionKeys, VerifierRates, VerifierSetup, WalletBaseUrl};
 use crate::metrics::Metrics;
 use crate::server::{Abort, Handler, Peer};
 use crate::target::TargetUrl;
@@ -82,7 +82,7 @@ pub const MAX_SERVICE_CALLS: usize = 64;
 const SWEEP_INTERVAL: Duration = Duration::from_secs(5);
 
 /// The verifier's configuration, taken from the settings once
-/// ([`VerifierConfig::from_config`], or the demo's); nothing it needs is
+/// ([`VerifierConfig::from_setup`], or the demo's); nothing it needs is
 /// optional.
 #[derive(Debug, Clone)]
 pub struct VerifierConfig {
@@ -117,65 +117,15 @@ pub struct VerifierConfig {
     pub brand: Option<Arc<crate::config::brand::Brand>>,
 }
 
-/// The settings `lanyard verifier` requires: present whenever
-/// `Config::load` passed for it, since it reports each one missing.
-pub struct Required<'a> {
-    pub service: &'a TargetUrl,
-    pub project: &'a str,
-    pub rule: &'a str,
-    pub wallet: &'a WalletBaseUrl,
-}
-
-impl<'a> Required<'a> {
-    /// What `lanyard verifier` cannot run without, or the settings that
-    /// are missing (only for a `Config` loaded for another command).
-    pub fn of(config: &'a Config) -> Result<Required<'a>, ConfigError> {
-        match (
-            &config.service_api_url,
-            &config.project_id,
-            &config.rule_id,
-            &config.wallet_base_url,
-        ) {
-            (Some(service), Some(project), Some(rule), Some(wallet)) => Ok(Required {
-                service,
-                project,
-                rule,
-                wallet,
-            }),
-            _ => Err(ConfigError::loaded_for_another_command(
-                "SERVICE_API_URL, PROJECT_ID, RULE_ID and WALLET_BASE_URL",
-                "`lanyard verifier`",
-            )),
-        }
-    }
-}
-
 impl VerifierConfig {
-    /// The verifier's part of the loaded settings, the organization
-    /// falling back to the credentials' as `SA_ORGANIZATION_ID` falls back
-    /// to `ORG_ID`.
-    pub fn from_config(config: &Config, organization_id: &str) -> Result<Self, ConfigError> {
-        let required = Required::of(config)?;
-        let org = config.org_id.as_deref().unwrap_or(organization_id);
-        // ORG_ID was checked with the settings; the credentials' own id
-        // is checked here, where it becomes a path segment.
-        if !crate::config::is_path_segment(org) {
-            return Err(ConfigError::new(vec![format!(
-                "SA_ORGANIZATION_ID (or the credentials file's organization_id): `{org}` has characters that cannot appear in a URL path segment; set ORG_ID to the organization of the rule path"
-            )]));
-        }
-        let Required {
-            service,
-            project,
-            rule,
-            wallet,
-        } = required;
-        Ok(VerifierConfig::with_settings(
-            config,
-            service.clone(),
-            format!("/organizations/{org}/projects/{project}/verifications/{rule}"),
-            wallet.clone(),
-        ))
+    /// `lanyard verifier`'s part of its settings.
+    pub fn from_setup(setup: &VerifierSetup) -> VerifierConfig {
+        VerifierConfig::with_settings(
+            &setup.settings,
+            setup.upstream.clone(),
+            setup.rule_path.clone(),
+            setup.wallet.clone(),
+        )
     }
 
     /// The settings' limits and keys for a verifier of `rule_path` at

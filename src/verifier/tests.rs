@@ -16,7 +16,7 @@ use http_body_util::{BodyExt, Full};
 
 use super::binding::Sealed;
 use super::*;
-use crate::config::{Flags, Requirement};
+use crate::config::{Flags, Loaded, Requirement};
 use crate::server::Peer;
 use crate::token::{ExchangeError, Issued, RefreshPolicy, TokenSource};
 
@@ -65,13 +65,17 @@ async fn fixture(extra: &[(&str, &str)]) -> Fixture {
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
     env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    let config = Config::load(&Flags::default(), &env, Requirement::Verifier).unwrap();
-    let access = ServiceAccess::from_config(&config).unwrap();
+    let Loaded::Verifier(setup) =
+        Loaded::load(&Flags::default(), &env, Requirement::Verifier).unwrap()
+    else {
+        panic!("not the verifier's settings");
+    };
+    let access = ServiceAccess::new(&setup.settings, &setup.account, &setup.tls);
     let metrics = Metrics::unregistered();
     let (tokens, _refresher) =
         crate::token::refresher::spawn(Fixed, RefreshPolicy::default(), metrics.clone());
     tokens.first_outcome().await.unwrap();
-    let mut settings = VerifierConfig::from_config(&config, "org-test").unwrap();
+    let mut settings = VerifierConfig::from_setup(&setup);
     settings.service_timeout = Duration::from_secs(1);
     let verifier = Verifier::new(&settings, &access, tokens, metrics.clone()).unwrap();
     Fixture { verifier, metrics }

@@ -155,16 +155,21 @@ fn example_config_loads_when_uncommented() {
         ..Default::default()
     };
     let env = std::collections::HashMap::<String, String>::new();
-    let config =
-        lanyard::config::Config::load(&flags, &env, lanyard::config::Requirement::Upstream)
+    let loaded =
+        lanyard::config::Loaded::load(&flags, &env, lanyard::config::Requirement::Upstream)
             .expect("the example's values are valid");
+    let lanyard::config::Loaded::Run(run) = loaded else {
+        panic!("not `lanyard run`'s: {loaded:?}");
+    };
+    let config = &run.settings;
     assert_eq!(
         config.listen,
         lanyard::config::ListenAddr::Tcp("127.0.0.1:8080".parse().unwrap())
     );
     assert_eq!(config.assertion_ttl, std::time::Duration::from_secs(3600));
     // The example's overrides win over the file's fields.
-    let account = config.account.expect("credentials read at load");
+    let account = run.signing.accounts.default_account();
+    let account = account.expect("credentials read at load");
     assert_eq!(account.credentials().client_id, "sa-1234");
 }
 

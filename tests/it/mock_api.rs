@@ -9,7 +9,6 @@ use http::{HeaderMap, Method, Request, StatusCode, Version, header};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use lanyard::access::ServiceAccess;
 use lanyard::mock::{CREDENTIALS_ROLE, MockAccount, MockService, VERIFICATIONS_ROLE};
 use lanyard::outbound::{self, Connector};
 use serde_json::{Value, json};
@@ -42,8 +41,7 @@ impl Api {
     async fn over(mock: MockService, extra: &[(&str, &str)]) -> Api {
         mock.add_rule(PROJECT, RULE);
         let dir = tempfile::tempdir().unwrap();
-        let access =
-            ServiceAccess::from_config(&config(&settings(&mock, dir.path(), extra))).unwrap();
+        let access = access(&settings(&mock, dir.path(), extra));
         let issued = access.exchanger.fetch().await.unwrap();
         Api {
             client: outbound::client(access.connector),

@@ -19,7 +19,6 @@ mod scripted;
 
 use std::time::Duration;
 
-use lanyard::access::ServiceAccess;
 use lanyard::metrics::Metrics;
 use lanyard::mock::Fault;
 use lanyard::token::refresher::spawn;
@@ -298,7 +297,7 @@ async fn renewal_happens_before_expiry_against_the_mock() {
     // Renewal comes after 2.8-3.4 s, leaving a margin for a loaded machine.
     mock.set_expires_in(Some(4));
     let dir = tempfile::tempdir().unwrap();
-    let access = ServiceAccess::from_config(&config(&settings(&mock, dir.path(), &[]))).unwrap();
+    let access = access(&settings(&mock, dir.path(), &[]));
     let (handle, _task) = spawn(
         access.exchanger,
         RefreshPolicy::default(),
@@ -321,7 +320,7 @@ async fn retry_after_from_the_token_endpoint_is_obeyed() {
     let mock = mock().await;
     mock.push_fault(Fault::rate_limited(Some("1")));
     let dir = tempfile::tempdir().unwrap();
-    let access = ServiceAccess::from_config(&config(&settings(&mock, dir.path(), &[]))).unwrap();
+    let access = access(&settings(&mock, dir.path(), &[]));
     let policy = RefreshPolicy {
         backoff_initial: Duration::from_millis(10),
         ..RefreshPolicy::default()

@@ -3,7 +3,6 @@
 
 use crate::support;
 
-use lanyard::access::ServiceAccess;
 use lanyard::config::{Config, Flags, Requirement};
 use lanyard::mock::MockService;
 use support::tls::TestCa;
@@ -28,12 +27,7 @@ async fn private_ca_from_ca_file_is_trusted_for_the_token_endpoint() {
         dir.path(),
         &[("LANYARD_CA_FILE", ca_file.to_str().unwrap())],
     );
-    let issued = ServiceAccess::from_config(&config(&map))
-        .unwrap()
-        .exchanger
-        .fetch()
-        .await
-        .unwrap();
+    let issued = access(&map).exchanger.fetch().await.unwrap();
     assert!(mock.token_owner(issued.access_token.expose()).is_some());
 }
 
@@ -43,12 +37,7 @@ async fn unknown_ca_is_a_tls_failure() {
     let mock = tls_mock(&ca).await;
     let dir = tempfile::tempdir().unwrap();
     let map = settings(&mock, dir.path(), &[]);
-    let err = ServiceAccess::from_config(&config(&map))
-        .unwrap()
-        .exchanger
-        .fetch()
-        .await
-        .unwrap_err();
+    let err = access(&map).exchanger.fetch().await.unwrap_err();
     assert_eq!(err.kind(), "tls", "{err}");
     assert!(err.to_string().contains("certificate"), "{err}");
 }

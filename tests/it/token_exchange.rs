@@ -9,7 +9,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
-use lanyard::access::ServiceAccess;
 use lanyard::config::credentials::parse_private_key;
 use lanyard::mock::{Fault, MockService};
 use lanyard::token::{AssertionSigner, ExchangeError};
@@ -22,10 +21,7 @@ fn exchanger(
     dir: &std::path::Path,
     extra: &[(&str, &str)],
 ) -> Arc<lanyard::token::Exchanger> {
-    let config = config(&settings(mock, dir, extra));
-    ServiceAccess::from_config(&config)
-        .expect("service access")
-        .exchanger
+    access(&settings(mock, dir, extra)).exchanger
 }
 
 /// Posts a token request by hand, for the cases lanyard itself never sends.
@@ -251,7 +247,7 @@ async fn pkcs1_key_and_literal_newlines_are_accepted() {
         ("SA_TOKEN_URI", &mock.token_url()),
         ("ORG_ID", ORGANIZATION_ID),
     ]);
-    let access = ServiceAccess::from_config(&config(&map)).unwrap();
+    let access = access(&map);
     let issued = access.exchanger.fetch().await.unwrap();
     assert!(mock.token_owner(issued.access_token.expose()).is_some());
     drop(dir);

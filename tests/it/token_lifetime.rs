@@ -215,7 +215,7 @@ async fn across_a_token_endpoint_outage_no_expired_token_is_sent_and_no_401_is_s
     let proxy = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let before_request = Instant::now();
-    let sidecar = Process::start(Components::proxy(&config, admin, proxy).unwrap()).unwrap();
+    let sidecar = Process::start(Components::proxy(&config, admin, proxy)).unwrap();
     wait_for(
         &mut sidecar.tokens.as_ref().unwrap().state(),
         Duration::from_secs(10),

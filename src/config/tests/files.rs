@@ -20,20 +20,23 @@ fn credentials_and_the_ca_bundle_are_read_once_at_load() {
         ("SERVICE_API_URL", "https://api.example.com"),
         ("SA_CREDENTIALS_FILE", creds.to_str().unwrap()),
     ]);
-    let config = Config::load(&Flags::default(), &map, Requirement::Upstream).unwrap();
+    let Loaded::Run(run) = Loaded::load(&Flags::default(), &map, Requirement::Upstream).unwrap()
+    else {
+        panic!("not `lanyard run`'s");
+    };
     // Gone after load, and nothing asks for it again.
     std::fs::remove_file(&creds).unwrap();
-    let account = config.account.as_ref().expect("credentials read at load");
+    let AccountSet::One(account) = &run.signing.accounts else {
+        panic!("one account");
+    };
     assert_eq!(account.credentials().client_id, "sa-file");
     assert!(account.loaded.is_some(), "the watcher starts from the file");
-    assert!(config.tls.is_some());
 
-    // Commands that sign nothing read no key; healthcheck opens no TLS.
-    for (need, tls) in [(Requirement::Demo, true), (Requirement::AdminOnly, false)] {
-        let config = Config::load(&Flags::default(), &map, need).unwrap();
-        assert!(config.account.is_none(), "{need:?}");
-        assert_eq!(config.tls.is_some(), tls, "{need:?}");
-    }
+    // Commands that sign nothing read no key.
+    let loaded = Loaded::load(&Flags::default(), &map, Requirement::Demo).unwrap();
+    assert!(matches!(loaded, Loaded::Demo(_)), "{loaded:?}");
+    let loaded = Loaded::load(&Flags::default(), &map, Requirement::AdminOnly).unwrap();
+    assert!(matches!(loaded, Loaded::Healthcheck(_)), "{loaded:?}");
 }
 
 #[test]
@@ -94,8 +97,17 @@ fn the_example_credentials_file_has_every_field_and_a_key_to_replace() {
         ("SA_CREDENTIALS_FILE", example),
         ("SA_PRIVATE_KEY", KEY),
     ]);
-    let config = Config::load(&Flags::default(), &with_key, Requirement::Upstream).unwrap();
-    let credentials = config.account.unwrap().credentials();
+    let Loaded::Run(run) =
+        Loaded::load(&Flags::default(), &with_key, Requirement::Upstream).unwrap()
+    else {
+        panic!("not `lanyard run`'s");
+    };
+    let credentials = run
+        .signing
+        .accounts
+        .default_account()
+        .unwrap()
+        .credentials();
     assert_eq!(credentials.client_id, "sa-example-0000");
     assert_eq!(credentials.organization_id, "org-example-0000");
     assert_eq!(credentials.iam_audience, "https://iam.example.com");

@@ -10,6 +10,7 @@ use super::*;
 
 mod files;
 mod listen;
+mod loaded;
 mod oidc;
 mod verifier;
 
@@ -36,16 +37,26 @@ fn with_account(pairs: &[(&str, &str)]) -> HashMap<String, String> {
 }
 
 fn load(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
-    Config::load(
-        &Flags::default(),
-        &with_account(pairs),
-        Requirement::Upstream,
-    )
+    load_run(&Flags::default(), pairs).map(|run| run.settings)
+}
+
+/// `lanyard run`'s configuration, for what only it holds.
+fn load_run(flags: &Flags, pairs: &[(&str, &str)]) -> Result<RunConfig, ConfigError> {
+    match Loaded::load(flags, &with_account(pairs), Requirement::Upstream)? {
+        Loaded::Run(run) => Ok(*run),
+        other => panic!("not `lanyard run`'s: {other:?}"),
+    }
 }
 
 #[test]
 fn defaults_apply_when_only_the_upstream_is_set() {
-    let config = load(&[("SERVICE_API_URL", "https://api.example.com/v1/")]).unwrap();
+    let run = load_run(
+        &Flags::default(),
+        &[("SERVICE_API_URL", "https://api.example.com/v1/")],
+    )
+    .unwrap();
+    assert_eq!(run.upstream.path_prefix(), "/v1");
+    let config = run.settings;
     assert_eq!(
         config.listen,
         ListenAddr::Tcp("127.0.0.1:8080".parse().unwrap())
@@ -61,7 +72,6 @@ fn defaults_apply_when_only_the_upstream_is_set() {
     assert_eq!(config.shutdown_grace, Duration::from_secs(20));
     assert!(config.rfc7523_fields);
     assert_eq!(config.log_format, None, "text on a terminal, else JSON");
-    assert_eq!(config.service_api_url.unwrap().path_prefix(), "/v1");
 }
 
 #[test]
@@ -228,20 +238,17 @@ fn flag_beats_environment_beats_file() {
         ..Flags::default()
     };
     flags.set(&UPSTREAM_TIMEOUT, Some("9s"));
-    let config = Config::load(
+    let run = load_run(
         &flags,
-        &with_account(&[
+        &[
             ("SERVICE_API_URL", "https://env.example"),
             ("LANYARD_UPSTREAM_TIMEOUT", "8"),
-        ]),
-        Requirement::Upstream,
+        ],
     )
     .unwrap();
+    assert_eq!(run.upstream.to_string(), "https://env.example/");
+    let config = run.settings;
     assert_eq!(config.upstream_timeout, Duration::from_secs(9));
-    assert_eq!(
-        config.service_api_url.unwrap().to_string(),
-        "https://env.example/"
-    );
     assert_eq!(config.assertion_ttl, Duration::from_secs(300));
 }
 
@@ -481,8 +488,6 @@ fn every_shown_default_reads_back_as_the_default() {
     given.extend(shown.iter().map(|(env, text)| (*env, text.as_str())));
     // What the settings point at is not a setting's value.
     let settings_only = |config: Config| Config {
-        account: None,
-        tls: None,
         // Whether it was given is the one thing that differs.
         admin_listen_given: false,
         ..config

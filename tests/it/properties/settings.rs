@@ -2,7 +2,7 @@
 //! never the key.
 
 use super::*;
-use lanyard::config::ListenAddr;
+use lanyard::config::{ListenAddr, Loaded};
 
 /// Values that are right, or nearly right, for some setting.
 fn plausible() -> impl Strategy<Value = String> + Clone {
@@ -306,8 +306,9 @@ proptest! {
             flags.set(*setting, Some(value));
         }
 
-        match Config::load(&flags, &env, case.need) {
-            Ok(config) => {
+        match Loaded::load(&flags, &env, case.need) {
+            Ok(loaded) => {
+                let config = loaded.settings();
                 prop_assert!(
                     match &config.listen {
                         ListenAddr::Tcp(addr) => addr.ip().is_loopback() || remote_allowed,
@@ -316,15 +317,18 @@ proptest! {
                     },
                     "listening on {} without {}", config.listen, config::ALLOW_REMOTE.env
                 );
-                // The credentials and TLS the command needs were read and
-                // checked by the load itself: `wire` reads nothing more.
-                let needs_credentials =
-                    matches!(case.need, Requirement::Upstream | Requirement::NoUpstream);
-                prop_assert_eq!(
-                    config.account.is_some(),
-                    needs_credentials && !config.demo
-                );
-                prop_assert_eq!(config.tls.is_some(), case.need != Requirement::AdminOnly);
+                // Each command gets its own configuration, with the
+                // credentials and TLS it needs read and checked by the load
+                // itself: nothing after it reads them again.
+                let its_own = match (case.need, &loaded) {
+                    (Requirement::Upstream, Loaded::Run(_))
+                    | (Requirement::NoUpstream, Loaded::Token(_)) => !config.demo,
+                    (Requirement::Upstream, Loaded::Demo(_)) => config.demo,
+                    (Requirement::Demo, Loaded::Demo(_))
+                    | (Requirement::AdminOnly, Loaded::Healthcheck(_)) => true,
+                    _ => false,
+                };
+                prop_assert!(its_own, "{:?} loaded as {loaded:?}", case.need);
             }
             Err(err) => check_config_error(&err, &secrets)?,
         }

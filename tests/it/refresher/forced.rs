@@ -6,7 +6,6 @@
 
 use std::time::Duration;
 
-use lanyard::access::ServiceAccess;
 use lanyard::metrics::Metrics;
 use lanyard::token::refresher::spawn;
 use lanyard::token::{ExchangeError, RefreshPolicy, Unavailable};
@@ -41,7 +40,7 @@ async fn failed_forced_renewal_keeps_the_rejected_token_until_it_expires() {
 async fn concurrent_forced_renewals_share_one_token_request() {
     let mock = mock().await;
     let dir = tempfile::tempdir().unwrap();
-    let access = ServiceAccess::from_config(&config(&settings(&mock, dir.path(), &[]))).unwrap();
+    let access = access(&settings(&mock, dir.path(), &[]));
     let (handle, _task) = spawn(
         access.exchanger,
         RefreshPolicy::default(),

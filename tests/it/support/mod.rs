@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use lanyard::config::{Config, Flags, Requirement};
+use lanyard::access::ServiceAccess;
+use lanyard::config::{Flags, Loaded, Requirement, RunConfig};
 use lanyard::mock::{MockAccount, MockService};
 
 pub mod child;
@@ -110,8 +111,19 @@ pub fn settings(mock: &MockService, dir: &Path, extra: &[(&str, &str)]) -> HashM
     map
 }
 
-pub fn config(map: &HashMap<String, String>) -> Config {
-    Config::load(&Flags::default(), map, Requirement::Upstream).expect("valid settings")
+/// `lanyard run`'s configuration from `map`.
+pub fn config(map: &HashMap<String, String>) -> RunConfig {
+    match Loaded::load(&Flags::default(), map, Requirement::Upstream).expect("valid settings") {
+        Loaded::Run(run) => *run,
+        other => panic!("settings for another command: {other:?}"),
+    }
+}
+
+/// The default account's access to the service, as `lanyard run` builds
+/// it from `map`.
+pub fn access(map: &HashMap<String, String>) -> ServiceAccess {
+    let run = config(map);
+    ServiceAccess::of_default(&run.settings, &run.signing).expect("a default account")
 }
 
 /// Waits for a watch channel's value to satisfy `done`, failing the test

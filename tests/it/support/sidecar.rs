@@ -43,7 +43,7 @@ pub async fn start_with(
     let config = super::config(map);
     let proxy = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let process = Process::start(Components::proxy(&config, admin, proxy).unwrap()).unwrap();
+    let process = Process::start(Components::proxy(&config, admin, proxy)).unwrap();
     Running {
         proxy: format!("http://{}", process.proxy_addr.unwrap()),
         admin: format!("http://{}", process.admin_addr),

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::Method;
-use lanyard::config::{Config, Flags, Requirement};
+use lanyard::config::{Flags, Loaded, Requirement};
 use lanyard::mock::MockService;
 use lanyard::process::{Components, Process};
 use lanyard::verifier::{COOKIE, SECURE_COOKIE};
@@ -59,11 +59,13 @@ pub async fn start_shared(
     }
     map.extend(super::env(extra));
     let credentials = PathBuf::from(&map["SA_CREDENTIALS_FILE"]);
-    let config =
-        Config::load(&Flags::default(), &map, Requirement::Verifier).expect("valid settings");
+    let setup = match Loaded::load(&Flags::default(), &map, Requirement::Verifier) {
+        Ok(Loaded::Verifier(setup)) => setup,
+        other => panic!("not the verifier's settings: {other:?}"),
+    };
     let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let verifier = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let process = Process::start(Components::verifier(&config, admin, verifier).unwrap()).unwrap();
+    let process = Process::start(Components::verifier(&setup, admin, verifier)).unwrap();
     super::wait_for(
         &mut process.tokens.as_ref().unwrap().state(),
         Duration::from_secs(10),
