@@ -54,7 +54,7 @@ pub struct Cli {
     /// `lanyard token --organization ORG_ID`: that organization's account
     /// (docs/accounts.md).
     pub organization: Option<String>,
-    /// The setting flags given, for [`crate::config::Config::load`].
+    /// The setting flags given, for [`crate::config::Loaded::load`].
     pub flags: Flags,
 }
 

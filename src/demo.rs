@@ -10,7 +10,7 @@ use tokio::net::TcpListener;
 
 use crate::Failure;
 use crate::access::ServiceAccess;
-use crate::config::Config;
+use crate::config::DemoConfig;
 use crate::otel::Telemetry;
 use crate::process::{
     Components, Process, ProxyListener, Signals, bind, bind_admin, bind_admin_on, bind_proxy,
@@ -50,10 +50,11 @@ impl Demo {
     /// for it, and starts lanyard against the mock.
     /// Its spans are exported by `telemetry`.
     pub async fn start(
-        config: &Config,
+        demo: &DemoConfig,
         listeners: DemoListeners,
         telemetry: &Telemetry,
     ) -> Result<Demo, Failure> {
+        let config = &demo.settings;
         use crate::config::WalletBaseUrl;
         use crate::config::credentials::{Credentials, parse_private_key};
         use crate::mock::{MockAccount, MockService, generate_rsa_key};
@@ -84,11 +85,6 @@ impl Demo {
                 parse_private_key(key.private_pem.expose()).map_err(|e| failed("demo key", e))?,
             ),
         };
-        // The demo reaches only its mock, over plain HTTP, but a connector
-        // is built with roots; LANYARD_CA_FILE was checked as the settings
-        // were loaded.
-        let tls =
-            crate::outbound::tls_config(config.ca_file.as_deref()).map_err(Failure::Runtime)?;
         // Its session key as given, else derived from the demo account's.
         let mut verifier = VerifierConfig::with_settings(
             config,
@@ -106,7 +102,7 @@ impl Demo {
                 .map_err(|e| failed("the verifier's address", e))?;
             verifier.oidc = Some(demo_provider(&mock, address)?);
         }
-        let access = ServiceAccess::with_credentials(config, credentials, tls);
+        let access = ServiceAccess::with_credentials(config, credentials, demo.tls.clone());
         let components = Components {
             connector: access.connector.clone(),
             directory: None,
@@ -258,8 +254,9 @@ fn shell_word(word: &str) -> String {
 
 /// `lanyard demo` (and `DEMO_MOCK=true lanyard run`): the mock, the proxy
 /// and the verifier until SIGTERM or SIGINT.
-pub async fn run(config: &Config, telemetry: &Telemetry) -> Result<(), Failure> {
+pub async fn run(demo: &DemoConfig, telemetry: &Telemetry) -> Result<(), Failure> {
     let mut signals = Signals::install()?;
+    let config = &demo.settings;
     let listeners = DemoListeners {
         admin: bind_admin_on(config.demo_admin_listen())?,
         proxy: Some(bind_proxy(config)?),
@@ -269,23 +266,24 @@ pub async fn run(config: &Config, telemetry: &Telemetry) -> Result<(), Failure> 
             config.max_connections,
         )?),
     };
-    serve(config, listeners, telemetry, &mut signals).await
+    serve(demo, listeners, telemetry, &mut signals).await
 }
 
 /// `DEMO_MOCK=true lanyard verifier`: the mock and the verifier, where
 /// `lanyard verifier` would listen.
-pub async fn run_verifier(config: &Config, telemetry: &Telemetry) -> Result<(), Failure> {
+pub async fn run_verifier(demo: &DemoConfig, telemetry: &Telemetry) -> Result<(), Failure> {
     let mut signals = Signals::install()?;
+    let config = &demo.settings;
     let listeners = DemoListeners {
         admin: bind_admin(config)?,
         proxy: None,
         verifier: Some(bind_verifier(config)?),
     };
-    serve(config, listeners, telemetry, &mut signals).await
+    serve(demo, listeners, telemetry, &mut signals).await
 }
 
 async fn serve(
-    config: &Config,
+    config: &DemoConfig,
     listeners: DemoListeners,
     telemetry: &Telemetry,
     signals: &mut Signals,

@@ -51,7 +51,7 @@ pub struct AccountsDir {
     pub files: Vec<AccountFile>,
 }
 
-/// Reads the directory for [`super::Config::load`], recording its
+/// Reads the directory for [`super::loaded::accounts`], recording its
 /// problems, each naming its file. `default` is `SA_CREDENTIALS_FILE`'s
 /// account, whose organization no file of the directory may serve too.
 pub(super) fn load(

@@ -7,9 +7,10 @@
 //! - `lanyard token`: [`TokenConfig`], the accounts only.
 //! - `lanyard verifier`: [`VerifierSetup`], one account, the upstream and
 //!   the rule path.
-//! - `lanyard demo` (and `run` or `verifier` with `DEMO_MOCK`) and
-//!   `lanyard healthcheck`: the settings alone; the demo makes its own
-//!   account and service.
+//! - `lanyard demo` (and `run` or `verifier` with `DEMO_MOCK`):
+//!   [`DemoConfig`], the settings and the TLS roots; the demo makes its
+//!   own account and service.
+//! - `lanyard healthcheck`: the settings alone.
 
 use std::path::PathBuf;
 
@@ -95,6 +96,15 @@ pub struct VerifierSetup {
     pub wallet: WalletBaseUrl,
 }
 
+/// `lanyard demo`'s, and `run`'s or `verifier`'s with `DEMO_MOCK`: the
+/// demo makes its own account and service, and reaches them with these
+/// roots.
+#[derive(Debug, Clone)]
+pub struct DemoConfig {
+    pub settings: Config,
+    pub tls: rustls::ClientConfig,
+}
+
 /// The settings, loaded for one command.
 #[derive(Debug, Clone)]
 pub enum Loaded {
@@ -103,11 +113,11 @@ pub enum Loaded {
     Token(Box<TokenConfig>),
     Verifier(Box<VerifierSetup>),
     /// `lanyard demo`, or `run` or `verifier` with `DEMO_MOCK`.
-    Demo(Box<Config>),
+    Demo(Box<DemoConfig>),
     Healthcheck(Box<Config>),
 }
 
-/// What the settings point at, read by [`Config::load`]'s steps; each
+/// What the settings point at, read by [`Config::gather`]; each
 /// `None` where the command does not read it, or where its problem was
 /// recorded.
 pub(super) struct Parts {
@@ -149,7 +159,8 @@ impl Loaded {
             Loaded::Run(run) | Loaded::Check(run) => &run.settings,
             Loaded::Token(token) => &token.settings,
             Loaded::Verifier(setup) => &setup.settings,
-            Loaded::Demo(settings) | Loaded::Healthcheck(settings) => settings,
+            Loaded::Demo(demo) => &demo.settings,
+            Loaded::Healthcheck(settings) => settings,
         }
     }
 
@@ -158,7 +169,8 @@ impl Loaded {
             Loaded::Run(run) | Loaded::Check(run) => &mut run.settings,
             Loaded::Token(token) => &mut token.settings,
             Loaded::Verifier(setup) => &mut setup.settings,
-            Loaded::Demo(settings) | Loaded::Healthcheck(settings) => settings,
+            Loaded::Demo(demo) => &mut demo.settings,
+            Loaded::Healthcheck(settings) => settings,
         }
     }
 
@@ -167,7 +179,8 @@ impl Loaded {
             Loaded::Run(run) | Loaded::Check(run) => run.settings,
             Loaded::Token(token) => token.settings,
             Loaded::Verifier(setup) => setup.settings,
-            Loaded::Demo(settings) | Loaded::Healthcheck(settings) => *settings,
+            Loaded::Demo(demo) => demo.settings,
+            Loaded::Healthcheck(settings) => *settings,
         }
     }
 }
@@ -190,9 +203,15 @@ fn assemble(
         ..
     } = parts;
     Some(match need {
-        Requirement::Demo => Loaded::Demo(Box::new(settings)),
+        Requirement::Demo => Loaded::Demo(Box::new(DemoConfig {
+            tls: tls?,
+            settings,
+        })),
         Requirement::Upstream | Requirement::Verifier if settings.demo => {
-            Loaded::Demo(Box::new(settings))
+            Loaded::Demo(Box::new(DemoConfig {
+                tls: tls?,
+                settings,
+            }))
         }
         Requirement::AdminOnly => Loaded::Healthcheck(Box::new(settings)),
         Requirement::Upstream | Requirement::Check => {
@@ -240,13 +259,13 @@ fn assemble(
 /// falls back to `ORG_ID`.
 fn rule_path(settings: &Config, account: &Account, layers: &mut Layers) -> Option<String> {
     let (project, rule) = (settings.project_id.as_ref()?, settings.rule_id.as_ref()?);
-    let org = settings
-        .org_id
-        .as_deref()
-        .unwrap_or_else(|| account.organization_id());
-    // ORG_ID was checked with the settings; the credentials' own id is
-    // checked here, where it becomes a path segment.
-    if !is_path_segment(org) {
+    // ORG_ID was checked as it was read, and a bad one reported there; the
+    // credentials' own id is checked here, where it becomes a path segment.
+    let org = match settings.org_id.as_deref() {
+        Some(org) => org,
+        None => account.organization_id(),
+    };
+    if settings.org_id.is_none() && !is_path_segment(org) {
         layers.errors.push(format!(
             "{} (or the credentials file's organization_id): `{org}` has characters that cannot appear in a URL path segment; set {} to the organization of the rule path",
             ORGANIZATION_ID.env, ORG_ID.env

@@ -72,7 +72,7 @@ pub use account::Account;
 pub use defaults::{
     DEFAULT_EXPIRY_MARGIN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEADER_BYTES, MIN_MAX_HEADER_BYTES,
 };
-pub use loaded::{AccountSet, Loaded, RunConfig, Signing, TokenConfig, VerifierSetup};
+pub use loaded::{AccountSet, DemoConfig, Loaded, RunConfig, Signing, TokenConfig, VerifierSetup};
 pub use problems::ConfigError;
 pub use settings::{
     ALLOW_REMOTE, CONFIG_ENV, CREDENTIALS_FILE, LISTEN, PRIVATE_KEY, SERVICE_API_URL, SETTINGS,
@@ -400,7 +400,7 @@ fn credential_settings(l: &mut Layers<'_>) -> CredentialSettings {
         token_uri: l.optional(&TOKEN_URI),
         organization_id: l.optional(&ORGANIZATION_ID),
         org_id: l.optional(&ORG_ID),
-        // Set from LANYARD_TOKEN_TIMEOUT once it is read (Config::load).
+        // Set from LANYARD_TOKEN_TIMEOUT once it is read (loaded::accounts).
         ..CredentialSettings::default()
     }
 }

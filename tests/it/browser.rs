@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use lanyard::config::{Config, Flags, Requirement};
 use lanyard::demo::{Demo, DemoListeners};
 use tokio::net::TcpListener;
 
@@ -52,8 +51,7 @@ async fn start_demo(extra: &[(&str, &str)]) -> Demo {
     let mut settings: HashMap<String, String> =
         HashMap::from([("LANYARD_VERIFIER_CLIENT_STARTS".into(), "30/1m".into())]);
     settings.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    let config = Config::load(&Flags::default(), &settings, Requirement::Demo)
-        .expect("the demo needs no other settings");
+    let config = support::demo_config(&settings);
     let listeners = DemoListeners {
         admin: TcpListener::bind("127.0.0.1:0").await.unwrap(),
         proxy: None,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::Method;
-use lanyard::config::{Config, Flags, Requirement};
+use lanyard::config::DemoConfig;
 use lanyard::demo::{Demo, DemoListeners};
 use lanyard::process::{ProxyListener, bind_proxy};
 use tokio::net::TcpListener;
@@ -16,11 +16,11 @@ use tokio::net::TcpListener;
 use crate::support::child::Process;
 use crate::support::relying_party;
 use crate::support::sidecar::{Answer, send};
-use crate::support::{env, text};
+use crate::support::{demo_config, env, text};
 
 #[tokio::test]
 async fn banner_curl_lines_start_poll_and_show_a_403() {
-    let config = demo_config(HashMap::new());
+    let config = demo_config(&HashMap::new());
     let proxy = TcpListener::bind("127.0.0.1:0").await.unwrap().into();
     banner_curl_lines_work(&config, proxy).await;
 }
@@ -35,20 +35,16 @@ async fn banner_curl_lines_work_on_a_unix_socket() {
         .unwrap();
     let socket = dir.path().join("lanyard.sock");
     let listen = format!("unix:{}", socket.display());
-    let config = demo_config(HashMap::from([("LANYARD_LISTEN".into(), listen)]));
-    let banner = banner_curl_lines_work(&config, bind_proxy(&config).unwrap()).await;
+    let config = demo_config(&HashMap::from([("LANYARD_LISTEN".into(), listen)]));
+    let banner = banner_curl_lines_work(&config, bind_proxy(&config.settings).unwrap()).await;
     assert!(
         banner.contains(&format!("curl --unix-socket '{}' ", socket.display())),
         "{banner}"
     );
 }
 
-fn demo_config(env: HashMap<String, String>) -> Config {
-    Config::load(&Flags::default(), &env, Requirement::Demo).unwrap()
-}
-
 /// Runs the demo on `proxy` and the banner's lines in bash; the banner.
-async fn banner_curl_lines_work(config: &Config, proxy: ProxyListener) -> String {
+async fn banner_curl_lines_work(config: &DemoConfig, proxy: ProxyListener) -> String {
     let listeners = DemoListeners {
         admin: TcpListener::bind("127.0.0.1:0").await.unwrap(),
         proxy: Some(proxy),
@@ -219,7 +215,7 @@ async fn a_demo_takes_the_session_key_it_is_given() {
             verifier: Some(TcpListener::bind("127.0.0.1:0").await.unwrap()),
         };
         Demo::start(
-            &demo_config(env),
+            &demo_config(&env),
             listeners,
             &lanyard::otel::Telemetry::off(),
         )

@@ -104,6 +104,14 @@ fn an_organization_the_rule_path_cannot_carry_is_refused_as_the_verifier_loads()
 }
 
 #[test]
+fn a_bad_org_id_is_named_once_as_itself() {
+    let err = loaded(Requirement::Verifier, &[("ORG_ID", "org test")]).unwrap_err();
+    let lines = err.lines();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].starts_with("ORG_ID ("), "{lines:?}");
+}
+
+#[test]
 fn every_missing_requirement_is_named_at_once() {
     let err = Loaded::load(&Flags::default(), &env(&[]), Requirement::Verifier).unwrap_err();
     let text = err.lines().join("\n");

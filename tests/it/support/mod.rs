@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use lanyard::access::ServiceAccess;
-use lanyard::config::{Flags, Loaded, Requirement, RunConfig};
+use lanyard::config::{DemoConfig, Flags, Loaded, Requirement, RunConfig};
 use lanyard::mock::{MockAccount, MockService};
 
 pub mod child;
@@ -115,6 +115,14 @@ pub fn settings(mock: &MockService, dir: &Path, extra: &[(&str, &str)]) -> HashM
 pub fn config(map: &HashMap<String, String>) -> RunConfig {
     match Loaded::load(&Flags::default(), map, Requirement::Upstream).expect("valid settings") {
         Loaded::Run(run) => *run,
+        other => panic!("settings for another command: {other:?}"),
+    }
+}
+
+/// `lanyard demo`'s configuration from `map`.
+pub fn demo_config(map: &HashMap<String, String>) -> DemoConfig {
+    match Loaded::load(&Flags::default(), map, Requirement::Demo).expect("valid settings") {
+        Loaded::Demo(demo) => *demo,
         other => panic!("settings for another command: {other:?}"),
     }
 }
