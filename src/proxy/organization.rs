@@ -19,7 +19,10 @@
 //! anywhere in the path is refused too: an upstream that decodes before
 //! it routes would read `/organizations%2FA/x` as organization A's.
 
+use std::borrow::Cow;
+
 use crate::config::accounts::is_organization_id;
+use crate::target::has_dot_segment;
 
 /// The first segment of an organization path, as the service writes it.
 const ORGANIZATIONS: &str = "organizations";
@@ -42,9 +45,9 @@ pub enum Route<'a> {
 /// The organization `path` (after the base URL's prefix, query removed)
 /// names.
 pub fn route(path: &str) -> Route<'_> {
-    if has_encoded_separator(path) {
+    if has_hidden_separator(path) {
         return Route::Refused(
-            "the path has an encoded / or \\, or a \\, which an upstream could read as another organization's path; lanyard does not forward it",
+            "the path has an encoded / or \\, a \\, or a dot-segment encoded more than once, which an upstream could read as another organization's path; lanyard does not forward it",
         );
     }
     let mut segments = path.split('/');
@@ -93,62 +96,68 @@ enum Reading {
 /// Whether a leading segment reads `organizations` to some upstream, or
 /// nothing at all.
 fn reads_as_organizations(segment: &str) -> Reading {
-    let mut text = segment.to_string();
+    let mut text = Cow::Borrowed(segment.as_bytes());
     for _ in 0..=MAX_DECODINGS {
-        if text.bytes().any(|b| b.is_ascii_control()) {
+        if text.iter().any(u8::is_ascii_control) {
             return Reading::Unclear;
         }
-        let bare = text.split(';').next().unwrap_or("");
+        let bare = text.split(|&b| b == b';').next().unwrap_or_default();
         if bare.is_empty() {
             return Reading::Empty;
         }
         // Some servers drop a segment's trailing dots and spaces (IIS).
-        if bare
-            .trim_end_matches(['.', ' '])
-            .eq_ignore_ascii_case(ORGANIZATIONS)
-        {
+        let trimmed = match bare.iter().rposition(|&b| b != b'.' && b != b' ') {
+            Some(last) => &bare[..=last],
+            None => &bare[..0],
+        };
+        if trimmed.eq_ignore_ascii_case(ORGANIZATIONS.as_bytes()) {
             return Reading::Yes;
         }
-        if !text.contains('%') {
-            return Reading::No;
-        }
-        match crate::percent::decode(&text).map(String::from_utf8) {
-            Some(Ok(decoded)) if decoded != text => text = decoded,
-            // A malformed escape, or bytes that are not text: not a
-            // reading of `organizations` either.
-            _ => return Reading::No,
+        match decoded(&text) {
+            Some(next) => text = Cow::Owned(next),
+            None => return Reading::No,
         }
     }
     Reading::Unclear
 }
 
-/// A `\\`, or a `/` or `\\` percent-encoded at any depth an upstream
-/// decodes to.
-fn has_encoded_separator(path: &str) -> bool {
-    if path.contains('\\') {
-        return true;
-    }
-    let mut text = path.to_string();
-    for _ in 0..=MAX_DECODINGS {
-        if !text.contains('%') {
-            return false;
-        }
-        let lower = text.to_ascii_lowercase();
-        if lower.contains("%2f") || lower.contains("%5c") {
+/// A `\`, a `/` or `\` percent-encoded, or a dot-segment hidden by
+/// encoding, at any depth an upstream decodes to. (Dot-segments in the
+/// path as sent are refused for every path, before this.)
+fn has_hidden_separator(path: &str) -> bool {
+    let mut text = Cow::Borrowed(path.as_bytes());
+    for depth in 0..=MAX_DECODINGS {
+        if text.contains(&b'\\') || has_escape(&text, b"2f") || has_escape(&text, b"5c") {
             return true;
         }
-        match crate::percent::decode(&text).map(String::from_utf8) {
-            Some(Ok(decoded)) if decoded != text => {
-                if decoded.contains('\\') {
-                    return true;
-                }
-                text = decoded;
-            }
-            _ => return false,
+        if depth > 0 && has_dot_segment(&String::from_utf8_lossy(&text)) {
+            return true;
+        }
+        match decoded(&text) {
+            Some(next) => text = Cow::Owned(next),
+            None => return false,
         }
     }
     // Encoded past what lanyard reads: an upstream might read more.
     true
+}
+
+/// `text` decoded once as the most lenient upstream decodes it: every
+/// well-formed escape decoded, anything else (`%zz`, a lone `%`) kept as
+/// it is, the bytes taken whether or not they are text. `None` when no
+/// escape was decoded, so a malformed one elsewhere in the path hides
+/// nothing from the next look.
+fn decoded(text: &[u8]) -> Option<Vec<u8>> {
+    match Cow::from(percent_encoding::percent_decode(text)) {
+        Cow::Owned(next) => Some(next),
+        Cow::Borrowed(_) => None,
+    }
+}
+
+/// Whether `text` holds the escape `%` followed by `hex`, in any case.
+fn has_escape(text: &[u8], hex: &[u8; 2]) -> bool {
+    text.windows(3)
+        .any(|w| w[0] == b'%' && w[1..].eq_ignore_ascii_case(hex))
 }
 
 #[cfg(test)]
@@ -167,6 +176,16 @@ mod tests {
             "/organizations\\A/x",
             "/v1/a%2fb",
             "/x/%255c",
+            // A malformed escape or bytes that are not text elsewhere hide
+            // nothing: a lenient upstream decodes the rest.
+            "/organizations%252FA/x%zz",
+            "/organizations%252fA/x%ff",
+            "/%zz/organizations%25255cA/x",
+            // Dot-segments encoded more than once, which an upstream that
+            // decodes twice resolves.
+            "/x/%252e%252e/organizations/A/y",
+            "/x/%25252E%25252e/organizations/A/y",
+            "/x/.%252e;p/organizations/A/y",
         ] {
             assert!(
                 matches!(route(path), Route::Refused(_)),

@@ -218,6 +218,11 @@ async fn nothing_an_upstream_could_read_as_an_organization_falls_to_the_default_
         format!("/x/..;/organizations/{a}/x"),
         format!("/.;/organizations/{a}/x"),
         format!("/x/..%3b/organizations/{a}/x"),
+        format!("/organizations%252F{a}/x%zz"),
+        format!("/organizations%252f{a}/x%ff"),
+        format!("/%256frganizations;%zz/{a}/x"),
+        format!("/x/%252e%252e/organizations/{a}/x"),
+        format!("/x/%25252e%25252e/organizations/{a}/x"),
     ];
     let mut wrong = Vec::new();
     for target in targets {
