@@ -343,13 +343,9 @@ async fn check_rule(
     let org = config.org_id.as_deref().unwrap_or(organization_id);
     let unsafe_segment = [("ORG_ID", org), ("PROJECT_ID", project), ("RULE_ID", rule)]
         .into_iter()
-        .find(|(_, v)| !crate::config::is_path_segment(v));
-    if let Some((name, _)) = unsafe_segment {
-        report.push(
-            CheckStatus::Fail,
-            "rule",
-            format!("{name} has characters that cannot appear in a URL path segment"),
-        );
+        .find_map(|(name, v)| Some((name, crate::config::path_segment_problem(v)?)));
+    if let Some((name, why)) = unsafe_segment {
+        report.push(CheckStatus::Fail, "rule", format!("{name} {why}"));
         return;
     }
     // Joined exactly as the proxy joins a request's path; the segments

@@ -27,12 +27,7 @@ const MAX_ORGANIZATION: usize = 128;
 /// could not be told from a path trick (`proxy::organization`), so a file
 /// naming one is refused rather than loaded to serve nothing.
 pub fn is_organization_id(id: &str) -> bool {
-    (1..=MAX_ORGANIZATION).contains(&id.len())
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
-        && id != "."
-        && id != ".."
+    id.len() <= MAX_ORGANIZATION && super::verifier::is_path_segment(id)
 }
 
 /// One file of the directory, read and checked.

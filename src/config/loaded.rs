@@ -20,7 +20,7 @@ use super::problems::ConfigError;
 use super::settings::{ORG_ID, ORGANIZATION_ID};
 use super::sources::{Env, Flags, Layers, Sourced};
 use super::values::WalletBaseUrl;
-use super::verifier::is_path_segment;
+use super::verifier::path_segment_problem;
 use super::{Config, Requirement};
 use crate::target::TargetUrl;
 
@@ -265,9 +265,11 @@ fn rule_path(settings: &Config, account: &Account, layers: &mut Layers) -> Optio
         Some(org) => org,
         None => account.organization_id(),
     };
-    if settings.org_id.is_none() && !is_path_segment(org) {
+    if settings.org_id.is_none()
+        && let Some(why) = path_segment_problem(org)
+    {
         layers.errors.push(format!(
-            "{} (or the credentials file's organization_id): `{org}` has characters that cannot appear in a URL path segment; set {} to the organization of the rule path",
+            "{} (or the credentials file's organization_id): `{org}` {why}; set {} to the organization of the rule path",
             ORGANIZATION_ID.env, ORG_ID.env
         ));
         return None;

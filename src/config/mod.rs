@@ -82,7 +82,7 @@ pub use values::{
     ByteSize, FileMode, ListenAddr, LogFormat, MIN_SESSION_KEY_BYTES, Rate, SOCKET_STAGING_ROOM,
     SessionKeys, Shown, WalletBaseUrl, parse_duration,
 };
-pub use verifier::{VerifierRates, is_path_segment};
+pub use verifier::{VerifierRates, is_path_segment, path_segment_problem};
 
 use defaults::{
     DEFAULT_ADMIN_LISTEN, DEFAULT_VERIFIER_LISTEN, DEMO_ADMIN_LISTEN, DEMO_VERIFIER_LISTEN,

@@ -87,12 +87,23 @@ impl VerifierSettings {
 
 /// A path segment of the rule path (docs/service.md §4.3), as lanyard
 /// sends it: no character that would need escaping, so the segment is the
-/// value.
+/// value, and not `.` or `..`, which an upstream would resolve into
+/// another path.
 pub fn is_path_segment(value: &str) -> bool {
-    !value.is_empty()
+    path_segment_problem(value).is_none()
+}
+
+/// Why `value` is not a path segment as it stands, if it is not.
+pub fn path_segment_problem(value: &str) -> Option<&'static str> {
+    let plain = !value.is_empty()
         && value
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
+            .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b));
+    match value {
+        _ if !plain => Some("has characters that cannot appear in a URL path segment"),
+        "." | ".." => Some("is a dot-segment, which an upstream resolves into another path"),
+        _ => None,
+    }
 }
 
 /// The rule path's segments and the wallet, which the verifier cannot run
@@ -130,9 +141,8 @@ fn check_rule_path(
     }
     for (setting, value) in [(&ORG_ID, org_id), (&PROJECT_ID, project_id)] {
         if let Some(value) = value
-            && !is_path_segment(&value.value)
+            && let Some(why) = path_segment_problem(&value.value)
         {
-            let why = "has characters that cannot appear in a URL path segment";
             l.problem(setting.env, &value.source, why);
         }
     }

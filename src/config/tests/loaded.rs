@@ -104,6 +104,24 @@ fn an_organization_the_rule_path_cannot_carry_is_refused_as_the_verifier_loads()
 }
 
 #[test]
+fn a_dot_segment_is_no_part_of_the_rule_path() {
+    for (setting, value) in [("ORG_ID", ".."), ("PROJECT_ID", "."), ("PROJECT_ID", "..")] {
+        let err = loaded(Requirement::Verifier, &[(setting, value)]).unwrap_err();
+        let want = format!(
+            "{setting} (environment variable {setting}): is a dot-segment, which an upstream resolves into another path"
+        );
+        assert_eq!(err.lines(), [want], "{setting}={value}");
+    }
+    let err = loaded(Requirement::Verifier, &[("SA_ORGANIZATION_ID", "..")]).unwrap_err();
+    assert!(
+        err.lines()[0].starts_with(
+            "SA_ORGANIZATION_ID (or the credentials file's organization_id): `..` is a dot-segment"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_bad_org_id_is_named_once_as_itself() {
     let err = loaded(Requirement::Verifier, &[("ORG_ID", "org test")]).unwrap_err();
     let lines = err.lines();
