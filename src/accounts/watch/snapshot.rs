@@ -13,8 +13,9 @@ use crate::config::Sourced;
 use crate::config::accounts;
 use crate::config::credentials::{Fingerprint, read_file};
 
-/// One file as a poll saw it.
-#[derive(Debug, Clone)]
+/// One file as a poll saw it. Not `Debug`: its content holds the
+/// account's private key.
+#[derive(Clone)]
 pub(super) struct Seen {
     pub(super) fingerprint: Fingerprint,
     /// Its content, when it was read this time; `None` when its metadata
