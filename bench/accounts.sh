@@ -140,10 +140,6 @@ done
 unset SERVICE_API_URL DEMO_MOCK ORG_ID PROJECT_ID RULE_ID "${!SA_@}" "${!LANYARD_@}" "${!OTEL_@}"
 
 install_missing wrk:wrk curl:curl awk:gawk python3:python3
-# nginx lives in /usr/sbin, which a normal user's PATH may lack.
-find_nginx() {
-    command -v nginx 2>/dev/null || { [[ -x /usr/sbin/nginx ]] && echo /usr/sbin/nginx; } || true
-}
 [[ -n $(find_nginx) ]] || install_missing nginx:nginx
 nginx_bin=$(find_nginx)
 [[ -n $nginx_bin ]] || die_usage "nginx is still missing after the install"
@@ -181,62 +177,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'failed=1; exit 1' INT TERM
 
-fatal() {
-    echo "accounts: FATAL: $1" >&2
-    failed=1
-    local log
-    for log in single.log directory.log mock.err nginx-upstream.error.log; do
-        if [[ -s $work/$log ]]; then
-            echo "--- last lines of $log" >&2
-            tail -n 5 "$work/$log" >&2
-        fi
-    done
-    exit 1
-}
-
-# Waits up to 30 s for URL $1 to answer 200.
-wait_for_200() {
-    local deadline=$(($(now_ms) + 30000))
-    until curl -fsS -o /dev/null --max-time 1 "$1" 2>/dev/null; do
-        (($(now_ms) < deadline)) || return 1
-        sleep 0.05
-    done
-}
-
-# VmRSS of process $1 in KiB.
-rss_kib() {
-    awk '$1 == "VmRSS:" { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0
-}
-
-mib() {
-    awk -v k="$1" 'BEGIN { printf "%.1f MiB", k / 1024 }'
-}
-
-# User plus system CPU time of process $1, in clock ticks.
-cpu_ticks() {
-    local stat fields
-    stat=$(cat "/proc/$1/stat")
-    # Fields after the command name, which may hold spaces.
-    read -ra fields <<<"${stat##*) }"
-    echo $((fields[11] + fields[12]))
-}
-
-# Sum of the samples of metric $1 in the scrape $2 whose labels match the
-# regular expression $3 (default: all).
-metric() {
-    awk -v name="$1" -v want="${3:-.}" '
-        $1 ~ "^" name "([{]|$)" && $1 ~ want { sum += $2 }
-        END { printf "%d\n", sum }
-    ' "$2"
-}
-
-# The median of the numbers on stdin.
-median() {
-    sort -g | awk '{ v[NR] = $1 } END {
-        if (NR == 0) print "nan"
-        else if (NR % 2) print v[(NR + 1) / 2]
-        else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
+fatal_logs=(single.log directory.log mock.err nginx-upstream.error.log)
 
 # The environment of sidecar $1 (single|directory), one NAME=VALUE a line.
 sidecar_env() {
@@ -263,7 +204,7 @@ start_wait() {
     line=$(grep -m 1 '"lanyard started"' "$work/$1.log")
     started_proxy=http://$(grep -o '"proxy":"[^"]*"' <<<"$line" | cut -d '"' -f 4)
     started_admin=http://$(grep -o '"admin":"[^"]*"' <<<"$line" | cut -d '"' -f 4)
-    wait_for_200 "$started_admin/readyz" || fatal "the $1 sidecar was not ready within 30 s"
+    wait_for_200 "$started_admin/readyz" 30 || fatal "the $1 sidecar was not ready within 30 s"
 }
 
 # Stops process $1 with SIGTERM; sets stopped_exit to its exit code.
@@ -298,7 +239,7 @@ mkdir -p "$work/nginx-upstream-tmp"
     fatal "nginx refused $work/nginx-upstream.conf"
 "$nginx_bin" -p "$work/" -c "$work/nginx-upstream.conf" -e "$work/nginx-upstream.error.log" &
 upstream_pid=$!
-wait_for_200 "$upstream_url/" || fatal "the upstream nginx did not answer"
+wait_for_200 "$upstream_url/" 30 || fatal "the upstream nginx did not answer"
 
 mkdir "$work/mock"
 "$mock_bin" "$work/mock" --expires-in "$expires_in" --accounts "$accounts" \
@@ -358,8 +299,8 @@ start_wait directory
 directory_proxy=$started_proxy
 directory_admin=$started_admin
 ready_ms=$(($(now_ms) - t0))
-rss_single_start=$(rss_kib "$single_pid")
-rss_directory_start=$(rss_kib "$directory_pid")
+rss_single_start=$(status_kib "$single_pid" VmRSS)
+rss_directory_start=$(status_kib "$directory_pid" VmRSS)
 threads_single=$(grep -m 1 -o '"worker_threads":[0-9]*' "$work/single.log" | cut -d : -f 2 || true)
 threads_directory=$(grep -m 1 -o '"worker_threads":[0-9]*' "$work/directory.log" | cut -d : -f 2 || true)
 echo "accounts: single $single_proxy, directory $directory_proxy, both ready $ready_ms ms after start;" \
@@ -436,8 +377,8 @@ PY
 echo "accounts: calling each of the $accounts organizations once, $touch_concurrency at a time"
 touch_directory=$(touch_all "${directory_proxy##*:}" "$touch_concurrency" "$accounts")
 touch_single=$(touch_all "${single_proxy##*:}" "$touch_concurrency" "$accounts")
-rss_single_all=$(rss_kib "$single_pid")
-rss_directory_all=$(rss_kib "$directory_pid")
+rss_single_all=$(status_kib "$single_pid" VmRSS)
+rss_directory_all=$(status_kib "$directory_pid" VmRSS)
 readyz=$(curl -fsS "$directory_admin/readyz") || fatal "the directory sidecar's /readyz did not answer 200"
 held=$(python3 -c 'import json, sys; a = json.loads(sys.argv[1])["accounts"]; print(a["ready"], a["total"])' "$readyz") ||
     fatal "no accounts report in /readyz: $readyz"

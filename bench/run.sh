@@ -173,11 +173,6 @@ done
 # Settings of the caller's own sidecar would change what is measured.
 unset SERVICE_API_URL DEMO_MOCK ORG_ID PROJECT_ID RULE_ID "${!SA_@}" "${!LANYARD_@}" "${!OTEL_@}"
 
-# nginx lives in /usr/sbin, which a normal user's PATH may lack.
-find_nginx() {
-    command -v nginx 2>/dev/null || { [[ -x /usr/sbin/nginx ]] && echo /usr/sbin/nginx; } || true
-}
-
 missing=()
 for tool in wrk:wrk curl:curl awk:gawk pgrep:procps python3:python3; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
@@ -258,65 +253,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'failed=1; exit 1' INT TERM
 
-fatal() {
-    echo "bench: FATAL: $1" >&2
-    failed=1
-    local log
-    for log in lanyard.log lanyard-idle.log baseline.log token.err nginx-upstream.error.log nginx-proxy.error.log; do
-        if [[ -s $work/$log ]]; then
-            echo "--- last lines of $log" >&2
-            tail -n 5 "$work/$log" >&2
-        fi
-    done
-    exit 1
-}
-
-# Waits up to 10 s for URL $1 to answer 200.
-wait_for_200() {
-    local deadline=$(($(now_ms) + 10000))
-    until curl -fsS -o /dev/null --max-time 1 "$1" 2>/dev/null; do
-        (($(now_ms) < deadline)) || return 1
-        sleep 0.05
-    done
-}
-
-# A field of /proc/PID/status in KiB (VmRSS, VmHWM).
-status_kib() {
-    awk -v f="$2:" '$1 == f { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0
-}
-
-mib() {
-    awk -v k="$1" 'BEGIN { printf "%.1f MiB", k / 1024 }'
-}
-
-# User plus system CPU time of processes $@, in clock ticks.
-cpu_ticks() {
-    local pid total=0 stat fields
-    for pid in "$@"; do
-        stat=$(cat "/proc/$pid/stat" 2>/dev/null) || continue
-        # Fields after the command name, which may hold spaces.
-        read -ra fields <<<"${stat##*) }"
-        total=$((total + fields[11] + fields[12]))
-    done
-    echo "$total"
-}
-
-# Sum of the samples of metric $1 in the scrape $2 whose labels match the
-# regular expression $3 (default: all).
-metric() {
-    awk -v name="$1" -v want="${3:-.}" '
-        $1 ~ "^" name "([{]|$)" && $1 ~ want { sum += $2 }
-        END { printf "%.6f\n", sum }
-    ' "$2"
-}
-
-# The median of the numbers on stdin.
-median() {
-    sort -g | awk '{ v[NR] = $1 } END {
-        if (NR == 0) print "nan"
-        else if (NR % 2) print v[(NR + 1) / 2]
-        else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
+fatal_logs=(lanyard.log lanyard-idle.log baseline.log token.err nginx-upstream.error.log nginx-proxy.error.log)
 
 render() {
     sed -e "s|@DIR@|$work|g" -e "s|@USER_LINE@|$user_line|" -e "s|@WORKERS@|$2|" \

@@ -165,7 +165,7 @@ field() {
     } END { if (!found) print "-" }' "$2"
 }
 
-mib() {
+mib_cell() { # KiB $1 as MiB for a table cell, or - when absent
     [[ $1 =~ ^[0-9]+$ ]] && awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }' || echo "-"
 }
 
@@ -205,7 +205,7 @@ for run in "${runs[@]}"; do
     # shellcheck disable=SC2059
     printf "$row" "$scenario" "$name" "$(field streams_answered "$out")" \
         "$(field streams_refused "$out")" "$(field streams_reset_later "$out")" \
-        "$(mib "$(field rss_before_kib "$out")")" "$(mib "$(field rss_peak_kib "$out")")"
+        "$(mib_cell "$(field rss_before_kib "$out")")" "$(mib_cell "$(field rss_peak_kib "$out")")"
 done
 
 echo
@@ -219,7 +219,7 @@ for run in "${runs[@]}"; do
     printf "  %s %-8s lost=%s closed_later=%s unresolved=%s connections_closed=%s rss_end=%s MiB refused_reasons=%s answer_bytes=%s body_bytes=%s child=%s\n" \
         "$scenario" "$name" "$(field streams_lost "$out")" "$(field streams_closed_later "$out")" \
         "$(field streams_unresolved "$out")" "$(field connections_closed "$out")" \
-        "$(mib "$(field rss_end_kib "$out")")" "$(field refused_reasons "$out")" \
+        "$(mib_cell "$(field rss_end_kib "$out")")" "$(field refused_reasons "$out")" \
         "$(field answer_bytes "$out")" "$(field body_bytes "$out")" "$(field child "$out")"
 done
 

@@ -139,27 +139,9 @@ fatal() {
     exit 1
 }
 
-# VmRSS of a process in KiB.
-rss_kib() {
-    awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0
-}
-
 open_fds() {
     local entries=("/proc/$1/fd/"*)
     echo "${#entries[@]}"
-}
-
-mib() {
-    awk -v k="$1" 'BEGIN { printf "%.1f MiB", k / 1024 }'
-}
-
-# Sum of the samples of metric $1 in the scrape $2 whose labels match the
-# regular expression $3 (default: all).
-metric() {
-    awk -v name="$1" -v want="${3:-.}" '
-        $1 ~ "^" name "([{]|$)" && $1 ~ want { sum += $2 }
-        END { printf "%d\n", sum }
-    ' "$2"
 }
 
 # --- the mock, with two accounts ---------------------------------------
@@ -248,7 +230,7 @@ rotate() {
 while kill -0 "$wrk_pid" 2>/dev/null; do
     kill -0 "$lanyard_pid" 2>/dev/null || fatal "lanyard exited during the load"
     elapsed=$((($(now_ms) - load_start) / 1000))
-    rss=$(rss_kib "$lanyard_pid")
+    rss=$(status_kib "$lanyard_pid" VmRSS)
     fds=$(open_fds "$lanyard_pid")
     echo "$elapsed $rss $fds" >>"$work/rss.tsv"
     if ((elapsed >= warmup)); then
