@@ -8,6 +8,7 @@
 //! installs both.
 
 use crate::support;
+use crate::support::DefaultTokens;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -63,9 +64,7 @@ async fn start_demo(extra: &[(&str, &str)]) -> Demo {
     tokio::time::timeout(
         Duration::from_secs(10),
         demo.process
-            .tokens
-            .as_ref()
-            .unwrap()
+            .default_tokens()
             .state()
             .wait_for(|s| s.generation >= 1),
     )

@@ -2,6 +2,7 @@
 //! kind of bad input with its message and exit code.
 
 use crate::support;
+use crate::support::DefaultTokens;
 
 use std::collections::HashMap;
 
@@ -612,9 +613,7 @@ async fn healthcheck_exits_1_and_says_why_when_no_token_is_held() {
     assert!(
         running
             .process
-            .tokens
-            .as_ref()
-            .unwrap()
+            .default_tokens()
             .first_outcome()
             .await
             .is_err()

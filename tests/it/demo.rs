@@ -13,6 +13,7 @@ use lanyard::demo::{Demo, DemoListeners};
 use lanyard::process::{ProxyListener, bind_proxy};
 use tokio::net::TcpListener;
 
+use crate::support::DefaultTokens;
 use crate::support::child::Process;
 use crate::support::relying_party;
 use crate::support::sidecar::{Answer, send};
@@ -56,9 +57,7 @@ async fn banner_curl_lines_work(config: &DemoConfig, proxy: ProxyListener) -> St
     tokio::time::timeout(
         Duration::from_secs(10),
         demo.process
-            .tokens
-            .as_ref()
-            .unwrap()
+            .default_tokens()
             .state()
             .wait_for(|s| s.generation >= 1),
     )

@@ -33,6 +33,7 @@ use serde_json::Value;
 use tokio::task::JoinSet;
 
 use crate::hsm::softhsm::{OBJECT, PIN, SoftHsm, TOKEN};
+use crate::support::DefaultTokens;
 use crate::support::relying_party::{
     self, ISSUER, ISSUER_PATH, code_of, jwks, kid_of, shop_query, shop_redeems, userinfo,
     verified_with,
@@ -207,7 +208,7 @@ async fn a_code_the_service_could_not_be_asked_about_is_redeemed_on_retry() {
     assert_eq!(refused.headers["retry-after"], "1");
 
     shared.mock.set_token_outage(false);
-    let mut state = b.process.tokens.as_ref().unwrap().state();
+    let mut state = b.process.default_tokens().state();
     wait_for(&mut state, Duration::from_secs(30), |s| s.generation >= 1).await;
     let retried = shop_redeems(&base(&b), &code).await;
     let tokens = granted(&retried, "the retry on B");

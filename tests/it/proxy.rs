@@ -3,6 +3,7 @@
 //! TLS and HTTP/2 to the upstream, readiness and metrics.
 
 use crate::support;
+use crate::support::DefaultTokens;
 
 use std::time::Duration;
 
@@ -216,7 +217,7 @@ async fn no_token_is_token_unavailable_and_nothing_is_forwarded() {
     }
     let running = sidecar::start(mock, &upstream.url, &[]).await;
     wait_for(
-        &mut running.process.tokens.as_ref().unwrap().state(),
+        &mut running.process.default_tokens().state(),
         Duration::from_secs(5),
         |s| s.attempts >= 1,
     )
@@ -363,9 +364,7 @@ async fn unauthorized_leads_to_one_new_token_shared_by_concurrent_requests() {
     assert_eq!(
         running
             .process
-            .tokens
-            .as_ref()
-            .unwrap()
+            .default_tokens()
             .current()
             .unwrap()
             .generation(),
@@ -428,7 +427,7 @@ async fn unauthorized_with_a_large_body_is_passed_through() {
     );
     // The 401 still retires the token for the requests that follow.
     wait_for(
-        &mut running.process.tokens.as_ref().unwrap().state(),
+        &mut running.process.default_tokens().state(),
         Duration::from_secs(5),
         |s| s.generation >= 2,
     )
@@ -455,7 +454,7 @@ async fn readiness_waits_for_the_first_token() {
     mock.push_fault(Fault::server_error(500));
     let running = sidecar::start(mock, &upstream.url, &[]).await;
     wait_for(
-        &mut running.process.tokens.as_ref().unwrap().state(),
+        &mut running.process.default_tokens().state(),
         Duration::from_secs(5),
         |s| s.attempts >= 1,
     )
@@ -496,7 +495,7 @@ async fn readiness_is_lost_when_the_token_expires_unrenewed() {
     assert_eq!(answer.status, StatusCode::OK);
     // Its renewal fails: with under 10 s to go, not ready.
     wait_for(
-        &mut running.process.tokens.as_ref().unwrap().state(),
+        &mut running.process.default_tokens().state(),
         Duration::from_secs(5),
         |s| s.failures_since_due >= 1,
     )
@@ -508,9 +507,9 @@ async fn readiness_is_lost_when_the_token_expires_unrenewed() {
         "the token has less than 10 s left before it is retired, and its renewal is failing"
     );
 
-    let token = running.process.tokens.as_ref().unwrap().current().unwrap();
+    let token = running.process.default_tokens().current().unwrap();
     tokio::time::sleep_until(token.expires_at()).await;
-    assert!(running.process.tokens.as_ref().unwrap().current().is_none());
+    assert!(running.process.default_tokens().current().is_none());
     let answer = get(&format!("{}/readyz", running.admin)).await;
     assert_eq!(
         answer.json()["reason"],

@@ -10,6 +10,7 @@
 //! would jump ahead whenever the test waited on one.
 
 use crate::support;
+use crate::support::DefaultTokens;
 
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicBool;
@@ -64,7 +65,7 @@ async fn short_tokens_keep_the_pod_ready_through_three_renewals() {
     // 14-17 s: each token spends 6-9 s with less than 10 s to go.
     let running = sidecar_with_tokens_of(20).await;
     let readyz = format!("{}/readyz", running.admin);
-    let state = running.process.tokens.as_ref().unwrap().state();
+    let state = running.process.default_tokens().state();
     let deadline = Instant::now() + secs(90);
     let (mut answers, mut close) = (0, 0);
     while state.borrow().generation < 4 {
@@ -106,7 +107,7 @@ async fn short_tokens_turn_unready_at_the_first_failed_renewal() {
     let running = sidecar_with_tokens_of(20).await;
     running.mock.set_token_outage(true);
     let readyz = format!("{}/readyz", running.admin);
-    let state = running.process.tokens.as_ref().unwrap().state();
+    let state = running.process.default_tokens().state();
     let failures = || state.borrow().failures_since_due;
     let deadline = Instant::now() + secs(30);
     let mut polls = Vec::new();
@@ -176,7 +177,7 @@ async fn short_tokens_turn_unready_at_the_first_failed_renewal() {
     // token held, and the first success makes the pod ready again.
     running.mock.set_token_outage(false);
     wait_for(
-        &mut running.process.tokens.as_ref().unwrap().state(),
+        &mut running.process.default_tokens().state(),
         secs(20),
         |s| s.generation >= 2,
     )

@@ -4,6 +4,7 @@
 //! refused, counted, and leaves the old credentials in use.
 
 use crate::support;
+use crate::support::DefaultTokens;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -80,7 +81,7 @@ async fn assert_switched_to_the_rotated_account(running: &Running, refused: u64)
     let done = wait_for(&mut reloads, NOTICED_WITHIN, |r| r.succeeded >= 1).await;
     assert_eq!(done.refused, refused, "{:?}", done.last_problem);
     wait_for(
-        &mut running.process.tokens.as_ref().unwrap().state(),
+        &mut running.process.default_tokens().state(),
         NOTICED_WITHIN,
         |s| s.generation >= 2,
     )
@@ -159,7 +160,7 @@ async fn a_file_renamed_over_the_old_one_is_used_with_a_fresh_token() {
     let staged = write(dir.path(), "credentials.json.new", &rotated);
     std::fs::rename(&staged, &file).unwrap();
 
-    let mut state = running.process.tokens.as_ref().unwrap().state();
+    let mut state = running.process.default_tokens().state();
     wait_for(&mut state, NOTICED_WITHIN, |s| s.consecutive_failures == 1).await;
     assert_eq!(rule_status(&running, "proj-demo").await, StatusCode::OK);
     assert_switched_to_the_rotated_account(&running, 0).await;
@@ -294,14 +295,7 @@ async fn restoring_the_content_in_use_after_a_broken_file_reloads_nothing() {
     assert_eq!(after.succeeded, 0);
     assert_eq!(reload_metric(&running, "success"), 0);
     assert_eq!(
-        running
-            .process
-            .tokens
-            .as_ref()
-            .unwrap()
-            .state()
-            .borrow()
-            .generation,
+        running.process.default_tokens().state().borrow().generation,
         1
     );
 }

@@ -16,6 +16,7 @@
 //! for two more minutes is held. One test goes through the schedule itself.
 
 use crate::support;
+use crate::support::DefaultTokens;
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -92,9 +93,7 @@ impl Rig {
         let mut settings = vec![("SA_CREDENTIALS_FILE", path.as_str())];
         settings.extend_from_slice(extra);
         let running = sidecar::start(mock, &upstream.url, &settings).await;
-        let attempts = timestamps(running.process.tokens.as_ref().unwrap().state(), |s| {
-            s.attempts
-        });
+        let attempts = timestamps(running.process.default_tokens().state(), |s| s.attempts);
         Rig {
             running,
             upstream,
@@ -119,9 +118,7 @@ impl Rig {
     fn state(&self) -> RefreshState {
         self.running
             .process
-            .tokens
-            .as_ref()
-            .unwrap()
+            .default_tokens()
             .state()
             .borrow()
             .clone()
@@ -129,7 +126,7 @@ impl Rig {
 
     async fn wait_state(&self, done: impl FnMut(&RefreshState) -> bool) -> RefreshState {
         wait_for(
-            &mut self.running.process.tokens.as_ref().unwrap().state(),
+            &mut self.running.process.default_tokens().state(),
             LIMIT,
             done,
         )
@@ -827,11 +824,9 @@ async fn rejected_token_is_replaced_once_the_throttle_passes_without_client_traf
         |c| c.tokens_issued >= 3,
     )
     .await;
-    wait_for(
-        &mut running.process.tokens.as_ref().unwrap().state(),
-        LIMIT,
-        |s| s.generation >= 3,
-    )
+    wait_for(&mut running.process.default_tokens().state(), LIMIT, |s| {
+        s.generation >= 3
+    })
     .await;
     let ready = get(&format!("{}/readyz", running.admin)).await;
     assert_eq!(ready.status, StatusCode::OK);

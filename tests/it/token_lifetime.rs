@@ -8,6 +8,7 @@
 //! §4.1.4 reads ("the current date/time MUST be before").
 
 use crate::support;
+use crate::support::DefaultTokens;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -217,7 +218,7 @@ async fn across_a_token_endpoint_outage_no_expired_token_is_sent_and_no_401_is_s
     let before_request = Instant::now();
     let sidecar = Process::start(Components::proxy(&config, admin, proxy)).unwrap();
     wait_for(
-        &mut sidecar.tokens.as_ref().unwrap().state(),
+        &mut sidecar.default_tokens().state(),
         Duration::from_secs(10),
         |s| s.generation >= 1,
     )

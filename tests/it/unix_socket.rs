@@ -16,6 +16,7 @@ use lanyard::process::{Components, Process, bind_proxy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, UnixStream};
 
+use crate::support::DefaultTokens;
 use crate::support::upstream::TestUpstream;
 use crate::support::{self, mock, wait_for};
 
@@ -51,7 +52,7 @@ async fn start_at(
     let proxy = bind_proxy(&config.settings)?;
     let process = Process::start(Components::proxy(&config, admin, proxy))?;
     wait_for(
-        &mut process.tokens.as_ref().unwrap().state(),
+        &mut process.default_tokens().state(),
         Duration::from_secs(10),
         |s| s.generation >= 1,
     )

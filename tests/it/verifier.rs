@@ -4,6 +4,7 @@
 //! see them; the bound on starts; no claim in any log.
 
 use crate::support;
+use crate::support::DefaultTokens;
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -934,16 +935,10 @@ async fn no_claim_reaches_the_logs_even_at_trace_level() {
         assert!(!text.contains(claim), "a claim reached the logs");
     }
     assert_eq!(
-        running
-            .process
-            .tokens
-            .as_ref()
-            .unwrap()
-            .current()
-            .map(|_| ()),
+        running.process.default_tokens().current().map(|_| ()),
         Some(())
     );
-    let token = running.process.tokens.as_ref().unwrap().current().unwrap();
+    let token = running.process.default_tokens().current().unwrap();
     let bearer = token
         .authorization()
         .to_str()

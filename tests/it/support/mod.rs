@@ -10,6 +10,8 @@ use std::time::Duration;
 use lanyard::access::ServiceAccess;
 use lanyard::config::{DemoConfig, Flags, Loaded, Requirement, RunConfig};
 use lanyard::mock::{MockAccount, MockService};
+use lanyard::process::Process;
+use lanyard::token::TokenHandle;
 
 pub mod child;
 pub mod flood;
@@ -109,6 +111,18 @@ pub fn settings(mock: &MockService, dir: &Path, extra: &[(&str, &str)]) -> HashM
     ]);
     map.extend(env(extra));
     map
+}
+
+/// The default account's token, which every sidecar and verifier these
+/// helpers start has unless only `SA_CREDENTIALS_DIR` is set.
+pub trait DefaultTokens {
+    fn default_tokens(&self) -> &TokenHandle;
+}
+
+impl DefaultTokens for Process {
+    fn default_tokens(&self) -> &TokenHandle {
+        self.tokens.as_ref().expect("a default account")
+    }
 }
 
 /// `lanyard run`'s configuration from `map`.

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::DefaultTokens;
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
@@ -57,7 +58,7 @@ impl Running {
     /// Waits for the first token.
     pub async fn ready(&self) {
         super::wait_for(
-            &mut self.process.tokens.as_ref().unwrap().state(),
+            &mut self.process.default_tokens().state(),
             Duration::from_secs(10),
             |s| s.generation >= 1,
         )

@@ -13,6 +13,7 @@ use lanyard::process::{Components, Process};
 use lanyard::verifier::{COOKIE, SECURE_COOKIE};
 use tokio::net::TcpListener;
 
+use super::DefaultTokens;
 use super::sidecar::{Answer, send};
 
 /// The published rule the tests verify against, in the fixture account's
@@ -67,7 +68,7 @@ pub async fn start_shared(
     let verifier = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let process = Process::start(Components::verifier(&setup, admin, verifier)).unwrap();
     super::wait_for(
-        &mut process.tokens.as_ref().unwrap().state(),
+        &mut process.default_tokens().state(),
         Duration::from_secs(10),
         |s| s.generation >= 1 || s.last_error.is_some(),
     )
