@@ -3,11 +3,12 @@
 use std::sync::Arc;
 
 use crate::Secret;
-use crate::config::{ConfigError, TokenConfig};
+use crate::config::credentials::Credentials;
+use crate::config::{Account, AccountSet, ConfigError, TokenConfig};
 
 use crate::Failure;
-use crate::access::{self, ServiceAccess};
-use crate::token::{Exchanger, SystemClock};
+use crate::access::ServiceAccess;
+use crate::token::Exchanger;
 
 /// `lanyard token`: one token, for scripts: the default account's, or with
 /// `organization`, that organization's account's (docs/accounts.md).
@@ -36,41 +37,46 @@ fn exchanger(
     organization: Option<&str>,
 ) -> Result<Arc<Exchanger>, ConfigError> {
     let TokenConfig { settings, signing } = config;
-    let default = signing.accounts.default_account();
-    let Some(organization) = organization else {
-        return match default {
-            Some(account) => Ok(ServiceAccess::new(settings, account, &signing.tls).exchanger),
-            None => Err(ConfigError::new(vec![
-                "SA_CREDENTIALS_DIR: holds an account per organization, and SA_CREDENTIALS_FILE is not set: say whose token with --organization ORG_ID".to_string(),
-            ])),
-        };
+    let credentials = match organization {
+        None => signing
+            .accounts
+            .default_account()
+            .map(Account::credentials)
+            .ok_or_else(|| {
+                ConfigError::new(vec![
+                    "SA_CREDENTIALS_DIR: holds an account per organization, and SA_CREDENTIALS_FILE is not set: say whose token with --organization ORG_ID".to_string(),
+                ])
+            })?,
+        Some(organization) => credentials_of(&signing.accounts, organization)?,
     };
+    Ok(ServiceAccess::with_credentials(settings, credentials, signing.tls.clone()).exchanger)
+}
+
+/// The credentials of the account that serves `organization`.
+fn credentials_of(accounts: &AccountSet, organization: &str) -> Result<Credentials, ConfigError> {
+    let default = accounts.default_account();
     if let Some(account) = default.filter(|account| account.organization_id() == organization) {
-        return Ok(ServiceAccess::new(settings, account, &signing.tls).exchanger);
+        return Ok(account.credentials());
     }
-    let dir = signing.accounts.directory();
+    let dir = accounts.directory();
     let file = dir.and_then(|dir| {
         dir.files
             .iter()
             .find(|file| file.credentials.organization_id == organization)
     });
-    let Some(file) = file else {
-        let served = match dir {
-            Some(_) => {
-                "no file of SA_CREDENTIALS_DIR names it, and SA_CREDENTIALS_FILE's account is another organization's"
-            }
-            None => {
-                "SA_CREDENTIALS_DIR is not set, and SA_CREDENTIALS_FILE's account is another organization's"
-            }
-        };
-        return Err(ConfigError::new(vec![format!(
-            "--organization {organization}: no account serves this organization: {served}"
-        )]));
+    if let Some(file) = file {
+        return Ok(file.credentials.clone());
+    }
+    let served = match (dir, default) {
+        (Some(_), Some(_)) => {
+            "no file of SA_CREDENTIALS_DIR names it, and SA_CREDENTIALS_FILE's account is another organization's"
+        }
+        (Some(_), None) => "no file of SA_CREDENTIALS_DIR names it",
+        (None, _) => {
+            "SA_CREDENTIALS_DIR is not set, and SA_CREDENTIALS_FILE's account is another organization's"
+        }
     };
-    Ok(Arc::new(Exchanger::new(
-        file.credentials.clone(),
-        access::exchange_options(settings),
-        crate::outbound::connector(signing.tls.clone()),
-        Arc::new(SystemClock),
-    )))
+    Err(ConfigError::new(vec![format!(
+        "--organization {organization}: no account serves this organization: {served}"
+    )]))
 }
