@@ -134,23 +134,22 @@ impl Loaded {
     /// needs, reporting all problems at once.
     pub fn load(flags: &Flags, env: &dyn Env, need: Requirement) -> Result<Loaded, ConfigError> {
         let mut layers = Layers::open(flags, env);
-        let (settings, parts) = Config::gather(&mut layers, need);
-        let mut loaded = match assemble(need, settings, parts, &mut layers) {
-            Some(loaded) if layers.errors.is_empty() => loaded,
+        let (mut settings, parts) = Config::gather(&mut layers, need);
+        settings.warnings = std::mem::take(&mut layers.warnings);
+        match assemble(need, settings, parts, &mut layers) {
+            Some(loaded) if layers.errors.is_empty() => Ok(loaded),
             _ => {
                 if layers.errors.is_empty() {
                     // Each step that leaves a part out records why; this
                     // line only keeps a bug from exiting without a word.
-                    layers.errors.push(format!(
-                        "{}: a setting this command requires was not read, and nothing said why; please report this",
-                        super::CONFIG_ENV
-                    ));
+                    layers.errors.push(
+                        "the settings: a part this command requires was not read, and nothing said why; please report this"
+                            .to_string(),
+                    );
                 }
-                return Err(ConfigError::new(layers.errors).unanswered_if(layers.unanswered));
+                Err(ConfigError::new(layers.errors).unanswered_if(layers.unanswered))
             }
-        };
-        loaded.settings_mut().warnings = layers.warnings;
-        Ok(loaded)
+        }
     }
 
     /// The settings every command reads.
@@ -160,16 +159,6 @@ impl Loaded {
             Loaded::Token(token) => &token.settings,
             Loaded::Verifier(setup) => &setup.settings,
             Loaded::Demo(demo) => &demo.settings,
-            Loaded::Healthcheck(settings) => settings,
-        }
-    }
-
-    fn settings_mut(&mut self) -> &mut Config {
-        match self {
-            Loaded::Run(run) | Loaded::Check(run) => &mut run.settings,
-            Loaded::Token(token) => &mut token.settings,
-            Loaded::Verifier(setup) => &mut setup.settings,
-            Loaded::Demo(demo) => &mut demo.settings,
             Loaded::Healthcheck(settings) => settings,
         }
     }
