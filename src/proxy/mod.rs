@@ -452,6 +452,13 @@ impl Proxy {
     ) -> Result<Response<UpstreamResponse>, Refusal> {
         match response.status() {
             StatusCode::SWITCHING_PROTOCOLS => {
+                // A 502 upstream_unreachable like the others, counted as
+                // they are (docs/admin.md, Metrics).
+                self.shared
+                    .metrics
+                    .upstream_errors
+                    .with_label_values(&["other"])
+                    .inc();
                 tracing::warn!(
                     "the upstream answered 101 Switching Protocols; lanyard does not forward upgraded connections, and answers 502"
                 );

@@ -206,6 +206,7 @@ async fn upstream_switching_protocols_is_502_not_a_bare_101() {
         "upstream_unreachable",
         "the service answered 101 Switching Protocols; lanyard forwards requests, not upgraded connections",
     );
+    assert_eq!(upstream_errors(&running, "other"), 1);
 }
 
 /// Answers every request, then closes the connection: with
