@@ -25,6 +25,11 @@
 #                       --connections 32 --startup-runs 3 --window 10
 #   --no-build          use the binaries already in target/release (or
 #                       $CARGO_TARGET_DIR/release)
+#   --baseline PATH     also measure, on the request path only, another
+#                       lanyard release binary (say, one built from the
+#                       commit before a change) as a third sidecar of the
+#                       same directory, interleaved with the two, and report
+#                       directory / baseline: a before/after in one run
 #   --keep              keep the work directory (kept anyway on failure)
 #
 # Everything listens on and talks to 127.0.0.1 only. The pieces:
@@ -69,6 +74,8 @@ set -euo pipefail
 prog=accounts
 # shellcheck source=bench/lib.sh
 source "$(dirname "$0")/lib.sh"
+# --baseline's path is the caller's, before the cd.
+caller_dir=$PWD
 cd "$(dirname "$0")/.."
 
 accounts=1000
@@ -82,6 +89,7 @@ orgs_used=4
 touch_concurrency=16
 build=1
 keep=0
+baseline_bin=
 # The mock's tokens outlive the run, so every token request counted is a
 # first one, never a renewal.
 expires_in=3600
@@ -123,6 +131,13 @@ while (($#)); do
         ;;
     --no-build) build=0 && shift ;;
     --keep) keep=1 && shift ;;
+    --baseline)
+        [[ -n ${2-} ]] || die_usage "--baseline needs the path of a lanyard binary"
+        baseline_bin=$2
+        [[ $baseline_bin == /* ]] || baseline_bin=$caller_dir/$baseline_bin
+        [[ -x $baseline_bin && -f $baseline_bin ]] || die_usage "--baseline $2 is not an executable file"
+        shift 2
+        ;;
     -h | --help) usage && exit 0 ;;
     *) die_usage "unknown option $1" ;;
     esac
@@ -157,12 +172,13 @@ upstream_pid=
 mock_pid=
 single_pid=
 directory_pid=
+baseline_pid=
 traffic_pid=
 failed=0
 
 cleanup() {
     local pid
-    for pid in "$traffic_pid" "$single_pid" "$directory_pid" "$upstream_pid" "$mock_pid"; do
+    for pid in "$traffic_pid" "$single_pid" "$directory_pid" "$baseline_pid" "$upstream_pid" "$mock_pid"; do
         if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
             kill -TERM "$pid" 2>/dev/null || true
         fi
@@ -177,9 +193,10 @@ cleanup() {
 trap cleanup EXIT
 trap 'failed=1; exit 1' INT TERM
 
-fatal_logs=(single.log directory.log mock.err nginx-upstream.error.log)
+fatal_logs=(single.log directory.log baseline.log mock.err nginx-upstream.error.log)
 
-# The environment of sidecar $1 (single|directory), one NAME=VALUE a line.
+# The environment of sidecar $1 (single|directory|baseline, the last a
+# directory sidecar too), one NAME=VALUE a line.
 sidecar_env() {
     printf '%s\n' SERVICE_API_URL="$upstream_url" LANYARD_LISTEN=127.0.0.1:0
     if [[ $1 == single ]]; then
@@ -189,13 +206,14 @@ sidecar_env() {
     fi
 }
 
-# Starts sidecar $1 (single|directory) in the background with its log in
-# $work/$1.log; sets started_pid. start_wait then sets started_proxy and
-# started_admin once it answers /readyz 200.
+# Starts sidecar $1 (single|directory|baseline) in the background with its
+# log in $work/$1.log; sets started_pid. start_wait then sets started_proxy
+# and started_admin once it answers /readyz 200.
 start_sidecar() {
-    local vars
+    local vars bin=$lanyard_bin
+    [[ $1 != baseline ]] || bin=$baseline_bin
     mapfile -t vars < <(sidecar_env "$1")
-    env "${vars[@]}" LANYARD_ADMIN_LISTEN=127.0.0.1:0 "$lanyard_bin" run >"$work/$1.log" 2>&1 &
+    env "${vars[@]}" LANYARD_ADMIN_LISTEN=127.0.0.1:0 "$bin" run >"$work/$1.log" 2>&1 &
     started_pid=$!
 }
 start_wait() {
@@ -396,6 +414,16 @@ auth_directory=$(curl -fsS "$directory_proxy$check_path") || fatal "no answer th
 declare -A url=([single]=$single_proxy [directory]=$directory_proxy)
 declare -A pid=([single]=$single_pid [directory]=$directory_pid)
 targets=(single directory)
+if [[ -n $baseline_bin ]]; then
+    start_sidecar baseline
+    baseline_pid=$started_pid
+    start_wait baseline
+    auth_baseline=$(curl -fsS "$started_proxy$check_path") || fatal "no answer through the baseline sidecar"
+    [[ $auth_baseline == "Bearer mock-"* ]] || fatal "the baseline sidecar sent '$auth_baseline'"
+    url[baseline]=$started_proxy
+    pid[baseline]=$baseline_pid
+    targets+=(baseline)
+fi
 path=/organizations/org-0001/x
 results=$work/results.tsv
 printf 'connections\tround\ttarget\trequests\tduration_us\tp50_us\tp99_us\terrors\tcpu_ticks\n' >"$results"
@@ -427,11 +455,11 @@ measure() {
 }
 
 echo "accounts: GET $path, ${duration} s per run after ${warmup} s of warm-up:" \
-    "$((${#conc_list[@]} * 2 * rounds)) runs"
+    "$((${#conc_list[@]} * ${#targets[@]} * rounds)) runs"
 for conns in "${conc_list[@]}"; do
     for ((round = 1; round <= rounds; round++)); do
-        for ((i = 0; i < 2; i++)); do
-            measure "$conns" "$round" "${targets[(i + round - 1) % 2]}"
+        for ((i = 0; i < ${#targets[@]}; i++)); do
+            measure "$conns" "$round" "${targets[(i + round - 1) % ${#targets[@]}]}"
         done
     done
 done
@@ -445,6 +473,12 @@ single_pid=
 stop_sidecar "$directory_pid"
 directory_exit=$stopped_exit
 directory_pid=
+baseline_exit=0
+if [[ -n $baseline_pid ]]; then
+    stop_sidecar "$baseline_pid"
+    baseline_exit=$stopped_exit
+    baseline_pid=
+fi
 single_token_requests=$(metric lanyard_token_requests_total "$work/metrics-single.txt")
 directory_token_requests=$(metric lanyard_token_requests_total "$work/metrics-directory.txt")
 directory_token_success=$(metric lanyard_token_requests_total "$work/metrics-directory.txt" 'outcome="success"')
@@ -471,10 +505,13 @@ tokens_between() {
 }
 # The timed starts: the directory's must have asked for nothing.
 startup_directory_tokens=$(tokens_between "$startup_from" "$startup_to" | awk '$1 ~ /^sa-org-/ { n += $2 } END { print n + 0 }')
-# Every account of the directory, one token request each from t0 on.
+# Every account of the directory, one token request each from t0 on; the
+# measured path's account once more for the baseline sidecar, if any.
 run_tokens=$(tokens_between "$t0" "$(now_ms)")
 run_directory_accounts=$(awk '$1 ~ /^sa-org-/ { n++ } END { print n + 0 }' <<<"$run_tokens")
-run_directory_not_one=$(awk '$1 ~ /^sa-org-/ && $2 != 1 { n++ } END { print n + 0 }' <<<"$run_tokens")
+twice=
+[[ -z $baseline_bin ]] || twice=sa-org-0001
+run_directory_not_one=$(awk -v twice="$twice" '$1 ~ /^sa-org-/ && $2 != 1 + ($1 == twice) { n++ } END { print n + 0 }' <<<"$run_tokens")
 run_single=$(awk -v id="$single_client" '$1 == id { print $2 }' <<<"$run_tokens")
 window_tokens=$(tokens_between "$t0" "$((t0 + window * 1000))")
 window_single=$(awk -v id="$single_client" '$1 == id { print $2 }' <<<"$window_tokens")
@@ -500,14 +537,15 @@ errors_of() {
 ratio() {
     awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'
 }
-# directory/single in column $2 at $1 connections: the ratio of the
-# medians, and with rounds, the lowest and highest of the rounds' own.
+# Target $3 (default directory) over target $4 (default single) in column
+# $2 at $1 connections: the ratio of the medians, and with rounds, the
+# lowest and highest of the rounds' own.
 ratio_cell() {
-    local text round
-    text=$(ratio "$(cell "$1" directory "$2")" "$(cell "$1" single "$2")")
+    local text round over=${3:-directory} under=${4:-single}
+    text=$(ratio "$(cell "$1" "$over" "$2")" "$(cell "$1" "$under" "$2")")
     if ((rounds > 1)); then
         text+=" ($(for ((round = 1; round <= rounds; round++)); do
-            ratio "$(cell "$1" directory "$2" "$round")" "$(cell "$1" single "$2" "$round")"
+            ratio "$(cell "$1" "$over" "$2" "$round")" "$(cell "$1" "$under" "$2" "$round")"
             echo
         done | sort -g | awk 'NR == 1 { low = $1 } { high = $1 } END { printf "%s-%s", low, high }'))"
     fi
@@ -580,6 +618,16 @@ for conns in "${conc_list[@]}"; do
     printf '%-11s  %21s %21s %21s\n' "$conns" "$(ratio_cell "$conns" rps)" "$(ratio_cell "$conns" cpu)" \
         "$(ratio_cell "$conns" p99)"
 done
+if [[ -n $baseline_bin ]]; then
+    echo
+    echo "baseline: $baseline_bin, a directory sidecar as directory is"
+    echo "directory / baseline, after / before (req/s above 1 is faster; CPU and p99 below 1 are better$range_note)"
+    printf '%-11s  %21s %21s %21s\n' connections req/s "CPU us/req" p99
+    for conns in "${conc_list[@]}"; do
+        printf '%-11s  %21s %21s %21s\n' "$conns" "$(ratio_cell "$conns" rps directory baseline)" \
+            "$(ratio_cell "$conns" cpu directory baseline)" "$(ratio_cell "$conns" p99 directory baseline)"
+    done
+fi
 rule
 
 # --- verdict ---------------------------------------------------------------
@@ -605,6 +653,7 @@ done
     problems+=("the directory counted $directory_token_requests token requests ($directory_token_success success), not $accounts")
 ((held_ready == accounts && held_total == accounts)) || problems+=("$held_ready of $held_total accounts held a token, not $accounts")
 ((single_exit == 0 && directory_exit == 0)) || problems+=("exit on SIGTERM: single $single_exit, directory $directory_exit")
+((baseline_exit == 0)) || problems+=("the baseline sidecar exited $baseline_exit on SIGTERM")
 if ((${#problems[@]})); then
     failed=1
     printf 'accounts: FAILED: %s\n' "${problems[@]}"

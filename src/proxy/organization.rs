@@ -113,6 +113,9 @@ fn reads_as_organizations(segment: &str) -> Reading {
         if trimmed.eq_ignore_ascii_case(ORGANIZATIONS.as_bytes()) {
             return Reading::Yes;
         }
+        if !text.contains(&b'%') {
+            return Reading::No;
+        }
         match decoded(&text) {
             Some(next) => text = Cow::Owned(next),
             None => return Reading::No,
@@ -127,10 +130,17 @@ fn reads_as_organizations(segment: &str) -> Reading {
 fn has_hidden_separator(path: &str) -> bool {
     let mut text = Cow::Borrowed(path.as_bytes());
     for depth in 0..=MAX_DECODINGS {
-        if text.contains(&b'\\') || has_escape(&text, b"2f") || has_escape(&text, b"5c") {
+        if text.contains(&b'\\') {
             return true;
         }
         if depth > 0 && has_dot_segment(&String::from_utf8_lossy(&text)) {
+            return true;
+        }
+        // Nothing encoded is nothing hidden: the common path stops here.
+        if !text.contains(&b'%') {
+            return false;
+        }
+        if has_escape(&text, b"2f") || has_escape(&text, b"5c") {
             return true;
         }
         match decoded(&text) {
