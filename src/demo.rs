@@ -43,6 +43,10 @@ pub struct DemoListeners {
 pub struct Demo {
     pub mock: crate::mock::MockService,
     pub process: Process,
+    /// The verifier's URL as a browser on this machine reaches it, and the
+    /// demo provider's issuer when it has one.
+    verifier: Option<String>,
+    issuer: Option<String>,
 }
 
 impl Demo {
@@ -94,14 +98,20 @@ impl Demo {
             ),
             WalletBaseUrl::parse(&mock.wallet_url()).map_err(|e| failed("mock URL", e))?,
         );
+        let verifier_url = match &listeners.verifier {
+            Some(listener) => Some(browser_origin(
+                listener
+                    .local_addr()
+                    .map_err(|e| failed("the verifier's address", e))?,
+            )),
+            None => None,
+        };
         if verifier.oidc.is_none()
-            && let Some(listener) = &listeners.verifier
+            && let Some(origin) = verifier_url.as_deref().filter(|url| is_loopback_origin(url))
         {
-            let address = listener
-                .local_addr()
-                .map_err(|e| failed("the verifier's address", e))?;
-            verifier.oidc = Some(demo_provider(&mock, address)?);
+            verifier.oidc = Some(demo_provider(&mock, origin)?);
         }
+        let issuer = verifier.oidc.as_ref().map(|oidc| oidc.issuer.to_string());
         let access = ServiceAccess::with_credentials(config, credentials, demo.tls.clone());
         let components = Components {
             connector: access.connector.clone(),
@@ -119,17 +129,30 @@ impl Demo {
             spans_dropped: telemetry.spans_dropped(),
         };
         let process = Process::start(components)?;
-        Ok(Demo { mock, process })
+        Ok(Demo {
+            mock,
+            process,
+            verifier: verifier_url,
+            issuer,
+        })
     }
 
     /// Where everything listens, and what to try.
     pub fn banner(&self) -> String {
         let mut banner =
             String::from("lanyard demo: lanyard against an embedded mock of the service\n\n");
-        if let Some(verifier) = self.process.verifier_addr {
+        if let Some(verifier) = &self.verifier {
             banner.push_str(&format!(
-                "\x20 verifier http://{verifier}/  (open it in a browser: verify a credential from the mock wallet)\n"
+                "\x20 verifier {verifier}/  (open it in a browser: verify a credential from the mock wallet)\n"
             ));
+            match &self.issuer {
+                Some(issuer) => banner.push_str(&format!(
+                    "\x20 issuer   {issuer}  (the verifier's OpenID Connect provider; LANYARD_OIDC_ISSUER sets another)\n"
+                )),
+                None => banner.push_str(
+                    "\x20 issuer   none: the demo's provider needs a loopback or all-interfaces listen address, or LANYARD_OIDC_ISSUER\n",
+                ),
+            }
             if self.mock.shop_configured() {
                 banner.push_str(&format!(
                     "\x20 shop     {shop}  (a site that logs you in with your wallet: the verifier as its OpenID Connect provider)\n",
@@ -199,18 +222,36 @@ impl Demo {
     }
 }
 
-/// The demo's OpenID Connect provider, at the verifier's address, with the
+/// `http://ADDRESS:PORT` as a browser on this machine reaches a listener
+/// bound to `address`: one bound to every interface (`0.0.0.0`, `[::]`, a
+/// container's default) is reached as `localhost`, which is also a host an
+/// issuer may use over plain http (docs/oidc.md).
+fn browser_origin(address: std::net::SocketAddr) -> String {
+    match address.ip().is_unspecified() {
+        true => format!("http://localhost:{}", address.port()),
+        false => format!("http://{address}"),
+    }
+}
+
+/// Whether the demo's provider can take `origin` as its issuer: plain http
+/// is an issuer only on a loopback host, and a listener on one specific
+/// other address has no loopback name a browser could use.
+fn is_loopback_origin(origin: &str) -> bool {
+    crate::config::issuer::Issuer::parse(origin).is_ok()
+}
+
+/// The demo's OpenID Connect provider, at the verifier's origin, with the
 /// mock's shop as its one client (docs/mock-service.md, the shop): its own
 /// key and secret, made now.
 fn demo_provider(
     mock: &crate::mock::MockService,
-    verifier: std::net::SocketAddr,
+    origin: &str,
 ) -> Result<crate::config::oidc::OidcConfig, Failure> {
     use crate::config::credentials::parse_private_key;
     use crate::config::issuer::{ClaimsMap, Issuer};
     use crate::config::oidc::{Client, Clients, OidcConfig};
 
-    let issuer = Issuer::parse(&format!("http://{verifier}")).map_err(|e| failed("issuer", e))?;
+    let issuer = Issuer::parse(origin).map_err(|e| failed("issuer", e))?;
     let mut secret = [0u8; 24];
     aws_lc_rs::rand::fill(&mut secret).map_err(|_| failed("the shop's secret", "no randomness"))?;
     let secret = {
@@ -291,7 +332,7 @@ async fn serve(
     let demo = Demo::start(config, listeners, telemetry).await?;
     // Ignore a closed stdout: the banner is a courtesy.
     let _ = writeln!(std::io::stdout().lock(), "{}", demo.banner());
-    let Demo { mock, process } = demo;
+    let Demo { mock, process, .. } = demo;
     let result = stop_on_signals(process, signals).await;
     drop(mock);
     result
@@ -299,7 +340,19 @@ async fn serve(
 
 #[cfg(test)]
 mod tests {
-    use super::shell_word;
+    use super::{browser_origin, is_loopback_origin, shell_word};
+
+    #[test]
+    fn a_listener_on_every_interface_is_reached_as_localhost() {
+        let origin = |a: &str| browser_origin(a.parse().unwrap());
+        assert_eq!(origin("0.0.0.0:8080"), "http://localhost:8080");
+        assert_eq!(origin("[::]:8080"), "http://localhost:8080");
+        assert_eq!(origin("127.0.0.1:8081"), "http://127.0.0.1:8081");
+        assert_eq!(origin("[::1]:8081"), "http://[::1]:8081");
+        assert!(is_loopback_origin(&origin("0.0.0.0:8080")));
+        assert!(is_loopback_origin(&origin("[::1]:8081")));
+        assert!(!is_loopback_origin(&origin("10.1.2.3:8080")));
+    }
 
     #[test]
     fn a_path_is_one_shell_word_quoted_only_when_it_must_be() {

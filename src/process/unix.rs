@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use tokio::net::UnixListener;
 
 use crate::Failure;
-use crate::config::FileMode;
+use crate::config::{ConfigError, FileMode};
 
 /// The socket file lanyard made, removed when this is dropped (once the
 /// proxy has drained), unless something else has replaced it since.
@@ -44,17 +44,21 @@ impl Drop for SocketFile {
 /// unlike a rename, never replaces a file that appeared at `path`
 /// meanwhile.
 pub fn bind_unix(path: &Path, mode: FileMode) -> Result<(UnixListener, SocketFile), Failure> {
-    let failed = |what: &str, err: &dyn std::fmt::Display| {
-        Failure::Runtime(format!(
-            "cannot listen on unix:{} (LANYARD_LISTEN): {what}: {err}",
-            path.display()
-        ))
+    let shown = format!("cannot listen on unix:{} (LANYARD_LISTEN)", path.display());
+    let failed =
+        |what: &str, err: &dyn std::fmt::Display| Failure::Runtime(format!("{shown}: {what}: {err}"));
+    // What the setting names is wrong, not the machine's state: exit 2
+    // (docs/commands.md), as every other bad setting.
+    let refused = |what: &str, err: &dyn std::fmt::Display| {
+        Failure::Config(ConfigError::new(vec![format!(
+            "LANYARD_LISTEN: {shown}: {what}: {err}"
+        )]))
     };
     let Some(dir) = path.parent() else {
-        return Err(failed("not a file's path", &"no directory"));
+        return Err(refused("not a file's path", &"no directory"));
     };
     if !dir.is_dir() {
-        return Err(failed(
+        return Err(refused(
             "its directory does not exist",
             &format!(
                 "create {} (in Kubernetes, an emptyDir volume)",
@@ -62,8 +66,11 @@ pub fn bind_unix(path: &Path, mode: FileMode) -> Result<(UnixListener, SocketFil
             ),
         ));
     }
-    owned_safely(dir).map_err(|why| failed("its directory is not safe", &why))?;
-    clear_stale(path).map_err(|why| failed("the path is taken", &why))?;
+    owned_safely(dir).map_err(|why| refused("its directory is not safe", &why))?;
+    clear_stale(path).map_err(|stale| match stale {
+        Stale::NotASocket(why) => refused("the path is taken", &why),
+        Stale::Other(why) => failed("the path is taken", &why),
+    })?;
     // A random name, not the pid: every container of a pod is pid 1, and
     // two lanyards sharing the socket's volume must not meet here.
     let name: String = std::iter::repeat_with(fastrand::alphanumeric)
@@ -123,27 +130,38 @@ fn owned_safely(dir: &Path) -> Result<(), String> {
     ))
 }
 
+/// Why a socket's path cannot be listened on: a file the setting should
+/// not have named, or the state of the machine (a live socket, an error).
+enum Stale {
+    NotASocket(String),
+    Other(String),
+}
+
 /// Why `path` cannot be listened on, after removing it when it is a stale
 /// socket: one that nothing answers on. A file that is not a socket, or a
 /// socket another process listens on, is never touched.
-fn clear_stale(path: &Path) -> Result<(), String> {
+fn clear_stale(path: &Path) -> Result<(), Stale> {
     let meta = match fs::symlink_metadata(path) {
         Ok(meta) => meta,
         Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(err) => return Err(err.to_string()),
+        Err(err) => return Err(Stale::Other(err.to_string())),
     };
     if !meta.file_type().is_socket() {
-        return Err("a file that is not a socket is there; lanyard does not replace it".into());
+        return Err(Stale::NotASocket(
+            "a file that is not a socket is there; lanyard does not replace it".into(),
+        ));
     }
     match std::os::unix::net::UnixStream::connect(path) {
-        Ok(_) => Err("another process is listening on it".into()),
+        Ok(_) => Err(Stale::Other("another process is listening on it".into())),
         Err(err) if err.kind() == io::ErrorKind::ConnectionRefused => {
             fs::remove_file(path)
-                .map_err(|err| format!("cannot remove the stale socket: {err}"))?;
+                .map_err(|err| Stale::Other(format!("cannot remove the stale socket: {err}")))?;
             tracing::info!(path = %path.display(), "replaced a stale socket file nothing listened on");
             Ok(())
         }
-        Err(err) => Err(format!("cannot tell whether it is in use: {err}")),
+        Err(err) => Err(Stale::Other(format!(
+            "cannot tell whether it is in use: {err}"
+        ))),
     }
 }
 

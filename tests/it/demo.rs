@@ -106,7 +106,33 @@ async fn banner_curl_lines_work(config: &DemoConfig, proxy: ProxyListener) -> St
 /// wallet, and ends with the shop showing the ID token's claims.
 #[tokio::test]
 async fn the_banners_shop_logs_a_person_in_through_the_verifier() {
-    let mut demo = Process::launch(&["demo"], env(&[]), "json", true);
+    let banner = shop_login(&["demo"], &[]).await;
+    assert!(banner.contains("issuer   http://127.0.0.1:"), "{banner}");
+}
+
+/// `DEMO_MOCK=true lanyard verifier` as a container runs it, listening on
+/// every interface (its default `0.0.0.0`, or IPv6's `[::]`): the
+/// demo's provider is `http://localhost:PORT`, the banner says so, and the
+/// shop's login goes through it.
+#[tokio::test]
+async fn demo_mock_verifier_on_every_interface_serves_its_provider_at_localhost() {
+    for listen in ["0.0.0.0:0", "[::]:0"] {
+        let vars = [("DEMO_MOCK", "true"), ("LANYARD_VERIFIER_LISTEN", listen)];
+        let banner = shop_login(&["verifier"], &vars).await;
+        let verifier = banner_url(&banner, "verifier");
+        assert!(verifier.starts_with("http://localhost:"), "{banner}");
+        assert_eq!(
+            banner_url(&banner, "issuer"),
+            verifier.trim_end_matches('/'),
+            "{banner}"
+        );
+    }
+}
+
+/// Runs `lanyard <args>` with `vars`, logs a person in at the banner's
+/// shop, stops it (exit 0) and gives its banner.
+async fn shop_login(args: &[&str], vars: &[(&str, &str)]) -> String {
+    let mut demo = Process::launch(args, env(vars), "json", true);
     let banner = demo.stdout_through("Stop with").await;
     let shop = banner_url(&banner, "shop");
     let verifier = banner_url(&banner, "verifier");
@@ -152,6 +178,7 @@ async fn the_banners_shop_logs_a_person_in_through_the_verifier() {
     demo.terminate();
     let (code, log) = demo.finish().await;
     assert_eq!(code, Some(0), "{log}");
+    banner
 }
 
 /// The first URL on the banner's line for `what` (`shop`, `verifier`,

@@ -157,6 +157,7 @@ async fn a_file_that_is_not_a_socket_or_a_socket_in_use_is_left_alone() {
     let message = failure.to_string();
     assert!(message.contains("not a socket"), "{message}");
     assert!(message.contains("LANYARD_LISTEN"), "{message}");
+    assert_eq!(failure.exit_code(), 2, "a settings problem");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
 
     let dir3 = tempfile::tempdir().unwrap();
@@ -167,7 +168,24 @@ async fn a_file_that_is_not_a_socket_or_a_socket_in_use_is_left_alone() {
         failure.to_string().contains("another process is listening"),
         "{failure}"
     );
+    assert_eq!(failure.exit_code(), 1, "the machine's state, not a setting");
     assert!(UnixStream::connect(&in_use).await.is_ok(), "still answers");
+}
+
+/// A socket path whose directory is missing is a bad setting: exit 2,
+/// naming the setting and what to create.
+#[tokio::test]
+async fn a_socket_in_a_missing_directory_is_a_settings_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("absent").join("lanyard.sock");
+    let dir2 = tempfile::tempdir().unwrap();
+    let Err(failure) = start_at(dir2, &socket, &[]).await else {
+        panic!("listened in a directory that does not exist");
+    };
+    let message = failure.to_string();
+    assert!(message.starts_with("LANYARD_LISTEN: "), "{message}");
+    assert!(message.contains("its directory does not exist"), "{message}");
+    assert_eq!(failure.exit_code(), 2);
 }
 
 #[tokio::test]
