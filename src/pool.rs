@@ -50,6 +50,14 @@ mod limit;
 pub use limit::UpstreamLimit;
 use limit::{Permit, PoolCount};
 
+/// The most an HTTP/1 upstream connection reads at once, and queues to
+/// write: its read buffer grows as reads fill it, up to hyper's default of
+/// about 400 KiB, which every connection of
+/// `LANYARD_MAX_UPSTREAM_CONNECTIONS` could reach on a large answer read
+/// quickly (docs/proxy.md "Limits": the formula's upstream term). A
+/// response head that does not arrive within it is refused (502).
+const UPSTREAM_BUFFER: usize = 64 * 1024;
+
 /// What a pool sends upstream: any body hyper's client connections take.
 /// The pool is generic over it, so that it knows nothing of the proxy that
 /// uses it (docs/architecture.md).
@@ -421,7 +429,11 @@ impl<B: SendBody> Pool<B> {
                 reused: false,
             });
         }
-        let (sender, connection) = http1::handshake(io).await.map_err(SendError::Handshake)?;
+        let (sender, connection) = http1::Builder::new()
+            .max_buf_size(UPSTREAM_BUFFER)
+            .handshake(io)
+            .await
+            .map_err(SendError::Handshake)?;
         let idle = Arc::new(AtomicBool::new(false));
         let marked = idle.clone();
         let limit = self.count.limit().clone();

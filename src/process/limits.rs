@@ -64,10 +64,34 @@ pub const VERIFIER_ANSWERS_PER_CONNECTION: usize = 4;
 /// connections then hold 256 streams, a small part of what the header
 /// budget admits, so no one client can spend it for the others.
 pub const VERIFIER_STREAMS_PER_CONNECTION: u32 = 8;
-/// HTTP/2 streams one connection may have open on the proxy's listener, as
-/// Envoy allows (nginx: 128): an app multiplexes its requests over few
-/// connections.
-pub const PROXY_STREAMS_PER_CONNECTION: u32 = 100;
+/// HTTP/2 streams one connection may have open on the proxy's listener at
+/// most, as Envoy allows (nginx: 128): an app multiplexes its requests over
+/// few connections.
+const PROXY_MAX_STREAMS_PER_CONNECTION: u32 = 100;
+/// The parts of `LANYARD_MAX_UPSTREAM_CONNECTIONS` one client connection
+/// may hold at once ([`proxy_streams_per_connection`]).
+const UPSTREAM_SHARES: usize = 8;
+/// Streams a connection may have open however few upstream connections
+/// there are: multiplexing stays worth an app's while, and a burst of
+/// streams sent before the client has read lanyard's SETTINGS is refused
+/// (`REFUSED_STREAM`) past this only.
+const PROXY_MIN_STREAMS_PER_CONNECTION: u32 = 8;
+
+/// HTTP/2 streams one connection may have open on the proxy's listener:
+/// an eighth of the upstream connections, from 8 to 100. A stream holds an
+/// upstream connection (or one of an HTTP/2 upstream's streams) until its
+/// answer has been sent, however slowly its client reads, so a connection
+/// whose client stops reading holds at most its share of them: three such
+/// leave the pod's other apps five eighths (docs/proxy.md "Limits").
+/// Clients keep further streams to themselves until one ends (RFC 9113
+/// §5.1.2), so a busy app waits on its own streams, not on its neighbours'.
+pub fn proxy_streams_per_connection(max_upstream_connections: usize) -> u32 {
+    let share = u32::try_from(max_upstream_connections / UPSTREAM_SHARES).unwrap_or(u32::MAX);
+    share.clamp(
+        PROXY_MIN_STREAMS_PER_CONNECTION,
+        PROXY_MAX_STREAMS_PER_CONNECTION,
+    )
+}
 /// Probes and scrapes ask one thing at a time.
 const ADMIN_STREAMS_PER_CONNECTION: u32 = 4;
 
@@ -83,7 +107,7 @@ pub(super) fn proxy_limits(config: &ProxyConfig, max_connections: usize) -> serv
         // Each holds up to 32 KiB of its answer queued: one per connection
         // keeps that term of docs/proxy.md "Limits" within the manifest's memory.
         max_streams: max_connections,
-        streams_per_connection: PROXY_STREAMS_PER_CONNECTION,
+        streams_per_connection: proxy_streams_per_connection(config.max_upstream_connections),
         refusal: ProxyError::TooManyConnections.http1_bytes().into(),
         evict_idle: false,
         extra_headers: HeaderMap::new(),
@@ -249,6 +273,18 @@ pub(super) fn budget_file_descriptors(
 
 #[cfg(test)]
 mod tests {
+    use super::proxy_streams_per_connection;
+
+    #[test]
+    fn a_proxy_connection_may_hold_an_eighth_of_the_upstream_connections_from_8_to_100() {
+        assert_eq!(proxy_streams_per_connection(256), 32);
+        assert_eq!(proxy_streams_per_connection(64), 8);
+        assert_eq!(proxy_streams_per_connection(8), 8);
+        assert_eq!(proxy_streams_per_connection(1), 8);
+        assert_eq!(proxy_streams_per_connection(4096), 100);
+        assert_eq!(proxy_streams_per_connection(usize::MAX), 100);
+    }
+
     use super::*;
 
     /// The head and body of a raw answer, checked for a length that is

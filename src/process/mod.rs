@@ -20,8 +20,8 @@ mod tokens;
 mod unix;
 
 pub use limits::{
-    PROXY_STREAMS_PER_CONNECTION, VERIFIER_CONNECTIONS_PER_CLIENT, VERIFIER_FIRST_REQUEST_TIMEOUT,
-    VERIFIER_IDLE_TIMEOUT, VERIFIER_PROXIED_IDLE_TIMEOUT,
+    VERIFIER_CONNECTIONS_PER_CLIENT, VERIFIER_FIRST_REQUEST_TIMEOUT, VERIFIER_IDLE_TIMEOUT,
+    VERIFIER_PROXIED_IDLE_TIMEOUT, proxy_streams_per_connection,
 };
 pub use signals::{Signal, Signals, run, run_verifier, stop_on_signals};
 pub(crate) use threads::failed;

@@ -11,6 +11,7 @@ mod cli;
 mod credential_sources;
 mod demo;
 mod docs;
+mod fair_share;
 mod frames;
 mod hostile;
 mod hsm;
