@@ -71,6 +71,11 @@
 #                     stream granted a window of 0 (100,000 streams)
 #   proxy-h2-chunked  the same of /chunked, each stream granted 1 byte of
 #                     window and never more
+#   proxy-h2-retry, proxy-h2-chunked-retry
+#                     each of those two with every stream refused with
+#                     REFUSED_STREAM sent again a second later, as a
+#                     client may (RFC 9113 8.7), until its head arrives or
+#                     60 s have passed; "refused" counts every refusal
 #   proxy-h1          1,000 HTTP/1.1 connections, one GET of /large each,
 #                     each socket's receive buffer 4 KiB (SO_RCVBUF, as a
 #                     client that means to hold the answer sets it); each
@@ -86,7 +91,8 @@
 # "KiB/unit" is (RSS peak - RSS before) over the streams the proxy took
 # (neither refused nor lost with their connection), or, for proxy-h1,
 # over the connections: what a stream or connection of that shape costs,
-# against the charges of docs/proxy.md "Limits".
+# against the charges of docs/proxy.md "Limits" (none for the -retry
+# scenarios, whose streams are taken at one time and not at another).
 #
 # Prints a table per listener: scenario | binary | (connections |)
 # streams answered | refused | reset (or reset/closed) | RSS before (MiB)
@@ -106,7 +112,7 @@ caller_dir=$PWD
 cd "$(dirname "$0")/.."
 
 verifier_scenarios="a b c"
-proxy_scenarios="proxy-h2 proxy-h2-chunked proxy-h1 proxy-neighbour"
+proxy_scenarios="proxy-h2 proxy-h2-retry proxy-h2-chunked proxy-h2-chunked-retry proxy-h1 proxy-neighbour"
 scenarios="verifier proxy"
 rss_limit_mib=4096
 lanyard_bin=
@@ -168,7 +174,7 @@ for scenario in $scenarios; do
     case $scenario in
     verifier) read -ra more <<<"$verifier_scenarios" && runs_asked+=("${more[@]}") ;;
     proxy) read -ra more <<<"$proxy_scenarios" && runs_asked+=("${more[@]}") ;;
-    a | b | c | proxy-h2 | proxy-h2-chunked | proxy-h1 | proxy-neighbour) runs_asked+=("$scenario") ;;
+    a | b | c | proxy-h2 | proxy-h2-retry | proxy-h2-chunked | proxy-h2-chunked-retry | proxy-h1 | proxy-neighbour) runs_asked+=("$scenario") ;;
     *) die_usage "--scenarios: no scenario '$scenario' (a b c $proxy_scenarios, verifier, proxy)" ;;
     esac
 done
@@ -236,7 +242,9 @@ scenario_args() {
     b) echo "--addresses 33 --connections 1056 --streams 100 --hold 10" ;;
     c) echo "--addresses 1 --connections 32 --streams 100 --hold 15 --env LANYARD_SEND_TIMEOUT=5s" ;;
     proxy-h2) echo "--shape h2 $flood --streams 100 --window 0" ;;
+    proxy-h2-retry) echo "--shape h2 $flood --streams 100 --window 0 --retry-refused" ;;
     proxy-h2-chunked) echo "--shape h2 $flood --streams 100 --chunked --window 1" ;;
+    proxy-h2-chunked-retry) echo "--shape h2 $flood --streams 100 --chunked --window 1 --retry-refused" ;;
     proxy-h1) echo "--shape h1 $flood --recv-buffer 4096" ;;
     proxy-neighbour)
         echo "--shape neighbour --addresses 3 --connections 3 --streams 100 --window 4096" \
@@ -322,17 +330,18 @@ if ((${#proxy_runs[@]})); then
     echo
     echo "The proxy (lanyard run), answers of 256 KiB from a loopback upstream."
     echo "proxy-h2: 1,000 connections (32 addresses) x 100 streams, window 0;"
-    echo "proxy-h2-chunked: the same, chunked answers, window 1 byte; proxy-h1:"
+    echo "proxy-h2-chunked: the same, chunked answers, window 1 byte; -retry: refused"
+    echo "streams sent again a second later, every refusal counted; proxy-h1:"
     echo "1,000 HTTP/1.1 connections, 4 KiB receive buffers, heads read only;"
     echo "proxy-neighbour: 3 connections x 100 slow streams (4 KiB a second each)"
     echo "beside a neighbour's GETs, timed alone and beside them (p50/p99 ms)."
     echo "KiB/unit: (peak - before) per stream taken, per connection for proxy-h1."
     echo
-    row="| %-16s | %-8s | %11s | %16s | %7s | %12s | %16s | %14s | %11s | %8s | %15s | %16s | %4s |\n"
+    row="| %-22s | %-8s | %11s | %16s | %7s | %12s | %16s | %14s | %11s | %8s | %15s | %16s | %4s |\n"
     # shellcheck disable=SC2059
     printf "$row" scenario binary connections "streams answered" refused "reset/closed" \
         "RSS before (MiB)" "RSS peak (MiB)" "limit (MiB)" "KiB/unit" "alone p50/p99" "beside p50/p99" 504s
-    echo "|------------------|----------|-------------|------------------|---------|--------------|------------------|----------------|-------------|----------|-----------------|------------------|------|"
+    echo "|------------------------|----------|-------------|------------------|---------|--------------|------------------|----------------|-------------|----------|-----------------|------------------|------|"
     for run in "${proxy_runs[@]}"; do
         read -r scenario name <<<"$run"
         out=$work/$scenario-$name.out

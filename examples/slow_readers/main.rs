@@ -10,7 +10,8 @@
 //!     [--rss-limit-mib M] [--env K=V]...
 //!     verifier: [--claims-kib K]
 //!     h2, h1, neighbour: [--answer-kib K] [--chunked] [--window BYTES]
-//!         [--recv-buffer BYTES] [--read-every MS] [--neighbours N]
+//!         [--retry-refused] [--recv-buffer BYTES] [--read-every MS]
+//!         [--neighbours N]
 //! ```
 //!
 //! One process: the embedded mock as the token service (and, for the
@@ -30,7 +31,10 @@
 //!   with a `Content-Length`, or chunked with `--chunked`.
 //!   `--connections` HTTP/2 connections send `--streams` GETs each,
 //!   granting each stream a window of `--window` bytes (default 0) and
-//!   never more: the answers' heads arrive, their bodies do not.
+//!   never more: the answers' heads arrive, their bodies do not. With
+//!   `--retry-refused`, a stream refused with `REFUSED_STREAM` is sent
+//!   again a second later (each refusal counted), until its head arrives
+//!   or 60 s have passed.
 //! - `h1`: `--connections` HTTP/1.1 connections, each with a receive
 //!   buffer of `--recv-buffer` bytes if given (`SO_RCVBUF`; the kernel's
 //!   default otherwise), send one GET of a large answer, read its head
@@ -66,7 +70,8 @@
 //! - `rss_before_kib`, `rss_peak_kib` (the highest sample or VmHWM, which
 //!   is also the start's), `rss_end_kib` (the last sample), `vm_hwm_kib`;
 //!   for the proxy's shapes, `kib_per_stream` (peak less before, over the
-//!   streams neither refused nor lost) or, for `h1`, `kib_per_connection`;
+//!   streams neither refused nor lost; `-` with `--retry-refused`) or,
+//!   for `h1`, `kib_per_connection`;
 //! - `neighbour_alone_*` and `neighbour_beside_*`: the neighbour's GETs,
 //!   how many, how many answered 200 and 504, failed (no answer within
 //!   60 s, or the connection refused), and their p50, p99 and longest in
@@ -113,7 +118,7 @@ const HEADS_WAIT: Duration = Duration::from_secs(60);
 const USAGE: &str = "usage: slow_readers --lanyard PATH [--shape verifier|h2|h1|neighbour] \
     [--connections N] [--addresses A] [--streams S] [--hold SECONDS] [--rss-limit-mib M] \
     [--env K=V]... [--claims-kib K] [--answer-kib K] [--chunked] [--window BYTES] \
-    [--recv-buffer BYTES] [--read-every MS] [--neighbours N]";
+    [--retry-refused] [--recv-buffer BYTES] [--read-every MS] [--neighbours N]";
 
 struct Args {
     lanyard: PathBuf,
@@ -126,6 +131,7 @@ struct Args {
     answer_kib: usize,
     chunked: bool,
     window: u32,
+    retry_refused: bool,
     recv_buffer: Option<u32>,
     read_every: Duration,
     neighbours: usize,
@@ -146,6 +152,7 @@ fn parse_args() -> Result<Args, String> {
         answer_kib: 256,
         chunked: false,
         window: 0,
+        retry_refused: false,
         recv_buffer: None,
         read_every: Duration::from_millis(1000),
         neighbours: 4,
@@ -187,6 +194,7 @@ fn parse_args() -> Result<Args, String> {
             "--claims-kib" => args.claims_kib = number(value()?)?,
             "--answer-kib" => args.answer_kib = number(value()?)?,
             "--chunked" => args.chunked = true,
+            "--retry-refused" => args.retry_refused = true,
             "--window" => args.window = bytes(value()?)?,
             "--recv-buffer" => args.recv_buffer = Some(bytes(value()?)?),
             "--read-every" => args.read_every = Duration::from_millis(number(value()?)? as u64),

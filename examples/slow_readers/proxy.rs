@@ -19,7 +19,7 @@ use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::Instant;
 
 use crate::child::{self, Lanyard};
-use crate::streams::{self, Counts, Window};
+use crate::streams::{self, Counts, Reader};
 use crate::{Args, FIRST_SOURCE, HEADS_WAIT, SETUP_WAIT, send, upstream};
 
 #[derive(Clone, Copy, PartialEq)]
@@ -141,6 +141,9 @@ pub async fn run(args: &Args, shape: Shape) -> Result<String, String> {
                 delta as f64 / opened.max(1) as f64
             )
         }
+        // A stream refused and sent again is taken at one time and not
+        // at another: no count of streams held to divide by.
+        _ if args.retry_refused => "kib_per_stream=-".into(),
         _ => {
             let accepted = counts.accepted(total);
             format!(
@@ -187,9 +190,10 @@ async fn h2_all(
             .body(())
             .expect("a valid request")
     };
-    let window = Window {
+    let reader = Reader {
         initial: args.window,
         give_back_after,
+        retry_refused: args.retry_refused,
     };
     streams::open_all(
         args.connections,
@@ -197,7 +201,7 @@ async fn h2_all(
         args.streams,
         to,
         request,
-        window,
+        reader,
         counts,
     )
     .await

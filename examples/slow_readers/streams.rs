@@ -13,19 +13,28 @@ use h2::client::SendRequest;
 use http::Request;
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 use crate::{FIRST_SOURCE, HEADS_WAIT, SETUP_WAIT};
 
-/// What each stream's client lets the server send.
+/// How each stream's client reads: what it lets the server send, and
+/// whether it sends a refused stream again.
 #[derive(Clone, Copy)]
-pub struct Window {
+pub struct Reader {
     /// `SETTINGS_INITIAL_WINDOW_SIZE`: what a stream may be sent before
     /// its client gives any back.
     pub initial: u32,
     /// Give back what arrived this long after it arrived (a slow reader);
     /// `None` gives nothing back (the window stays shut once spent).
     pub give_back_after: Option<Duration>,
+    /// Send a stream refused with `REFUSED_STREAM` again, [`RETRY_AFTER`]
+    /// later, as RFC 9113 §8.7 lets a client, until its head arrives or
+    /// [`HEADS_WAIT`] has passed.
+    pub retry_refused: bool,
 }
+
+/// How long a client waits before it sends a refused stream again.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// What became of the streams, counted as it happens.
 #[derive(Default)]
@@ -139,12 +148,12 @@ pub async fn open_all(
     streams: usize,
     to: SocketAddr,
     request: impl Fn() -> Request<()>,
-    window: Window,
+    reader: Reader,
     counts: &Arc<Counts>,
 ) -> Vec<SendRequest<Bytes>> {
     let mut holders = Vec::with_capacity(connections);
     for n in 0..connections {
-        let opened = open(source(n, addresses), to, window, streams, counts.clone()).await;
+        let opened = open(source(n, addresses), to, reader, streams, counts.clone()).await;
         let Ok(requests) = opened else {
             for _ in 0..streams {
                 counts.lost.fetch_add(1, Ordering::Relaxed);
@@ -153,7 +162,7 @@ pub async fn open_all(
             continue;
         };
         for _ in 0..streams {
-            tokio::spawn(hold(requests.clone(), request(), window, counts.clone()));
+            tokio::spawn(hold(requests.clone(), request(), reader, counts.clone()));
         }
         holders.push(requests);
     }
@@ -166,7 +175,7 @@ pub async fn open_all(
 async fn open(
     source: IpAddr,
     to: SocketAddr,
-    window: Window,
+    reader: Reader,
     streams: usize,
     counts: Arc<Counts>,
 ) -> Result<SendRequest<Bytes>, ()> {
@@ -180,11 +189,11 @@ async fn open(
         _ => return Err(()),
     };
     let mut builder = h2::client::Builder::new();
-    builder.initial_window_size(window.initial);
-    if window.give_back_after.is_some() {
+    builder.initial_window_size(reader.initial);
+    if reader.give_back_after.is_some() {
         // Room for every stream's window at once, so that the connection's
         // own window never holds a slow reader's streams back.
-        let all = window.initial.saturating_mul(streams as u32).max(65_535);
+        let all = reader.initial.saturating_mul(streams as u32).max(65_535);
         builder.initial_connection_window_size(all);
     }
     let handshake = builder.handshake::<_, Bytes>(io);
@@ -199,34 +208,51 @@ async fn open(
     Ok(requests)
 }
 
+/// A copy of `request` (which has no body) to send.
+fn again(request: &Request<()>) -> Request<()> {
+    let mut copy = Request::new(());
+    *copy.method_mut() = request.method().clone();
+    *copy.uri_mut() = request.uri().clone();
+    *copy.headers_mut() = request.headers().clone();
+    copy
+}
+
 /// One stream: sent, its head awaited and counted, then held (reading
 /// only what `window` lets through) until the server ends it or the
 /// process does.
 async fn hold(
     requests: SendRequest<Bytes>,
     request: Request<()>,
-    window: Window,
+    reader: Reader,
     counts: Arc<Counts>,
 ) {
-    let head = async {
-        let mut ready = requests.ready().await?;
-        let (response, _) = ready.send_request(request, true)?;
-        response.await
-    };
-    let response = match tokio::time::timeout(HEADS_WAIT, head).await {
-        // Counted as unresolved.
-        Err(_) => return,
-        Ok(Err(err)) => {
-            match err.reason().filter(|_| err.is_reset() && err.is_remote()) {
-                Some(reason) => counts.refuse(format!("{reason:?}")),
-                None => {
-                    counts.lost.fetch_add(1, Ordering::Relaxed);
+    let deadline = Instant::now() + HEADS_WAIT;
+    let response = loop {
+        let head = async {
+            let mut ready = requests.clone().ready().await?;
+            let (response, _) = ready.send_request(again(&request), true)?;
+            response.await
+        };
+        let err = match tokio::time::timeout_at(deadline, head).await {
+            // Counted as unresolved.
+            Err(_) => return,
+            Ok(Ok(response)) => break response,
+            Ok(Err(err)) => err,
+        };
+        match err.reason().filter(|_| err.is_reset() && err.is_remote()) {
+            Some(reason) => {
+                counts.refuse(format!("{reason:?}"));
+                if reader.retry_refused && reason == h2::Reason::REFUSED_STREAM {
+                    tokio::time::sleep(RETRY_AFTER).await;
+                    continue;
                 }
             }
-            counts.resolve();
-            return;
+            None => {
+                counts.lost.fetch_add(1, Ordering::Relaxed);
+            }
         }
-        Ok(Ok(response)) => response,
+        counts.resolve();
+        return;
     };
     counts.status(response.status().as_u16());
     counts.resolve();
@@ -237,7 +263,7 @@ async fn hold(
                 counts
                     .body_bytes
                     .fetch_add(data.len() as u64, Ordering::Relaxed);
-                if let Some(after) = window.give_back_after {
+                if let Some(after) = reader.give_back_after {
                     tokio::time::sleep(after).await;
                     let _ = body.flow_control().release_capacity(data.len());
                 }

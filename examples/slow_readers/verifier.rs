@@ -9,7 +9,7 @@ use lanyard::mock::MockService;
 use tokio::time::Instant;
 
 use crate::child::{self, Lanyard, PROJECT_ID, RULE_ID};
-use crate::streams::{self, Counts, Window};
+use crate::streams::{self, Counts, Reader};
 use crate::{Args, HEADS_WAIT, SETUP_WAIT, send};
 
 pub async fn run(args: &Args) -> Result<String, String> {
@@ -52,9 +52,10 @@ pub async fn run(args: &Args) -> Result<String, String> {
             .body(())
             .expect("a valid request")
     };
-    let window = Window {
+    let reader = Reader {
         initial: 0,
         give_back_after: None,
+        retry_refused: false,
     };
     let holders = streams::open_all(
         args.connections,
@@ -62,7 +63,7 @@ pub async fn run(args: &Args) -> Result<String, String> {
         args.streams,
         to,
         request,
-        window,
+        reader,
         &counts,
     )
     .await;
