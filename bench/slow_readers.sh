@@ -396,7 +396,9 @@ for run in "${runs[@]}"; do
     limit=$verifier_limit_mib
     [[ $scenario != proxy-* ]] || limit=$proxy_limit_mib
     peak=$(field rss_peak_kib "$work/$scenario-$name.out")
-    if [[ $peak =~ ^[0-9]+$ ]] && ((peak < limit * 1024)); then
+    if [[ $(field child "$work/$scenario-$name.out") == killed_at_rss_limit ]] && ((rss_limit_mib < limit)); then
+        echo "scenario $scenario: lanyard was killed at the guard's $rss_limit_mib MiB, under the manifest's $limit MiB: its peak is not known"
+    elif [[ $peak =~ ^[0-9]+$ ]] && ((peak < limit * 1024)); then
         echo "scenario $scenario: lanyard's peak is under the manifest's $limit MiB"
     else
         echo "scenario $scenario: lanyard's peak is NOT under the manifest's $limit MiB"
