@@ -92,6 +92,17 @@ pub fn proxy_streams_per_connection(max_upstream_connections: usize) -> u32 {
         PROXY_MAX_STREAMS_PER_CONNECTION,
     )
 }
+/// What an open HTTP/2 stream of the proxy costs beside its headers, all
+/// told (h2's record of it, hyper's task, the proxy's future with its
+/// upstream exchange, and its connection's own state spread over its
+/// streams): about 20 KiB, measured by `bench/slow_readers.sh`'s proxy
+/// scenarios (323 MiB over 16,430 streams). Charged, the group's header
+/// budget bounds what open streams really hold (docs/proxy.md "Limits").
+const PROXY_STREAM_STATE_BYTES: u32 = 20 * 1024;
+/// The verifier's and the admin listener's handlers are smaller, and
+/// their answers shared: about 4 KiB a stream, as measured by
+/// `bench/slow_readers.sh`'s verifier scenarios.
+const STREAM_STATE_BYTES: u32 = 4 * 1024;
 /// Probes and scrapes ask one thing at a time.
 const ADMIN_STREAMS_PER_CONNECTION: u32 = 4;
 
@@ -108,6 +119,7 @@ pub(super) fn proxy_limits(config: &ProxyConfig, max_connections: usize) -> serv
         // keeps that term of docs/proxy.md "Limits" within the manifest's memory.
         max_streams: max_connections,
         streams_per_connection: proxy_streams_per_connection(config.max_upstream_connections),
+        stream_state_bytes: PROXY_STREAM_STATE_BYTES,
         refusal: ProxyError::TooManyConnections.http1_bytes().into(),
         evict_idle: false,
         extra_headers: HeaderMap::new(),
@@ -131,6 +143,7 @@ pub(super) fn admin_limits(send_timeout: Duration) -> server::Limits {
         max_header_bytes: MIN_MAX_HEADER_BYTES,
         max_streams: ADMIN_MAX_CONNECTIONS,
         streams_per_connection: ADMIN_STREAMS_PER_CONNECTION,
+        stream_state_bytes: STREAM_STATE_BYTES,
         refusal: admin_refusal(),
         evict_idle: true,
         extra_headers: HeaderMap::new(),
@@ -163,6 +176,7 @@ pub(super) fn verifier_limits(config: &VerifierConfig, max_connections: usize) -
         // address (32 connections of 100 streams) from taking them all.
         max_streams: VERIFIER_ANSWERS_PER_CONNECTION * max_connections,
         streams_per_connection: VERIFIER_STREAMS_PER_CONNECTION,
+        stream_state_bytes: STREAM_STATE_BYTES,
         refusal: ProxyError::TooManyConnections.http1_bytes().into(),
         evict_idle: true,
         extra_headers: crate::verifier::security_headers(),

@@ -33,13 +33,6 @@ use super::{Abort, HEAD_BACKSTOP, Handler, HeadRefusal, Limits, Peer, Stream};
 /// HTTP/1.1.
 const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-/// What an HTTP/2 stream costs beside its headers while it is open: h2's
-/// record of it, hyper's task and the handler's future, about 4 KiB as
-/// measured (`bench/slow_readers.sh`). Charged with its headers against
-/// the group's header budget, so that the budget bounds open streams'
-/// memory whatever their headers' size (docs/proxy.md "Limits").
-const STREAM_STATE_BYTES: u32 = 4 * 1024;
-
 /// What each stream of an HTTP/2 connection may have queued in h2 to send
 /// (hyper's default is 400 KiB): with answers handed to hyper in frames of
 /// at most 16 KiB (`stall::MAX_DATA_FRAME`), a stream holds at most this
@@ -68,6 +61,8 @@ pub(super) struct Protocols {
     /// (HTTP/2's idle timer always does).
     evicts: bool,
     max_header_bytes: usize,
+    /// An open stream's charge beside its headers (`Limits::stream_state_bytes`).
+    stream_state_bytes: u32,
     /// On every answer the server makes itself.
     extra_headers: HeaderMap,
     head_refusal: fn(HeadRefusal) -> Response<Full<Bytes>>,
@@ -104,6 +99,7 @@ impl Protocols {
             send_timeout: limits.send_timeout,
             evicts: limits.evict_idle,
             max_header_bytes: limits.max_header_bytes,
+            stream_state_bytes: limits.stream_state_bytes,
             extra_headers: limits.extra_headers.clone(),
             head_refusal: limits.head_refusal,
         }
@@ -277,6 +273,7 @@ fn service<H: Handler>(
     let (handler, protocols) = (handler.clone(), protocols.clone());
     let (header_bytes, streams, activity) =
         (header_bytes.clone(), streams.clone(), activity.clone());
+    let stream_state_bytes = protocols.stream_state_bytes;
     let counts_requests = is_http2 || protocols.evicts;
     let send_timeout = protocols.send_timeout;
     let requests = Cell::new(0u64);
@@ -295,7 +292,7 @@ fn service<H: Handler>(
         let headers = match (is_http2, &own) {
             (true, None) => header_bytes
                 .clone()
-                .try_acquire_many_owned(header_list_size(&req).saturating_add(STREAM_STATE_BYTES))
+                .try_acquire_many_owned(header_list_size(&req).saturating_add(stream_state_bytes))
                 .map(Some),
             _ => Ok(None),
         };

@@ -97,6 +97,11 @@ pub struct Limits {
     /// `SETTINGS_MAX_CONCURRENT_STREAMS`): each costs its state however
     /// little it is answered, so this times `max_connections` bounds it.
     pub streams_per_connection: u32,
+    /// What an open HTTP/2 stream costs beside its headers, charged with
+    /// them against `max_header_bytes` × `max_connections`: h2's record of
+    /// it, hyper's task and the handler's future, as measured for the
+    /// listener's handler (`bench/slow_readers.sh`).
+    pub stream_state_bytes: u32,
     /// What a connection over the limit is told, as raw HTTP/1.1 with
     /// `connection: close`: the listener's owner names its own setting.
     pub refusal: Bytes,

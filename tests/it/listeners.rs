@@ -67,6 +67,7 @@ async fn pair(
         max_header_bytes: 64 * 1024,
         max_streams: 10_000,
         streams_per_connection: 100,
+        stream_state_bytes: 4 * 1024,
         head_refusal: |refused| {
             let mut answer = http::Response::new(http_body_util::Full::new(Bytes::from_static(
                 refused.reason().as_bytes(),
