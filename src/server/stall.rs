@@ -14,15 +14,30 @@
 //!
 //! The task, not the body, ends the stream: a body hyper never polls
 //! cannot act. Dropping the task drops hyper's handle on the stream, and h2
-//! resets it (`RST_STREAM` `CANCEL`), freeing what it held. So the task
-//! must live until the client has taken the answer: hyper ends it as soon
-//! as it has queued a frame that ends the stream, which would leave that
-//! frame in h2 with nothing timing it. hyper waits for window before it
-//! queues a frame, so an answer of known end keeps back its last byte as a
-//! frame of its own: the frame before it is queued, and the last one waits,
-//! timed, until the client has taken what was queued. (An answer whose end
-//! shows only as it comes, an upstream's chunked one, has no last byte to
-//! keep back: its last frame may stay queued after its task.)
+//! resets it (`RST_STREAM` `CANCEL`, RFC 9113 §6.4), freeing what it held.
+//! So the task must live until the client has taken what was queued:
+//! hyper ends it as soon as it has queued a frame that ends the stream,
+//! and a stream whose end is queued is closed on lanyard's side, so that
+//! dropping its handle no longer resets it; whatever h2 still held would
+//! wait for the client's window with nothing timing it. An answer's end
+//! is therefore handed to hyper only once what was queued before it is
+//! on its way, whatever the answer's framing:
+//!
+//! - An answer of known end keeps back its last byte as a frame of its
+//!   own. hyper waits for window before it queues a frame, and h2 has
+//!   window for a stream's next byte only once every byte queued before
+//!   it has some: the last byte waits, timed, until the client has made
+//!   room for all of the answer, which then goes out in one write. It
+//!   costs one frame header (9 bytes) per answer, no write of its own.
+//! - An answer whose end shows only as it comes (an upstream's chunked
+//!   one) has handed over its last frame before its end is known. Its
+//!   bytes go to hyper as [`Queued`], the body's own buffer counting the
+//!   stream's bytes down as h2 writes them out (or drops them, on a
+//!   reset), and the end waits, timed, until none are left. hyper ends
+//!   such an answer with an empty `END_STREAM` frame in any case; when the
+//!   end comes while bytes are still queued, the wait costs one more wake
+//!   of the stream's task, and that frame goes out in a write of its own
+//!   rather than with the bytes before it.
 //!
 //! Progress is seen about once per frame, so a client is counted as taking
 //! bytes if it takes a frame (16 KiB) per `LANYARD_SEND_TIMEOUT`: about
@@ -30,13 +45,15 @@
 
 use std::cell::Cell;
 use std::future::Future;
+use std::io::IoSlice;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
+use http::HeaderMap;
 use hyper::body::{Body, Frame, SizeHint};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, Sleep};
@@ -70,8 +87,14 @@ pub(super) struct StreamWatch {
     /// Bumped each time hyper asks the answer's body for more.
     asked: Cell<u64>,
     /// The body has handed hyper an answer or a frame and not been asked
-    /// for more since: hyper is waiting for the client's window.
+    /// for more since, or holds back the answer's end until what was
+    /// queued drains: either way, it waits for the client.
     waiting: Cell<bool>,
+    /// Bytes of the answer handed to hyper that h2 has not yet written
+    /// out (or dropped, on a reset): counted down by [`Queued`].
+    queued: Cell<usize>,
+    /// The answer's end, held back until `queued` drains.
+    drained: Cell<Option<Waker>>,
 }
 
 impl StreamWatch {
@@ -84,6 +107,104 @@ impl StreamWatch {
     fn asked(&self) {
         self.asked.set(self.asked.get().wrapping_add(1));
         self.waiting.set(false);
+    }
+
+    /// `bytes`, counted as queued until h2 has written them out.
+    fn queue(self: &Rc<Self>, bytes: Bytes) -> Queued {
+        self.queued.set(self.queued.get() + bytes.len());
+        Queued {
+            bytes,
+            stream: Some(self.clone()),
+        }
+    }
+
+    fn taken(&self, n: usize) {
+        let left = self.queued.get().saturating_sub(n);
+        self.queued.set(left);
+        if left == 0
+            && let Some(waker) = self.drained.take()
+        {
+            waker.wake();
+        }
+    }
+
+    /// The answer's end (`None`, or its trailers), once every byte queued
+    /// before it has been written out: hyper ends the stream's task as it
+    /// hands the end to h2, and what h2 still held then would wait for
+    /// the client's window with nothing timing it. Until then the body
+    /// waits for the client, timed as a frame waiting for window is, and
+    /// a wake-up with bytes still queued is no progress.
+    fn end_once_drained<E>(
+        &self,
+        end: &mut Option<Option<HeaderMap>>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Queued>, E>>> {
+        if self.queued.get() > 0 {
+            self.drained.set(Some(cx.waker().clone()));
+            self.waiting.set(true);
+            return Poll::Pending;
+        }
+        let trailers = end.as_mut().and_then(Option::take);
+        Poll::Ready(trailers.map(|trailers| Ok(Frame::trailers(trailers))))
+    }
+}
+
+/// An answer's bytes as hyper and h2 hold them: the body's own buffer
+/// (written from, never copied), which on HTTP/2 counts its stream's
+/// queued bytes down as h2 writes them out, or as it drops them when the
+/// stream is reset.
+pub(super) struct Queued {
+    bytes: Bytes,
+    stream: Option<Rc<StreamWatch>>,
+}
+
+impl Queued {
+    /// Bytes no stream counts: HTTP/1.1's, whose socket's writes are
+    /// timed instead (`super::io`).
+    fn untimed(bytes: Bytes) -> Queued {
+        Queued {
+            bytes,
+            stream: None,
+        }
+    }
+
+    fn taken(&self, n: usize) {
+        if let Some(stream) = &self.stream {
+            stream.taken(n);
+        }
+    }
+}
+
+impl Buf for Queued {
+    fn remaining(&self) -> usize {
+        self.bytes.len()
+    }
+
+    fn chunk(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    fn chunks_vectored<'a>(&'a self, dst: &mut [IoSlice<'a>]) -> usize {
+        self.bytes.chunks_vectored(dst)
+    }
+
+    fn advance(&mut self, n: usize) {
+        self.bytes.advance(n);
+        self.taken(n);
+    }
+
+    fn copy_to_bytes(&mut self, len: usize) -> Bytes {
+        let bytes = self.bytes.copy_to_bytes(len);
+        self.taken(len);
+        bytes
+    }
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        if !self.bytes.is_empty() {
+            self.taken(self.bytes.len());
+        }
     }
 }
 
@@ -108,6 +229,9 @@ pin_project_lite::pin_project! {
         stream: Option<Rc<StreamWatch>>,
         // Of a data frame split at `MAX_DATA_FRAME`, what is still to go.
         rest: Option<Bytes>,
+        // The end, once the inner body has given it (`Some(None)`: no
+        // trailers), held back until what was queued drains.
+        end: Option<Option<HeaderMap>>,
     }
 }
 
@@ -127,6 +251,7 @@ impl<B> Answer<B> {
             held,
             stream,
             rest: None,
+            end: None,
         }
     }
 }
@@ -135,26 +260,37 @@ impl<B> Body for Answer<B>
 where
     B: Body<Data = Bytes>,
 {
-    type Data = Bytes;
+    type Data = Queued;
     type Error = B::Error;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+    ) -> Poll<Option<Result<Frame<Queued>, B::Error>>> {
         let mut this = self.project();
         let Some(stream) = this.stream.as_ref() else {
-            return this.inner.poll_frame(cx);
+            let frame = std::task::ready!(this.inner.poll_frame(cx));
+            return Poll::Ready(frame.map(|frame| frame.map(|f| f.map_data(Queued::untimed))));
         };
+        if this.end.is_some() {
+            return stream.end_once_drained(this.end, cx);
+        }
         stream.asked();
         let mut data = match this.rest.take() {
             Some(rest) => rest,
             None => match std::task::ready!(this.inner.as_mut().poll_frame(cx)) {
                 Some(Ok(frame)) => match frame.into_data() {
                     Ok(data) => data,
-                    Err(trailers) => return Poll::Ready(Some(Ok(trailers))),
+                    Err(frame) => {
+                        *this.end = Some(frame.into_trailers().ok());
+                        return stream.end_once_drained(this.end, cx);
+                    }
                 },
-                other => return Poll::Ready(other),
+                Some(Err(err)) => return Poll::Ready(Some(Err(err))),
+                None => {
+                    *this.end = Some(None);
+                    return stream.end_once_drained(this.end, cx);
+                }
             },
         };
         if data.len() > MAX_DATA_FRAME {
@@ -165,7 +301,7 @@ where
             *this.rest = Some(data.split_off(data.len() - 1));
         }
         stream.waiting.set(true);
-        Poll::Ready(Some(Ok(Frame::data(data))))
+        Poll::Ready(Some(Ok(Frame::data(stream.queue(data)))))
     }
 
     fn is_end_stream(&self) -> bool {
@@ -317,5 +453,85 @@ impl<F: Future> Future for TimedStream<F> {
             timer.as_mut().reset(next);
         }
         Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use std::convert::Infallible;
+
+    /// A body of one frame whose end shows only when it is asked again, as
+    /// an upstream's chunked answer's does.
+    struct Chunked(Option<Bytes>);
+
+    impl Body for Chunked {
+        type Data = Bytes;
+        type Error = Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+            Poll::Ready(self.0.take().map(|data| Ok(Frame::data(data))))
+        }
+    }
+
+    fn poll(answer: Pin<&mut Answer<Chunked>>) -> Poll<Option<Result<Frame<Queued>, Infallible>>> {
+        answer.poll_frame(&mut Context::from_waker(Waker::noop()))
+    }
+
+    #[test]
+    fn an_answer_of_unknown_length_ends_only_once_its_queued_bytes_are_written() {
+        let stream = Rc::new(StreamWatch::default());
+        let answer = Answer {
+            inner: Chunked(Some(Bytes::from_static(&[b'x'; 4096]))),
+            held: (None, None),
+            stream: Some(stream.clone()),
+            rest: None,
+            end: None,
+        };
+        let mut answer = std::pin::pin!(answer);
+        let Poll::Ready(Some(Ok(frame))) = poll(answer.as_mut()) else {
+            panic!("the answer's frame");
+        };
+        let mut queued = frame.into_data().ok().expect("data");
+        assert_eq!(stream.queued.get(), 4096, "whole, not one byte kept back");
+        // The end has come, but the frame is still queued.
+        assert!(poll(answer.as_mut()).is_pending());
+        assert!(stream.waiting.get(), "timed as waiting for the client");
+        let asked = stream.asked.get();
+        assert!(poll(answer.as_mut()).is_pending());
+        assert_eq!(stream.asked.get(), asked, "a wake-up is no progress");
+        // h2 writes part of it, then the rest.
+        queued.advance(4000);
+        assert!(poll(answer.as_mut()).is_pending());
+        assert_eq!(queued.copy_to_bytes(96).len(), 96);
+        assert_eq!(stream.queued.get(), 0);
+        assert!(matches!(poll(answer.as_mut()), Poll::Ready(None)));
+    }
+
+    #[test]
+    fn bytes_dropped_unwritten_by_a_reset_are_no_longer_queued() {
+        let stream = Rc::new(StreamWatch::default());
+        let queued = stream.queue(Bytes::from_static(b"answer"));
+        let waker = std::sync::Arc::new(Woken::default());
+        stream.drained.set(Some(Waker::from(waker.clone())));
+        drop(queued);
+        assert_eq!(stream.queued.get(), 0);
+        assert!(
+            waker.0.load(std::sync::atomic::Ordering::Relaxed),
+            "the end was woken"
+        );
+    }
+
+    #[derive(Default)]
+    struct Woken(std::sync::atomic::AtomicBool);
+
+    impl std::task::Wake for Woken {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 }

@@ -7,6 +7,7 @@ mod support;
 
 mod accounts;
 mod browser;
+mod chunked_answers;
 mod cli;
 mod credential_sources;
 mod demo;

@@ -5,6 +5,8 @@
 //!   headers;
 //! - `/upload`: reads the body chunk by chunk and answers its length;
 //! - `/download?bytes=N`: streams N bytes in 64 KiB chunks;
+//! - `/chunked?bytes=N`: the same with no declared length, so chunked on
+//!   HTTP/1.1;
 //! - `/slow?ms=N`: answers after N ms (announcing the request first);
 //! - `/hold`: announces the request, then answers once the test calls
 //!   [`TestUpstream::release_held`];
@@ -152,6 +154,10 @@ async fn answer(
     if path == "/download" {
         let bytes = param("bytes").unwrap_or(0);
         return Response::new(Either::Right(ChunkBody::new(bytes, true)));
+    }
+    if path == "/chunked" {
+        let bytes = param("bytes").unwrap_or(0);
+        return Response::new(Either::Right(ChunkBody::new(bytes, false)));
     }
     if path == "/hold" {
         slow.send_modify(|n| *n += 1);
