@@ -5,7 +5,7 @@
 
 mod token;
 
-pub use token::{AccountSeries, TokenMetrics};
+pub use token::{AccountLabels, AccountSeries, TokenMetrics};
 
 use std::sync::OnceLock;
 use std::time::Duration;

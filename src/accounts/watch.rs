@@ -3,11 +3,13 @@
 //! "Credential rotation"): polled, for the reasons `crate::reload` gives
 //! (a Kubernetes Secret changes by an atomic swap of its `..data` link,
 //! which a watch on the files never sees), read again until two reads
-//! agree, then used. A bad file is refused on its own, with one log line:
-//! the account it was (if any) keeps its credentials, and every other
-//! account keeps serving.
+//! agree, then used. An update is judged as a whole (`judge`): the new
+//! set of files against itself, so that files exchanging their
+//! organizations in one Secret update are taken up together. A bad file
+//! is refused on its own, with one log line: the account it was (if any)
+//! keeps its credentials, and every other account keeps serving.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -24,6 +26,7 @@ use crate::throttle::{self, Throttle};
 
 use super::{Account, AccountRules, Accounts};
 
+mod judge;
 mod snapshot;
 
 use snapshot::{Reader, Seen, Snapshot, same};
@@ -57,8 +60,7 @@ struct Watcher {
     default_organization: Option<String>,
     known: BTreeMap<PathBuf, Known>,
     /// Files refused as they stand: looked at again only once they change,
-    /// or, refused for another file's organization, once the directory
-    /// does.
+    /// or, refused for another file's organization, at each update.
     refused: BTreeMap<PathBuf, Refused>,
     reloads: watch::Sender<DirectoryReloads>,
     reader: Arc<Reader>,
@@ -71,9 +73,23 @@ struct Watcher {
 struct Refused {
     /// `None`: it could not be read.
     fingerprint: Option<Fingerprint>,
-    /// Refused because another file, or `SA_CREDENTIALS_FILE`, serves this
-    /// organization: judged again once that other file no longer does.
+    /// Refused for another file's organization (or
+    /// `SA_CREDENTIALS_FILE`'s): the organization it names, judged again
+    /// with every update, so taken up once no other file has it.
     clash: Option<String>,
+    why: String,
+}
+
+/// One file of an update, as [`Watcher::sort`] finds it.
+enum Sorted {
+    /// Its account in use, unchanged.
+    InUse,
+    /// Refused as it stands: it cannot be read, or it was refused for a
+    /// problem of its own and has not changed since.
+    Refused,
+    /// Content to read and judge: new, changed, or refused for another
+    /// file's organization, which may be free now.
+    ToJudge(Seen),
 }
 
 /// Starts the watcher over the accounts the start-up loaded (each with
@@ -167,29 +183,9 @@ impl Watcher {
     }
 
     async fn check(&mut self) {
-        let mut now = match self.read().await {
-            Ok(snapshot) => snapshot,
-            Err(why) => {
-                // A directory gone for a moment (a volume remounted) takes
-                // no account away.
-                if let Some(held_back) = self.unreadable.due(tokio::time::Instant::now()) {
-                    tracing::warn!(problem = %why, held_back, "SA_CREDENTIALS_DIR cannot be read (or holds too many files); every account keeps its credentials, and changes are not taken up until it can be; logged at most once a minute");
-                }
-                return;
-            }
-        };
-        if !self.differs(&now) {
+        let Some(now) = self.settled().await else {
             return;
-        }
-        for _ in 0..MAX_SETTLE_ROUNDS {
-            tokio::time::sleep(SETTLE).await;
-            let Ok(again) = self.read().await else { return };
-            let settled = same(&again, &now);
-            now = again;
-            if settled {
-                break;
-            }
-        }
+        };
         self.refused.retain(|path, _| now.contains_key(path));
         let gone: Vec<PathBuf> = self
             .known
@@ -200,29 +196,126 @@ impl Watcher {
         for path in gone {
             self.removed(&path);
         }
+        // The update as a whole: every new or changed file read first,
+        // then judged against the others' new content (`judge`).
+        let mut refused_as_they_stand = BTreeSet::new();
+        let mut loaded = BTreeMap::new();
         for (path, read) in &now {
-            self.look_at(path.clone(), read.clone()).await;
+            let seen = match self.sort(path, read) {
+                Sorted::InUse => continue,
+                Sorted::Refused => {
+                    refused_as_they_stand.insert(path.clone());
+                    continue;
+                }
+                Sorted::ToJudge(seen) => seen,
+            };
+            match self.load(path, seen.bytes).await {
+                Ok(file) => {
+                    loaded.insert(path.clone(), (file, seen.fingerprint));
+                }
+                Err(why) => {
+                    self.refuse(path, Some(seen.fingerprint), why, None);
+                    refused_as_they_stand.insert(path.clone());
+                }
+            }
         }
-        // A file refused for another's organization is judged again once
-        // that organization is free (the other file removed, or changed).
-        let freed: Vec<PathBuf> = self
-            .refused
-            .iter()
-            .filter(|(path, refused)| {
-                refused
-                    .clash
-                    .as_deref()
-                    .is_some_and(|organization| self.clash(path, organization).is_none())
-            })
-            .map(|(path, _)| path.clone())
-            .collect();
-        for path in freed {
-            self.refused.remove(&path);
-            if let Some(read) = now.get(&path) {
-                self.look_at(path, read.clone()).await;
+        let refusals = self.judged(&loaded, &refused_as_they_stand);
+        for (path, (file, fingerprint)) in loaded {
+            match refusals.get(&path) {
+                Some(why) => {
+                    let clash = Some(file.credentials.organization_id);
+                    self.refuse(&path, Some(fingerprint), why.clone(), clash);
+                }
+                None => self.take_up(path, file, fingerprint),
             }
         }
         self.accounts.publish(known_accounts(&self.known));
+    }
+
+    /// The directory once two reads agree (a writer caught half-way is
+    /// not judged), if it differs from what is in use or was refused.
+    async fn settled(&mut self) -> Option<Snapshot> {
+        let mut now = match self.read().await {
+            Ok(snapshot) => snapshot,
+            Err(why) => {
+                // A directory gone for a moment (a volume remounted) takes
+                // no account away.
+                if let Some(held_back) = self.unreadable.due(tokio::time::Instant::now()) {
+                    tracing::warn!(problem = %why, held_back, "SA_CREDENTIALS_DIR cannot be read (or holds too many files); every account keeps its credentials, and changes are not taken up until it can be; logged at most once a minute");
+                }
+                return None;
+            }
+        };
+        if !self.differs(&now) {
+            return None;
+        }
+        for _ in 0..MAX_SETTLE_ROUNDS {
+            tokio::time::sleep(SETTLE).await;
+            let again = self.read().await.ok()?;
+            let settled = same(&again, &now);
+            now = again;
+            if settled {
+                break;
+            }
+        }
+        Some(now)
+    }
+
+    /// What one file of the update is.
+    fn sort(&mut self, path: &Path, read: &Result<Seen, String>) -> Sorted {
+        let seen = match read {
+            Ok(seen) => seen,
+            Err(why) => {
+                let refused_unreadable =
+                    self.refused.get(path).map(|r| r.fingerprint) == Some(None);
+                if !self.known.contains_key(path) && !refused_unreadable {
+                    self.refuse(path, None, why.clone(), None);
+                }
+                return Sorted::Refused;
+            }
+        };
+        let fingerprint = seen.fingerprint;
+        if let Some(known) = self.known.get_mut(path)
+            && known.loaded == fingerprint
+        {
+            // In use; or back to the content in use, a bad edit undone.
+            known.seen = fingerprint;
+            self.refused.remove(path);
+            return Sorted::InUse;
+        }
+        match self.refused.get(path) {
+            Some(refused)
+                if refused.fingerprint == Some(fingerprint) && refused.clash.is_none() =>
+            {
+                Sorted::Refused
+            }
+            _ => Sorted::ToJudge(seen.clone()),
+        }
+    }
+
+    /// The files of `loaded` to refuse, and why: the update judged as a
+    /// whole, each account in use keeping its organization unless its
+    /// file now names another that is taken up.
+    fn judged(
+        &self,
+        loaded: &BTreeMap<PathBuf, (AccountFile, Fingerprint)>,
+        refused: &BTreeSet<PathBuf>,
+    ) -> BTreeMap<PathBuf, String> {
+        judge::judge(&judge::Update {
+            serving: self
+                .known
+                .iter()
+                .map(|(path, known)| (path.as_path(), known.account.organization()))
+                .collect(),
+            named: loaded
+                .iter()
+                .map(|(path, (file, _))| {
+                    (path.as_path(), file.credentials.organization_id.as_str())
+                })
+                .collect(),
+            refused: refused.iter().map(PathBuf::as_path).collect(),
+            default: self.default_organization.as_deref(),
+        })
     }
 
     fn removed(&mut self, path: &Path) {
@@ -233,40 +326,6 @@ impl Watcher {
                 "credentials file removed: its organization's paths now get no_account_for_organization"
             );
             self.reloads.send_modify(|r| r.removed += 1);
-        }
-    }
-
-    async fn look_at(&mut self, path: PathBuf, read: Result<Seen, String>) {
-        let seen = match read {
-            Ok(seen) => seen,
-            Err(why) => {
-                let refused_unreadable =
-                    self.refused.get(&path).map(|r| r.fingerprint) == Some(None);
-                if !self.known.contains_key(&path) && !refused_unreadable {
-                    self.refuse(&path, None, why);
-                }
-                return;
-            }
-        };
-        let fingerprint = seen.fingerprint;
-        if let Some(known) = self.known.get(&path)
-            && known.seen == fingerprint
-        {
-            return;
-        }
-        if self.refused.get(&path).map(|r| r.fingerprint) == Some(Some(fingerprint)) {
-            return;
-        }
-        if let Some(known) = self.known.get_mut(&path)
-            && known.loaded == fingerprint
-        {
-            // Back to the content in use: a bad edit undone.
-            known.seen = fingerprint;
-            return;
-        }
-        match self.load(&path, seen.bytes).await {
-            Ok(file) => self.take_up(path, file, fingerprint),
-            Err(why) => self.refuse(&path, Some(fingerprint), why),
         }
     }
 
@@ -291,13 +350,6 @@ impl Watcher {
 
     fn take_up(&mut self, path: PathBuf, file: AccountFile, fingerprint: Fingerprint) {
         let organization = file.credentials.organization_id.clone();
-        if let Some(why) = self.clash(&path, &organization) {
-            self.refuse(&path, Some(fingerprint), why);
-            if let Some(refused) = self.refused.get_mut(&path) {
-                refused.clash = Some(organization);
-            }
-            return;
-        }
         self.refused.remove(&path);
         let same_account = self
             .known
@@ -346,26 +398,17 @@ impl Watcher {
         });
     }
 
-    /// Another file, or `SA_CREDENTIALS_FILE`, already serves
-    /// `organization`.
-    fn clash(&self, path: &Path, organization: &str) -> Option<String> {
-        if self.default_organization.as_deref() == Some(organization) {
-            return Some(format!(
-                "organization `{organization}` is SA_CREDENTIALS_FILE's account's already"
-            ));
-        }
-        let other = self.known.iter().find(|(other, known)| {
-            other.as_path() != path && known.account.organization() == organization
-        })?;
-        Some(format!(
-            "organization `{organization}` is served by {} already; keep one file for it",
-            other.0.display()
-        ))
-    }
-
     /// Refuses the file as it stands, with one log line; the account it
-    /// was keeps its credentials.
-    fn refuse(&mut self, path: &Path, fingerprint: Option<Fingerprint>, why: String) {
+    /// was keeps its credentials. `clash`: the organization it names,
+    /// refused for another file's (judged again at the next update). The
+    /// same refusal again, of the same content, is not logged again.
+    fn refuse(
+        &mut self,
+        path: &Path,
+        fingerprint: Option<Fingerprint>,
+        why: String,
+        clash: Option<String>,
+    ) {
         let kept = self.known.get_mut(path).map(|known| {
             if let Some(fingerprint) = &fingerprint {
                 known.seen = *fingerprint;
@@ -374,16 +417,21 @@ impl Watcher {
         });
         let refused = Refused {
             fingerprint,
-            clash: None,
+            clash,
+            why,
         };
-        self.refused.insert(path.to_path_buf(), refused);
+        if self.refused.get(path) == Some(&refused) {
+            return;
+        }
         tracing::warn!(
             file = %path.display(),
-            problem = %why,
+            problem = %refused.why,
             kept_organization = kept.as_deref(),
             "credentials file refused; every other account keeps serving, and the file's own account (if it had one) keeps its credentials"
         );
         self.counted("invalid");
+        let why = refused.why.clone();
+        self.refused.insert(path.to_path_buf(), refused);
         self.reloads.send_modify(|r| {
             r.refused += 1;
             r.last_problem = Some(why);

@@ -31,7 +31,7 @@ use super::handle::{RefresherLink, Report};
 use super::schedule::{
     self, Declined, FailedRequest, ForcedFacts, ForcedSpacing, InFlight, RejectionAnswer,
 };
-use crate::metrics::{AccountSeries, Metrics};
+use crate::metrics::{AccountLabels, AccountSeries, Metrics};
 use crate::otel::spans::TokenSpan;
 
 pub use super::handle::{RefreshState, TokenHandle, Unavailable};
@@ -44,9 +44,10 @@ use dormancy::woken;
 /// Something that can produce a token: the real exchange, or a fake in tests.
 pub trait TokenSource: Send + Sync + 'static {
     fn fetch(&self) -> impl Future<Output = Result<Issued, ExchangeError>> + Send;
-    /// The account's `client_id`, which its token metrics are labelled
-    /// with; read after each token request, since a reload may change it.
-    fn client_id(&self) -> String;
+    /// The account's `client_id` and organization, which its token
+    /// metrics are labelled with; read after each token request, since a
+    /// reload may change them.
+    fn labels(&self) -> AccountLabels;
 }
 
 impl TokenSource for Exchanger {
@@ -54,8 +55,11 @@ impl TokenSource for Exchanger {
         Exchanger::fetch(self)
     }
 
-    fn client_id(&self) -> String {
-        self.credentials().client_id.clone()
+    fn labels(&self) -> AccountLabels {
+        // One read of the credentials: a reload between two reads would
+        // label one account's series with another's pair.
+        let credentials = self.credentials();
+        AccountLabels::new(&credentials.client_id, &credentials.organization_id)
     }
 }
 
@@ -64,8 +68,8 @@ impl<T: TokenSource> TokenSource for Arc<T> {
         T::fetch(self)
     }
 
-    fn client_id(&self) -> String {
-        T::client_id(self)
+    fn labels(&self) -> AccountLabels {
+        T::labels(self)
     }
 }
 
@@ -117,7 +121,7 @@ pub fn spawn_kept<S: TokenSource>(
         reports,
         published,
         policy,
-        series: metrics.token.account(&source.client_id(), on_demand),
+        series: metrics.token.account(source.labels(), on_demand),
         metrics,
         dormant: on_demand,
         demand: keeping.demand,

@@ -141,8 +141,8 @@ mod tests {
     }
 
     impl TokenSource for Scripted {
-        fn client_id(&self) -> String {
-            "sa-test".to_string()
+        fn labels(&self) -> crate::metrics::AccountLabels {
+            crate::metrics::AccountLabels::new("sa-test", "org-test")
         }
 
         async fn fetch(&self) -> Result<Issued, ExchangeError> {

@@ -27,8 +27,8 @@ const RULE: &str = "5a1b9c3e-7d2f-4e8a-b6c0-1f2e3d4c5b6a";
 struct Fixed;
 
 impl TokenSource for Fixed {
-    fn client_id(&self) -> String {
-        "sa-test".to_string()
+    fn labels(&self) -> crate::metrics::AccountLabels {
+        crate::metrics::AccountLabels::new("sa-test", "org-test")
     }
 
     async fn fetch(&self) -> Result<Issued, ExchangeError> {

@@ -6,7 +6,7 @@
 
 use crate::support;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use lanyard::config::{SETTINGS, ShownDefault};
@@ -173,17 +173,19 @@ fn example_config_loads_when_uncommented() {
     assert_eq!(account.credentials().client_id, "sa-1234");
 }
 
+/// Every metric of the registry has a row in docs/admin.md's table, and
+/// every row a metric; each row names every label its metric carries.
 #[test]
 fn metrics_table_matches_the_registry() {
-    let documented: BTreeSet<String> =
+    let documented: BTreeMap<String, String> =
         table("docs/admin.md", "| metric | type | labels | meaning |")
             .iter()
             .map(|row| {
-                row[0]
+                let name = row[0]
                     .strip_prefix('`')
                     .and_then(|name| name.strip_suffix('`'))
-                    .unwrap_or_else(|| panic!("docs/admin.md: a metric not in backticks: {row:?}"))
-                    .to_string()
+                    .unwrap_or_else(|| panic!("docs/admin.md: a metric not in backticks: {row:?}"));
+                (name.to_string(), row[2].clone())
             })
             .collect();
     let registry = prometheus::Registry::new();
@@ -203,13 +205,23 @@ fn metrics_table_matches_the_registry() {
     // Each listener's connection series are made as it starts, and each
     // account's token series with its refresher (kept while it lives).
     metrics.listener("proxy");
-    let _account = metrics.token.account("sa-example", false);
-    let registered: BTreeSet<String> = registry
-        .gather()
-        .iter()
-        .map(|f| f.name().to_string())
-        .collect();
-    assert_eq!(documented, registered);
+    let labels = lanyard::metrics::AccountLabels::new("sa-example", "org-example");
+    let _account = metrics.token.account(labels, false);
+    let families = registry.gather();
+    let registered: BTreeSet<&str> = families.iter().map(|f| f.name()).collect();
+    let names: BTreeSet<&str> = documented.keys().map(String::as_str).collect();
+    assert_eq!(names, registered);
+    for family in &families {
+        let cell = &documented[family.name()];
+        for label in family.get_metric()[0].get_label() {
+            assert!(
+                cell.contains(&format!("`{}`", label.name())),
+                "docs/admin.md: {} has a label `{}` its row does not name: {cell}",
+                family.name(),
+                label.name()
+            );
+        }
+    }
 }
 
 /// The image's version label and every image tag in the docs and manifests

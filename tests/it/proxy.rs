@@ -547,11 +547,16 @@ async fn metrics_are_exported_under_the_contract_names_and_pass_promtool() {
             "{name} missing:\n{text}"
         );
     }
-    // Token series carry the account's client_id, one account included.
+    // Token series carry the account's client_id and organization, one
+    // account included.
+    let organization = format!(
+        ",organization=\"{}\",outcome=\"success\"}} 1",
+        support::ORGANIZATION_ID
+    );
     assert!(
         text.lines().any(
             |l| l.starts_with("lanyard_token_requests_total{client_id=\"")
-                && l.ends_with(",outcome=\"success\"} 1")
+                && l.ends_with(&organization)
         ),
         "{text}"
     );

@@ -201,8 +201,8 @@ impl Scripted {
 }
 
 impl TokenSource for Scripted {
-    fn client_id(&self) -> String {
-        "sa-test".to_string()
+    fn labels(&self) -> lanyard::metrics::AccountLabels {
+        lanyard::metrics::AccountLabels::new("sa-test", "org-test")
     }
 
     async fn fetch(&self) -> Result<Issued, ExchangeError> {

@@ -258,7 +258,7 @@ async fn metrics_count_outcomes_and_publish_expiry() {
         metrics
             .token
             .requests
-            .with_label_values(&["sa-test", "server_error"])
+            .with_label_values(&["sa-test", "org-test", "server_error"])
             .get(),
         1
     );
@@ -266,7 +266,7 @@ async fn metrics_count_outcomes_and_publish_expiry() {
         metrics
             .token
             .requests
-            .with_label_values(&["sa-test", "success"])
+            .with_label_values(&["sa-test", "org-test", "success"])
             .get(),
         1
     );
@@ -274,7 +274,7 @@ async fn metrics_count_outcomes_and_publish_expiry() {
         metrics
             .token
             .duration
-            .with_label_values(&["sa-test"])
+            .with_label_values(&["sa-test", "org-test"])
             .get_sample_count(),
         2
     );
@@ -286,7 +286,11 @@ async fn metrics_count_outcomes_and_publish_expiry() {
         .unwrap()
         .as_secs_f64();
     assert_eq!(
-        metrics.token.expiry.with_label_values(&["sa-test"]).get(),
+        metrics
+            .token
+            .expiry
+            .with_label_values(&["sa-test", "org-test"])
+            .get(),
         expiry
     );
 }

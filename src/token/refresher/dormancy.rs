@@ -37,7 +37,8 @@ impl Refresher {
         self.dormant = true;
         self.series.hide_expiry();
         tracing::info!(
-            client_id = %self.series.client_id(),
+            client_id = %self.series.labels().client_id,
+            organization = %self.series.labels().organization,
             "no request has used this account lately: its token is no longer renewed, and the next request fetches one"
         );
         true
@@ -53,15 +54,12 @@ impl Refresher {
         self.next_attempt = self.next_attempt.min(now());
     }
 
-    /// The series to count with are the client's the credentials now
-    /// name: a reload may have changed the account.
+    /// The series to count with are those of the client and organization
+    /// the credentials now name: a reload may have changed the account.
     pub(super) fn label_for<S: TokenSource>(&mut self, source: &S) {
-        let client_id = source.client_id();
-        if client_id != self.series.client_id() {
-            self.series = self
-                .metrics
-                .token
-                .account(&client_id, self.demand.is_some());
+        let labels = source.labels();
+        if &labels != self.series.labels() {
+            self.series = self.metrics.token.account(labels, self.demand.is_some());
         }
     }
 }

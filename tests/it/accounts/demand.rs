@@ -1,7 +1,7 @@
 //! The directory's accounts kept on demand: no token request until a
 //! request needs one, `/readyz` reporting them without ever turning 503
-//! for them, and the token metrics labelled by `client_id`, an account's
-//! series going with its file.
+//! for them, and the token metrics labelled by `client_id` and
+//! `organization`, an account's series going with its file.
 
 use super::*;
 
@@ -119,8 +119,16 @@ async fn scrape(sidecar: &Sidecar) -> String {
     text(&answer.body)
 }
 
+/// `member`'s token series, as the exposition writes its labels.
+fn series_of(member: &Member) -> String {
+    format!(
+        "client_id=\"{}\",organization=\"{}\"",
+        member.client, member.org
+    )
+}
+
 #[tokio::test]
-async fn token_series_carry_each_client_id_and_go_with_the_file() {
+async fn token_series_carry_each_account_and_go_with_the_file() {
     let fleet = Fleet::new().await;
     fleet.write_all();
     let sidecar = fleet.start(false).await;
@@ -128,18 +136,22 @@ async fn token_series_carry_each_client_id_and_go_with_the_file() {
     sidecar.assert_served(&sidecar.b).await;
 
     let metrics = scrape(&sidecar).await;
-    for client in ["sa-a", "sa-b"] {
+    for member in [&sidecar.a, &sidecar.b] {
+        let account = series_of(member);
         for series in [
-            format!("lanyard_token_requests_total{{client_id=\"{client}\",outcome=\"success\"}} 1"),
-            format!("lanyard_token_request_duration_seconds_count{{client_id=\"{client}\"}} 1"),
-            format!("lanyard_token_expiry_timestamp_seconds{{client_id=\"{client}\"}} "),
+            format!("lanyard_token_requests_total{{{account},outcome=\"success\"}} 1"),
+            format!("lanyard_token_request_duration_seconds_count{{{account}}} 1"),
+            format!("lanyard_token_expiry_timestamp_seconds{{{account}}} "),
         ] {
             assert!(metrics.contains(&series), "no `{series}` in:\n{metrics}");
         }
     }
     // C, never used, has no token: no expiry to alert on.
     assert!(
-        !metrics.contains("lanyard_token_expiry_timestamp_seconds{client_id=\"sa-c\"}"),
+        !metrics.contains(&format!(
+            "lanyard_token_expiry_timestamp_seconds{{{}}}",
+            series_of(&sidecar.c)
+        )),
         "{metrics}"
     );
 
@@ -158,7 +170,65 @@ async fn token_series_carry_each_client_id_and_go_with_the_file() {
     let metrics = scrape(&sidecar).await;
     assert!(!metrics.contains("client_id=\"sa-a\""), "{metrics}");
     assert!(
-        metrics.contains("lanyard_token_requests_total{client_id=\"sa-b\",outcome=\"success\"} 1"),
+        metrics.contains(&format!(
+            "lanyard_token_requests_total{{{},outcome=\"success\"}} 1",
+            series_of(&sidecar.b)
+        )),
         "{metrics}"
     );
+}
+
+/// Two files naming one `client_id` for two organizations are two
+/// accounts, each with its own series; removing one file removes its
+/// series alone.
+#[tokio::test]
+async fn two_files_of_one_client_have_their_own_series_and_a_removed_one_takes_only_its_own() {
+    let fleet = Fleet::new().await;
+    fleet.write_all();
+    // A's client and key, for B's organization: the token endpoint
+    // refuses it (the client is org-A's), which is counted as any token
+    // request is; the series are what this test reads.
+    let a_for_b = Member {
+        org: "org-B",
+        ..fleet.a.clone()
+    };
+    std::fs::remove_file(fleet.dir().join("b.json")).unwrap();
+    write(&fleet.dir(), "a-for-b.json", &a_for_b.file(&fleet.mock));
+    let sidecar = fleet.start(false).await;
+    sidecar.assert_served(&sidecar.a).await;
+    sidecar.get(&a_for_b.rule_path()).await;
+
+    let metrics = scrape(&sidecar).await;
+    let (a, b) = (series_of(&sidecar.a), series_of(&a_for_b));
+    for series in [
+        format!("lanyard_token_requests_total{{{a},outcome=\"success\"}} 1"),
+        format!("lanyard_token_request_duration_seconds_count{{{a}}} 1"),
+        format!("lanyard_token_expiry_timestamp_seconds{{{a}}} "),
+        format!("lanyard_token_requests_total{{{b},outcome=\"rejected\"}} 1"),
+        format!("lanyard_token_requests_total{{{b},outcome=\"success\"}} 0"),
+        format!("lanyard_token_request_duration_seconds_count{{{b}}} 1"),
+    ] {
+        assert!(metrics.contains(&series), "no `{series}` in:\n{metrics}");
+    }
+
+    let mut state = sidecar.tokens_of(&a_for_b).state();
+    std::fs::remove_file(sidecar.dir.join("a-for-b.json")).unwrap();
+    assert!(sidecar.running.process.reload_credentials());
+    sidecar.reloaded(|r| r.removed == 1).await;
+    tokio::time::timeout(NOTICED_WITHIN, async {
+        while state.changed().await.is_ok() {}
+    })
+    .await
+    .expect("the removed account's refresher stops");
+
+    let metrics = scrape(&sidecar).await;
+    assert!(!metrics.contains("organization=\"org-B\""), "{metrics}");
+    let account = series_of(&sidecar.a);
+    for series in [
+        format!("lanyard_token_requests_total{{{account},outcome=\"success\"}} 1"),
+        format!("lanyard_token_expiry_timestamp_seconds{{{account}}} "),
+    ] {
+        assert!(metrics.contains(&series), "no `{series}` in:\n{metrics}");
+    }
+    sidecar.assert_served(&sidecar.a).await;
 }

@@ -7,6 +7,7 @@
 use super::*;
 
 use http::StatusCode;
+use support::logs::Logs;
 
 #[tokio::test]
 async fn a_file_added_under_a_running_sidecar_serves_its_organization() {
@@ -193,4 +194,56 @@ async fn a_kubernetes_secret_swap_is_taken_up() {
         1,
         "B's unchanged file renewed its token"
     );
+}
+
+/// A Secret update in which a.json and b.json exchange their
+/// organizations, each with a client of its new organization (a client
+/// belongs to one organization): every file changes at once, so each is
+/// judged against the other's new content, never against the table it
+/// replaces, and both are taken up in the one look, with no restart and
+/// no duplicate named in the log.
+#[tokio::test]
+async fn two_files_exchanging_their_organizations_in_one_secret_update_are_taken_up_together() {
+    use std::os::unix::fs::symlink;
+
+    let (logs, _guard) = Logs::capture();
+    let fleet = Fleet::new().await;
+    let dir = fleet.dir();
+    let first = dir.join("..2026_01_05_10_00_00.000000001");
+    std::fs::create_dir(&first).unwrap();
+    write(&first, "a.json", &fleet.a.file(&fleet.mock));
+    write(&first, "b.json", &fleet.b.file(&fleet.mock));
+    symlink(first.file_name().unwrap(), dir.join("..data")).unwrap();
+    for name in ["a.json", "b.json"] {
+        symlink(format!("..data/{name}"), dir.join(name)).unwrap();
+    }
+    let sidecar = fleet.start(false).await;
+    sidecar.assert_served(&sidecar.a).await;
+    sidecar.assert_served(&sidecar.b).await;
+
+    let a_now_b = member_with_new_key(sidecar.mock(), sidecar.b.org, "sa-b-in-a");
+    let b_now_a = member_with_new_key(sidecar.mock(), sidecar.a.org, "sa-a-in-b");
+    let second = dir.join("..2026_01_05_11_00_00.000000002");
+    std::fs::create_dir(&second).unwrap();
+    write(&second, "a.json", &a_now_b.file(sidecar.mock()));
+    write(&second, "b.json", &b_now_a.file(sidecar.mock()));
+    symlink(second.file_name().unwrap(), dir.join("..data_tmp")).unwrap();
+    std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
+    std::fs::remove_dir_all(&first).unwrap();
+
+    let done = sidecar.reloaded(|r| r.changed == 2 || r.refused > 0).await;
+    assert_eq!(
+        (done.changed, done.added, done.removed, done.refused),
+        (2, 0, 0, 0),
+        "{:?}",
+        done.last_problem
+    );
+    // Each organization now carries its new file's account's token.
+    sidecar.assert_served(&b_now_a).await;
+    sidecar.assert_served(&a_now_b).await;
+    let log = String::from_utf8(logs.bytes()).unwrap();
+    for refusal in ["refused", "more than one credentials file", "already"] {
+        assert!(!log.contains(refusal), "`{refusal}` in the log:\n{log}");
+    }
+    assert_eq!(logs.count("credentials file taken up"), 2, "{log}");
 }
