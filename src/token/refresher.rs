@@ -235,8 +235,10 @@ async fn run<S: TokenSource>(source: S, mut refresher: Refresher) {
         let requested = Instant::now();
         // Its duration is the request's; a disabled span when tracing is off.
         let span = TokenSpan::start(attempt == Attempt::Forced);
-        let fetch = span.around(source.fetch());
-        tokio::pin!(fetch);
+        // Boxed: the request's state lives only while it is in flight,
+        // rather than in every account's task, most of which wait
+        // (docs/accounts.md "Memory").
+        let mut fetch = Box::pin(span.around(source.fetch()));
         // Reports are answered while the request runs, so that a request
         // the schedule declines is told at once rather than after the
         // token endpoint's answer.
