@@ -107,7 +107,9 @@ impl Demo {
             None => None,
         };
         if verifier.oidc.is_none()
-            && let Some(origin) = verifier_url.as_deref().filter(|url| is_loopback_origin(url))
+            && let Some(origin) = verifier_url
+                .as_deref()
+                .filter(|url| is_loopback_origin(url))
         {
             verifier.oidc = Some(demo_provider(&mock, origin)?);
         }

@@ -45,8 +45,9 @@ impl Drop for SocketFile {
 /// meanwhile.
 pub fn bind_unix(path: &Path, mode: FileMode) -> Result<(UnixListener, SocketFile), Failure> {
     let shown = format!("cannot listen on unix:{} (LANYARD_LISTEN)", path.display());
-    let failed =
-        |what: &str, err: &dyn std::fmt::Display| Failure::Runtime(format!("{shown}: {what}: {err}"));
+    let failed = |what: &str, err: &dyn std::fmt::Display| {
+        Failure::Runtime(format!("{shown}: {what}: {err}"))
+    };
     // What the setting names is wrong, not the machine's state: exit 2
     // (docs/commands.md), as every other bad setting.
     let refused = |what: &str, err: &dyn std::fmt::Display| {

@@ -184,7 +184,10 @@ async fn a_socket_in_a_missing_directory_is_a_settings_problem() {
     };
     let message = failure.to_string();
     assert!(message.starts_with("LANYARD_LISTEN: "), "{message}");
-    assert!(message.contains("its directory does not exist"), "{message}");
+    assert!(
+        message.contains("its directory does not exist"),
+        "{message}"
+    );
     assert_eq!(failure.exit_code(), 2);
 }
 
