@@ -18,7 +18,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{Semaphore, watch};
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -27,7 +27,7 @@ use crate::throttle::Throttle;
 use super::cell::{Token, TokenCell};
 use super::demand::Demand;
 use super::exchange::{ExchangeError, Exchanger, Issued};
-use super::handle::{RefresherLink, Report};
+use super::handle::{RefresherLink, Report, Reports};
 use super::schedule::{
     self, Declined, FailedRequest, ForcedFacts, ForcedSpacing, InFlight, RejectionAnswer,
 };
@@ -104,17 +104,15 @@ pub fn spawn_kept<S: TokenSource>(
         idle: on_demand,
         ..RefreshState::default()
     });
-    let (report_sender, reports) = mpsc::unbounded_channel();
     let link = Arc::new(RefresherLink {
         cell: TokenCell::default(),
-        reports: report_sender,
+        reports: Reports::default(),
         state,
         demand: keeping.demand.clone(),
     });
     let started = now();
     let refresher = Refresher {
         link: link.clone(),
-        reports,
         published,
         policy,
         series: metrics.token.account(&source.client_id(), on_demand),
@@ -153,7 +151,6 @@ enum Attempt {
 /// The refresher's own facts; nothing else writes them.
 struct Refresher {
     link: Arc<RefresherLink>,
-    reports: mpsc::UnboundedReceiver<Report>,
     published: watch::Sender<RefreshState>,
     policy: RefreshPolicy,
     metrics: Metrics,
@@ -245,9 +242,9 @@ async fn run<S: TokenSource>(source: S, mut refresher: Refresher) {
         let result = loop {
             tokio::select! {
                 result = &mut fetch => break result,
-                Some(report) = refresher.reports.recv() => {
+                () = refresher.link.reports.arrived() => {
                     // Never a new request: one is in flight.
-                    let _ = refresher.read_reports(report, in_flight);
+                    let _ = refresher.read_reports(in_flight);
                 }
             }
         };
@@ -283,8 +280,8 @@ impl Refresher {
                         return Attempt::Forced;
                     }
                 }
-                Some(report) = self.reports.recv() => {
-                    if self.read_reports(report, InFlight::None) {
+                () = self.link.reports.arrived() => {
+                    if self.read_reports(InFlight::None) {
                         return Attempt::Forced;
                     }
                 }
@@ -292,21 +289,19 @@ impl Refresher {
         }
     }
 
-    /// Takes in `first` and every report already queued, then answers a
+    /// Takes in every report sent since the last, then answers a
     /// rejection of the held token once for all of them. True when a
     /// forced renewal is to start.
-    fn read_reports(&mut self, first: Report, in_flight: InFlight) -> bool {
+    fn read_reports(&mut self, in_flight: InFlight) -> bool {
         let mut rejection = false;
-        let mut report = Some(first);
-        while let Some(next) = report {
-            match next {
+        for report in self.link.reports.take() {
+            match report {
                 Report::Rejected { generation } => {
                     self.rejected_through = self.rejected_through.max(generation);
                     rejection = true;
                 }
                 Report::CredentialsChanged => self.new_credentials = true,
             }
-            report = self.reports.try_recv().ok();
         }
         rejection && self.answer_rejection(in_flight)
     }
