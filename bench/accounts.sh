@@ -25,6 +25,14 @@
 #                       --connections 32 --startup-runs 3 --window 10
 #   --no-build          use the binaries already in target/release (or
 #                       $CARGO_TARGET_DIR/release)
+#   --binary PATH       measure this lanyard binary instead, with the mock
+#                       beside it (PATH's directory/examples/mock_service),
+#                       building nothing: say, target/debug/lanyard to try
+#                       the script itself; a debug build's figures are not
+#                       a release build's, and the report says which it ran.
+#                       A debug build takes seconds to start: with --quick,
+#                       give it --window 45 (its paced traffic starts once
+#                       both sidecars are ready)
 #   --baseline PATH     also measure, on the request path only, another
 #                       lanyard release binary (say, one built from the
 #                       commit before a change) as a third sidecar of the
@@ -59,7 +67,11 @@
 #   4. every organization called once through the directory sidecar,
 #      --touch-concurrency at a time (each first request waits for its
 #      account's token), and the same N paths through the single sidecar;
-#      then RSS again: the directory's now holds N tokens;
+#      then RSS again: the directory's now holds N tokens. Memory per
+#      account, once called: the directory's RSS at ready less the single
+#      sidecar's, over N (a file at start), plus the directory's growth
+#      over the N calls, over N (once called): docs/accounts.md's
+#      per-account term;
 #   5. wrk (bench/run.lua) on GET /organizations/org-0001/x through each,
 #      for every concurrency and round one after the other, the order
 #      rotating per round: req/s, p50, p99, and CPU per request (user plus
@@ -90,6 +102,7 @@ touch_concurrency=16
 build=1
 keep=0
 baseline_bin=
+given_bin=
 # The mock's tokens outlive the run, so every token request counted is a
 # first one, never a renewal.
 expires_in=3600
@@ -130,6 +143,13 @@ while (($#)); do
         shift
         ;;
     --no-build) build=0 && shift ;;
+    --binary)
+        [[ -n ${2-} ]] || die_usage "--binary needs the path of a lanyard binary"
+        given_bin=$2
+        [[ $given_bin == /* ]] || given_bin=$caller_dir/$given_bin
+        [[ -x $given_bin && -f $given_bin ]] || die_usage "--binary $2 is not an executable file"
+        shift 2
+        ;;
     --keep) keep=1 && shift ;;
     --baseline)
         [[ -n ${2-} ]] || die_usage "--baseline needs the path of a lanyard binary"
@@ -158,7 +178,13 @@ install_missing wrk:wrk curl:curl awk:gawk python3:python3
 [[ -n $(find_nginx) ]] || install_missing nginx:nginx
 nginx_bin=$(find_nginx)
 [[ -n $nginx_bin ]] || die_usage "nginx is still missing after the install"
-release_binaries
+if [[ -n $given_bin ]]; then
+    lanyard_bin=$given_bin
+    mock_bin=$(dirname "$given_bin")/examples/mock_service
+    [[ -x $mock_bin ]] || die_usage "$mock_bin is missing: build the mock_service example beside --binary"
+else
+    release_binaries
+fi
 
 # wrk's connections, the sidecars' to the upstream, and the directory's
 # files while it reads them.
@@ -561,7 +587,13 @@ versions="lanyard $("$lanyard_bin" --version | awk '{ print $NF }'), nginx $("$n
 versions+=", wrk $(wrk --version 2>&1 | awk 'NR == 1 { print $2 }' || true)"
 grow_single=$((rss_single_all - rss_single_start))
 grow_directory=$((rss_directory_all - rss_directory_start))
-per_account=$(awk -v d="$grow_directory" -v s="$grow_single" -v n="$accounts" 'BEGIN { printf "%.1f", (d - s) / n }')
+# What an account costs (docs/accounts.md, "Memory"): a file
+# at start, its directory's RSS at ready over the single sidecar's; and
+# once called, the directory's growth over the N calls.
+per_file=$(awk -v d="$rss_directory_start" -v s="$rss_single_start" -v n="$accounts" 'BEGIN { printf "%.1f", (d - s) / n }')
+per_called=$(awk -v g="$grow_directory" -v n="$accounts" 'BEGIN { printf "%.1f", g / n }')
+per_account=$(awk -v f="$per_file" -v c="$per_called" 'BEGIN { printf "%.1f", f + c }')
+net_called=$(awk -v d="$grow_directory" -v s="$grow_single" -v n="$accounts" 'BEGIN { printf "%.1f", (d - s) / n }')
 total_errors=0
 for conns in "${conc_list[@]}"; do
     for name in "${targets[@]}"; do
@@ -572,6 +604,7 @@ done
 echo
 echo "lanyard with many accounts, $(date -u '+%Y-%m-%d %H:%M UTC'), $versions"
 echo "machine: $machine; load average $load_start at the start, $load_end at the end"
+[[ -z $given_bin ]] || echo "binary: $lanyard_bin (--binary: not a release build unless it is one)"
 echo "single: SA_CREDENTIALS_FILE (one account); directory: SA_CREDENTIALS_DIR of $accounts files," \
     "one organization each, no default account; both the same binary, ${threads_single:-?} proxy threads," \
     "forwarding to an nginx upstream on loopback; the mock's tokens last ${expires_in} s"
@@ -586,7 +619,10 @@ row "  of which the token request (its /metrics)" "$(printf '%.1f ms' "$startup_
 row "RSS at /readyz 200, before any request" "$(mib "$rss_single_start")" "$(mib "$rss_directory_start")"
 row "RSS after $accounts requests, one per organization" "$(mib "$rss_single_all")" \
     "$(mib "$rss_directory_all") ($held_ready of $held_total accounts holding a token)"
-row "  growth" "$(mib "$grow_single")" "$(mib "$grow_directory"), $(kib "$per_account") per account net of single's"
+row "  growth" "$(mib "$grow_single")" "$(mib "$grow_directory")"
+row "memory per account, once called" "" \
+    "$(kib "$per_account"): $(kib "$per_file") a file at start + $(kib "$per_called") once called"
+row "  once called, net of single's growth over as many requests" "" "$(kib "$net_called")"
 row "token requests in the first $window s, $orgs_used orgs called" "${window_single:-0}" \
     "$window_directory: $window_used for the $orgs_used orgs used, $((window_directory - window_used)) for the other $((accounts - orgs_used))"
 row "  that traffic's requests (answered 200)" "$(kv single_requests "$traffic") ($(kv single_ok "$traffic"))" \

@@ -12,6 +12,9 @@
 
 mod watch;
 
+#[cfg(test)]
+mod tests;
+
 pub use watch::{DirectoryReloads, spawn as spawn_watcher};
 
 use std::collections::HashMap;
@@ -25,11 +28,10 @@ use tokio::task::AbortHandle;
 
 use crate::config::accounts::{AccountFile, AccountsDir};
 use crate::metrics::Metrics;
-use crate::outbound::Connector;
 use crate::proxy::organization::{self, Route};
 use crate::token::refresher::{self, Keeping};
 use crate::token::{
-    Demand, ExchangeOptions, Exchanger, RefreshPolicy, RejectionRule, SystemClock, TokenHandle,
+    Demand, ExchangeOptions, Exchanger, RefreshPolicy, RejectionRule, TokenClient, TokenHandle,
     WhenNoNewToken,
 };
 
@@ -123,7 +125,11 @@ impl Account {
 /// What every account is built with.
 #[derive(Clone)]
 pub struct AccountRules {
-    pub connector: Connector,
+    /// What every account's token requests go through, the default
+    /// account's included: one connection pool and one TLS configuration
+    /// however many accounts there are.
+    pub client: Arc<TokenClient>,
+    /// The client's settings.
     pub exchange: ExchangeOptions,
     pub policy: RefreshPolicy,
     /// How long a request waits for the shared renewal after a 401: the
@@ -148,12 +154,7 @@ impl AccountRules {
     /// demand.
     pub fn directory_account(&self, file: AccountFile) -> Account {
         let organization = file.credentials.organization_id.clone().into();
-        let exchanger = Arc::new(Exchanger::new(
-            file.credentials,
-            self.exchange.clone(),
-            self.connector.clone(),
-            Arc::new(SystemClock),
-        ));
+        let exchanger = Arc::new(Exchanger::sharing(file.credentials, self.client.clone()));
         let keeping = Keeping {
             demand: Some(Arc::new(Demand::new(self.exchange.timeout))),
             permits: Some(self.permits.clone()),

@@ -225,7 +225,8 @@ impl Process {
         let drains = Drains::new();
         // The proxy's 401 rule waits as long as its request would.
         let wait = proxy.as_ref().map(|(_, config)| config.upstream_timeout);
-        let rules = tokens::rules(connector.clone(), exchange, refresh, wait, &metrics);
+        let client = tokens::token_client(access.as_ref(), connector.clone(), exchange);
+        let rules = tokens::rules(client, refresh, wait, &metrics);
         let tasks = TokenTasks::spawn(access.as_ref(), directory, rules, &drains.watches.tasks);
         // Built before any listener starts, so that one that cannot be
         // built stops the start with nothing serving.

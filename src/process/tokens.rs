@@ -16,10 +16,9 @@ use crate::config::accounts::AccountsDir;
 use crate::metrics::Metrics;
 use crate::outbound::Connector;
 use crate::reload;
-use crate::token::ExchangeOptions;
-use crate::token::TokenHandle;
 use crate::token::refresher::RefreshPolicy;
 use crate::token::refresher::{self, Keeping};
+use crate::token::{ExchangeOptions, SystemClock, TokenClient, TokenHandle};
 
 use super::shutdown::until_drained;
 
@@ -128,18 +127,31 @@ impl TokenTasks {
     }
 }
 
+/// The client every token request of the process goes through: the
+/// default account's, when there is one, so that the directory's accounts
+/// share its connections too (docs/accounts.md "Memory").
+pub(super) fn token_client(
+    access: Option<&ServiceAccess>,
+    connector: Connector,
+    exchange: ExchangeOptions,
+) -> Arc<TokenClient> {
+    match access {
+        Some(access) => access.exchanger.client().clone(),
+        None => Arc::new(TokenClient::new(exchange, connector, Arc::new(SystemClock))),
+    }
+}
+
 /// What every account of the process is built with; `rejection_wait`
 /// is the proxy's upstream timeout, when there is a proxy.
 pub(super) fn rules(
-    connector: Connector,
-    exchange: ExchangeOptions,
+    client: Arc<TokenClient>,
     policy: RefreshPolicy,
     rejection_wait: Option<Duration>,
     metrics: &Metrics,
 ) -> AccountRules {
     AccountRules {
-        connector,
-        exchange,
+        exchange: client.options().clone(),
+        client,
         policy,
         rejection_wait: rejection_wait.unwrap_or(Duration::ZERO),
         metrics: metrics.clone(),

@@ -129,13 +129,38 @@ struct Account {
 
 /// Performs token requests for the current credentials.
 pub struct Exchanger {
-    client: Client<Connector, Full<Bytes>>,
+    client: Arc<TokenClient>,
     account: ArcSwap<Account>,
     /// The credentials in use before the last reload: what the verifier's
     /// derived binding key came from until then (docs/verifier.md "Running many").
     previous: ArcSwapOption<Credentials>,
+}
+
+/// What every account's token requests share: one HTTP client, and so
+/// one connection pool and one TLS configuration for the token endpoint,
+/// the settings and the clock. Of many accounts each called once, the
+/// process holds one idle connection to the token endpoint, not one per
+/// account, and an account's own part is its credentials alone
+/// (docs/accounts.md "Memory").
+pub struct TokenClient {
+    http: Client<Connector, Full<Bytes>>,
     options: ExchangeOptions,
     clock: Arc<dyn Clock>,
+}
+
+impl TokenClient {
+    pub fn new(options: ExchangeOptions, connector: Connector, clock: Arc<dyn Clock>) -> Self {
+        TokenClient {
+            http: outbound::client(connector),
+            options,
+            clock,
+        }
+    }
+
+    /// The settings every token request is made with.
+    pub fn options(&self) -> &ExchangeOptions {
+        &self.options
+    }
 }
 
 /// The parts of [`Exchanger`] that come from settings.
@@ -149,20 +174,32 @@ pub struct ExchangeOptions {
 }
 
 impl Exchanger {
+    /// An exchanger with a client of its own: for a process of one
+    /// account, or a command that asks for one token.
     pub fn new(
         credentials: Credentials,
         options: ExchangeOptions,
         connector: Connector,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        let account = Account::new(Arc::new(credentials), &options);
+        let client = Arc::new(TokenClient::new(options, connector, clock));
+        Exchanger::sharing(credentials, client)
+    }
+
+    /// An exchanger whose token requests go through `client`, which other
+    /// accounts' share.
+    pub fn sharing(credentials: Credentials, client: Arc<TokenClient>) -> Self {
+        let account = Account::new(Arc::new(credentials), &client.options);
         Exchanger {
-            client: outbound::client(connector),
+            client,
             account: ArcSwap::from_pointee(account),
             previous: ArcSwapOption::empty(),
-            options,
-            clock,
         }
+    }
+
+    /// What its token requests go through.
+    pub fn client(&self) -> &Arc<TokenClient> {
+        &self.client
     }
 
     /// The credentials in use.
@@ -177,7 +214,7 @@ impl Exchanger {
 
     /// Uses new credentials from the next request on.
     pub fn replace_credentials(&self, credentials: Credentials) {
-        let new = Arc::new(Account::new(Arc::new(credentials), &self.options));
+        let new = Arc::new(Account::new(Arc::new(credentials), &self.client.options));
         let old = self.account.swap(new);
         self.previous.store(Some(old.credentials.clone()));
     }
@@ -185,7 +222,7 @@ impl Exchanger {
     /// Requests one token.
     pub async fn fetch(&self) -> Result<Issued, ExchangeError> {
         let account = self.account.load_full();
-        let (timeout, clock) = (self.options.timeout, self.clock.as_ref());
+        let (timeout, clock) = (self.client.options.timeout, self.client.clock.as_ref());
         // One limit for the attempt, signing included (a key in an HSM
         // signs first): LANYARD_TOKEN_TIMEOUT bounds one token request.
         let deadline = tokio::time::Instant::now() + timeout;
@@ -195,7 +232,7 @@ impl Exchanger {
         // across the awaits below.
         let body = {
             let mut form = form_urlencoded::Serializer::new(String::new());
-            if self.options.rfc7523_fields {
+            if self.client.options.rfc7523_fields {
                 form.append_pair("grant_type", "client_credentials");
                 form.append_pair("client_assertion_type", CLIENT_ASSERTION_TYPE);
             }
@@ -214,7 +251,7 @@ impl Exchanger {
         crate::otel::spans::propagate_token_request(request.headers_mut());
 
         let exchange = async {
-            let response = self.client.request(request).await.map_err(|err| {
+            let response = self.client.http.request(request).await.map_err(|err| {
                 let cause = root_cause(&err);
                 match outbound::classify(&err) {
                     FailureKind::Tls => ExchangeError::Tls(cause),
@@ -239,7 +276,7 @@ impl Exchanger {
         let (parts, bytes) = tokio::time::timeout_at(deadline, exchange)
             .await
             .map_err(|_| ExchangeError::Timeout(timeout))??;
-        interpret(parts.status, &parts.headers, &bytes, self.clock.now())
+        interpret(parts.status, &parts.headers, &bytes, clock.now())
     }
 }
 

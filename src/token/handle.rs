@@ -4,8 +4,9 @@
 //! retries").
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use super::cell::{Token, TokenCell};
@@ -77,19 +78,61 @@ pub(super) enum Report {
 
 /// What every handle shares with the refresher: the token it publishes,
 /// the state it publishes, and where reports go.
-///
-/// The report channel is unbounded, yet short: the refresher reads it
-/// even while a token request is in flight and drains it whole at each
-/// wake-up, and each report comes from a request that met a 401 and
-/// awaits the answer, so it never holds more than the requests that met
-/// one since.
 pub(super) struct RefresherLink {
     pub(super) cell: TokenCell,
-    pub(super) reports: mpsc::UnboundedSender<Report>,
+    pub(super) reports: Reports,
     /// The refresher task owns the sender, so waiters learn when it stops.
     pub(super) state: watch::Receiver<RefreshState>,
     /// `Some` for an account kept on demand.
     pub(super) demand: Option<Arc<Demand>>,
+}
+
+/// The reports not yet read, merged as the refresher reads them: the
+/// newest generation reported rejected, and whether the credentials
+/// changed. However many requests report, it holds two words and a
+/// wake-up, rather than a queue of reports, whose first block every
+/// account of a directory would carry (docs/accounts.md "Memory").
+#[derive(Debug, Default)]
+pub(super) struct Reports {
+    /// One more than the newest generation reported rejected; 0: none.
+    rejected: AtomicU64,
+    credentials_changed: AtomicBool,
+    arrived: Notify,
+}
+
+impl Reports {
+    pub(super) fn send(&self, report: Report) {
+        match report {
+            Report::Rejected { generation } => {
+                self.rejected
+                    .fetch_max(generation.saturating_add(1), Ordering::SeqCst);
+            }
+            Report::CredentialsChanged => self.credentials_changed.store(true, Ordering::SeqCst),
+        }
+        // A report sent while the refresher is busy leaves a permit: its
+        // next wait ends at once, and it reads the report then.
+        self.arrived.notify_one();
+    }
+
+    /// Completes once a report may have arrived since the last one read.
+    pub(super) async fn arrived(&self) {
+        self.arrived.notified().await;
+    }
+
+    /// The reports sent since the last take: none, or one of each kind.
+    pub(super) fn take(&self) -> impl Iterator<Item = Report> + use<> {
+        let rejected = match self.rejected.swap(0, Ordering::SeqCst) {
+            0 => None,
+            after => Some(Report::Rejected {
+                generation: after - 1,
+            }),
+        };
+        let changed = self
+            .credentials_changed
+            .swap(false, Ordering::SeqCst)
+            .then_some(Report::CredentialsChanged);
+        rejected.into_iter().chain(changed)
+    }
 }
 
 /// Cheap to clone; every clone sees the same token.
@@ -209,7 +252,7 @@ impl TokenHandle {
     /// token keeps serving until the new one arrives.
     pub fn renew_for_new_credentials(&self) {
         // A stopped refresher has nothing to renew.
-        let _ = self.link.reports.send(Report::CredentialsChanged);
+        self.link.reports.send(Report::CredentialsChanged);
     }
 
     /// Reports that the upstream answered 401 to `rejected`, and waits for
@@ -228,10 +271,9 @@ impl TokenHandle {
         if let Some(token) = self.newer_than(generation) {
             return Ok(token);
         }
-        self.link
-            .reports
-            .send(Report::Rejected { generation })
-            .map_err(|_| Unavailable::Stopped)?;
+        // A stopped refresher reads no report: the wait below ends with
+        // its published state.
+        self.link.reports.send(Report::Rejected { generation });
         loop {
             state.changed().await.map_err(|_| Unavailable::Stopped)?;
             // The refresher stores a new token before it publishes.

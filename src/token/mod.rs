@@ -24,6 +24,6 @@ pub mod schedule;
 pub use assertion::{AssertionSigner, Clock, SystemClock};
 pub use cell::{Token, TokenCell};
 pub use demand::Demand;
-pub use exchange::{ExchangeError, ExchangeOptions, Exchanger, Issued};
+pub use exchange::{ExchangeError, ExchangeOptions, Exchanger, Issued, TokenClient};
 pub use refresher::{Keeping, RefreshPolicy, RefreshState, TokenHandle, TokenSource, Unavailable};
 pub use rejection::{AfterRejection, RejectionRule, WhenNoNewToken};

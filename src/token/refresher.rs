@@ -18,7 +18,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{Semaphore, watch};
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -27,7 +27,7 @@ use crate::throttle::Throttle;
 use super::cell::{Token, TokenCell};
 use super::demand::Demand;
 use super::exchange::{ExchangeError, Exchanger, Issued};
-use super::handle::{RefresherLink, Report};
+use super::handle::{RefresherLink, Report, Reports};
 use super::schedule::{
     self, Declined, FailedRequest, ForcedFacts, ForcedSpacing, InFlight, RejectionAnswer,
 };
@@ -108,17 +108,15 @@ pub fn spawn_kept<S: TokenSource>(
         idle: on_demand,
         ..RefreshState::default()
     });
-    let (report_sender, reports) = mpsc::unbounded_channel();
     let link = Arc::new(RefresherLink {
         cell: TokenCell::default(),
-        reports: report_sender,
+        reports: Reports::default(),
         state,
         demand: keeping.demand.clone(),
     });
     let started = now();
     let refresher = Refresher {
         link: link.clone(),
-        reports,
         published,
         policy,
         series: metrics.token.account(source.labels(), on_demand),
@@ -157,7 +155,6 @@ enum Attempt {
 /// The refresher's own facts; nothing else writes them.
 struct Refresher {
     link: Arc<RefresherLink>,
-    reports: mpsc::UnboundedReceiver<Report>,
     published: watch::Sender<RefreshState>,
     policy: RefreshPolicy,
     metrics: Metrics,
@@ -239,17 +236,19 @@ async fn run<S: TokenSource>(source: S, mut refresher: Refresher) {
         let requested = Instant::now();
         // Its duration is the request's; a disabled span when tracing is off.
         let span = TokenSpan::start(attempt == Attempt::Forced);
-        let fetch = span.around(source.fetch());
-        tokio::pin!(fetch);
+        // Boxed: the request's state lives only while it is in flight,
+        // rather than in every account's task, most of which wait
+        // (docs/accounts.md "Memory").
+        let mut fetch = Box::pin(span.around(source.fetch()));
         // Reports are answered while the request runs, so that a request
         // the schedule declines is told at once rather than after the
         // token endpoint's answer.
         let result = loop {
             tokio::select! {
                 result = &mut fetch => break result,
-                Some(report) = refresher.reports.recv() => {
+                () = refresher.link.reports.arrived() => {
                     // Never a new request: one is in flight.
-                    let _ = refresher.read_reports(report, in_flight);
+                    let _ = refresher.read_reports(in_flight);
                 }
             }
         };
@@ -285,8 +284,8 @@ impl Refresher {
                         return Attempt::Forced;
                     }
                 }
-                Some(report) = self.reports.recv() => {
-                    if self.read_reports(report, InFlight::None) {
+                () = self.link.reports.arrived() => {
+                    if self.read_reports(InFlight::None) {
                         return Attempt::Forced;
                     }
                 }
@@ -294,21 +293,19 @@ impl Refresher {
         }
     }
 
-    /// Takes in `first` and every report already queued, then answers a
+    /// Takes in every report sent since the last, then answers a
     /// rejection of the held token once for all of them. True when a
     /// forced renewal is to start.
-    fn read_reports(&mut self, first: Report, in_flight: InFlight) -> bool {
+    fn read_reports(&mut self, in_flight: InFlight) -> bool {
         let mut rejection = false;
-        let mut report = Some(first);
-        while let Some(next) = report {
-            match next {
+        for report in self.link.reports.take() {
+            match report {
                 Report::Rejected { generation } => {
                     self.rejected_through = self.rejected_through.max(generation);
                     rejection = true;
                 }
                 Report::CredentialsChanged => self.new_credentials = true,
             }
-            report = self.reports.try_recv().ok();
         }
         rejection && self.answer_rejection(in_flight)
     }

@@ -9,7 +9,7 @@ use crate::accounts::MAX_TOKEN_REQUESTS_IN_FLIGHT;
 use crate::config::Config;
 use crate::config::accounts::{AccountFile, AccountsDir};
 use crate::outbound::Connector;
-use crate::token::{ExchangeOptions, Exchanger, SystemClock};
+use crate::token::{Exchanger, SystemClock, TokenClient};
 
 use super::{CheckReport, CheckStatus, check_token, prove_hsm_key};
 
@@ -51,13 +51,18 @@ pub(super) async fn check_directory(
         ),
     );
     let mut first = None;
-    let options = access::exchange_options(config);
+    // One client for every file, as the sidecar's accounts share one.
+    let client = Arc::new(TokenClient::new(
+        access::exchange_options(config),
+        connector.clone(),
+        Arc::new(SystemClock),
+    ));
     // A few at a time, as the sidecar itself asks the token endpoint.
     for chunk in dir.files.chunks(MAX_TOKEN_REQUESTS_IN_FLIGHT) {
         let mut checks = tokio::task::JoinSet::new();
         for (index, file) in chunk.iter().enumerate() {
-            let (file, connector, options) = (file.clone(), connector.clone(), options.clone());
-            checks.spawn(async move { (index, check_file(&file, options, connector).await) });
+            let (file, client) = (file.clone(), client.clone());
+            checks.spawn(async move { (index, check_file(&file, client).await) });
         }
         let mut done: Vec<_> = checks.join_all().await;
         done.sort_by_key(|(index, _)| *index);
@@ -70,11 +75,7 @@ pub(super) async fn check_directory(
 }
 
 /// One file: what it is, its key if in a token, and a token.
-async fn check_file(
-    file: &AccountFile,
-    options: ExchangeOptions,
-    connector: Connector,
-) -> (CheckReport, Option<Secret>) {
+async fn check_file(file: &AccountFile, client: Arc<TokenClient>) -> (CheckReport, Option<Secret>) {
     let mut report = CheckReport::default();
     let creds = &file.credentials;
     report.push(
@@ -88,10 +89,10 @@ async fn check_file(
             creds.key.bits()
         ),
     );
-    if let Some((status, detail)) = prove_hsm_key(&creds.key, options.timeout).await {
+    if let Some((status, detail)) = prove_hsm_key(&creds.key, client.options().timeout).await {
         report.push(status, "key", detail);
     }
-    let exchanger = Exchanger::new(creds.clone(), options, connector, Arc::new(SystemClock));
+    let exchanger = Exchanger::sharing(creds.clone(), client);
     let token = check_token(&exchanger, creds, &mut report).await;
     (report, token)
 }
