@@ -43,9 +43,12 @@ pub enum ProxyError {
     NoAccountForOrganization(Box<str>),
     /// The path names no organization, and no account serves such paths.
     NoAccountForPath,
-    /// The path's organization cannot be read plainly (empty, encoded);
-    /// why. Answered as `bad_request`.
-    UnreadableOrganization(&'static str),
+    /// The path's organization cannot be read plainly (empty, encoded),
+    /// or an upstream could read one lanyard does not; why, and the
+    /// segment that makes it so, shown escaped and bounded
+    /// (`proxy::organization::Unreadable::shown_segment`). Answered as
+    /// `bad_request`.
+    UnreadableOrganization(&'static str, Option<Box<str>>),
     /// The listener holds `LANYARD_MAX_CONNECTIONS` connections already.
     /// Not in docs/proxy.md "Errors made by lanyard itself", which has no connection limit.
     TooManyConnections,
@@ -59,7 +62,7 @@ impl From<crate::accounts::NoAccount> for ProxyError {
                 ProxyError::NoAccountForOrganization(organization.into())
             }
             NoAccount::ForPath => ProxyError::NoAccountForPath,
-            NoAccount::Unreadable(why) => ProxyError::UnreadableOrganization(why),
+            NoAccount::Unreadable(why, segment) => ProxyError::UnreadableOrganization(why, segment),
         }
     }
 }
@@ -79,7 +82,7 @@ impl ProxyError {
             ProxyError::UriTooLong => "uri_too_long",
             ProxyError::BadRequest
             | ProxyError::DotSegment
-            | ProxyError::UnreadableOrganization(_) => "bad_request",
+            | ProxyError::UnreadableOrganization(..) => "bad_request",
             ProxyError::NoAccountForOrganization(_) => "no_account_for_organization",
             ProxyError::NoAccountForPath => "no_account_for_path",
             ProxyError::TooManyConnections => "too_many_connections",
@@ -98,7 +101,7 @@ impl ProxyError {
             ProxyError::ForbiddenTarget
             | ProxyError::BadRequest
             | ProxyError::DotSegment
-            | ProxyError::UnreadableOrganization(_) => StatusCode::BAD_REQUEST,
+            | ProxyError::UnreadableOrganization(..) => StatusCode::BAD_REQUEST,
             ProxyError::NoAccountForOrganization(_) | ProxyError::NoAccountForPath => {
                 StatusCode::FORBIDDEN
             }
@@ -108,10 +111,11 @@ impl ProxyError {
     }
 
     /// A fixed sentence: never an inner error's text, which can leak
-    /// internals (addresses, certificate names, library messages). The one
-    /// value a sentence names is an organization id from the request's own
-    /// path, which holds only the characters an id has
-    /// (`proxy::organization`).
+    /// internals (addresses, certificate names, library messages). The
+    /// values a sentence names come from the request's own path: an
+    /// organization id, which holds only the characters an id has, or a
+    /// refused segment, at most 64 characters with every one but
+    /// printable ASCII escaped (`proxy::organization`).
     pub fn message(&self) -> Cow<'static, str> {
         let fixed = match self {
             ProxyError::TokenUnavailable => {
@@ -147,7 +151,10 @@ impl ProxyError {
             ProxyError::NoAccountForPath => {
                 "the path names no organization (/organizations/{ORG_ID}/...), and lanyard has no account for such paths (SA_CREDENTIALS_FILE is not set); nothing was forwarded"
             }
-            ProxyError::UnreadableOrganization(why) => why,
+            ProxyError::UnreadableOrganization(why, None) => why,
+            ProxyError::UnreadableOrganization(why, Some(segment)) => {
+                return Cow::Owned(format!("{why} (the segment `{segment}`)"));
+            }
         };
         Cow::Borrowed(fixed)
     }
@@ -242,7 +249,11 @@ mod tests {
             (ProxyError::TooManyConnections, 503),
             (ProxyError::NoAccountForOrganization("org-B".into()), 403),
             (ProxyError::NoAccountForPath, 403),
-            (ProxyError::UnreadableOrganization("why"), 400),
+            (ProxyError::UnreadableOrganization("why", None), 400),
+            (
+                ProxyError::UnreadableOrganization("why", Some("%20".into())),
+                400,
+            ),
         ];
         for (error, status) in all {
             let response = error.response();

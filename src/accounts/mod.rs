@@ -183,8 +183,10 @@ pub enum NoAccount {
     ForOrganization(String),
     /// The path names no organization, and there is no default account.
     ForPath,
-    /// The path's organization cannot be read plainly; why.
-    Unreadable(&'static str),
+    /// The path's organization cannot be read plainly, or an upstream
+    /// could read one lanyard does not; why, and the segment as a message
+    /// shows it.
+    Unreadable(&'static str, Option<Box<str>>),
 }
 
 /// The route table: built whole, never changed in place.
@@ -209,7 +211,10 @@ impl Routes {
                 .get(id)
                 .ok_or_else(|| NoAccount::ForOrganization(id.to_string())),
             Route::NoOrganization => self.default.as_ref().ok_or(NoAccount::ForPath),
-            Route::Refused(why) => Err(NoAccount::Unreadable(why)),
+            Route::Refused(unreadable) => Err(NoAccount::Unreadable(
+                unreadable.why,
+                unreadable.shown_segment(),
+            )),
         }
     }
 

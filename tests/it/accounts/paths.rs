@@ -243,3 +243,138 @@ async fn nothing_an_upstream_could_read_as_an_organization_falls_to_the_default_
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// Sends each target and expects 400 `bad_request` with nothing sent
+/// anywhere, the message naming the segment given with it (as sent, its
+/// escapes kept); collects every mismatch.
+async fn refused_naming(sidecar: &Sidecar, cases: &[(String, String)]) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for (target, segment) in cases {
+        let before = sidecar.mock().counters();
+        let answer = raw_get(&sidecar.running.proxy, target).await;
+        let after = sidecar.mock().counters();
+        let forwarded = after.api_requests != before.api_requests;
+        let body = text(&answer.body);
+        let message = serde_json::from_str::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|json| json["message"].as_str().map(str::to_string))
+            .unwrap_or_default();
+        let refused = answer.status == 400
+            && answer.head.contains("lanyard-error: bad_request")
+            && !forwarded
+            && after.token_requests == before.token_requests;
+        if !refused || !message.contains(&format!("`{segment}`")) {
+            wrong.push(format!(
+                "{target}: expected 400 bad_request naming `{segment}`, got {} (forwarded: {forwarded}, caller {:?}): {body}",
+                answer.status,
+                forwarded.then(|| sidecar.last_caller()).flatten(),
+            ));
+        }
+    }
+    wrong
+}
+
+/// One path per way a lenient upstream reads a segment that lanyard, read
+/// strictly, would take for no organization (and so the default
+/// account's) or for another organization than the upstream's: trimming
+/// whitespace and control characters (IIS, older Spring MVC), Unicode
+/// spaces and invisible characters, IIS's `%uXXXX`, Unicode case folding
+/// (Go's `strings.EqualFold`, Java's `equalsIgnoreCase`: `ſ` is `s`), NFKC
+/// compatibility forms (fullwidth letters, `．`, `／`, `＼`, `․`), overlong
+/// UTF-8, and `...`, which some servers drop or take for `..`. Each is
+/// refused, naming the segment.
+#[tokio::test]
+async fn a_segment_an_upstream_could_read_leniently_is_refused_naming_it() {
+    let sidecar = sidecar().await;
+    let (a, b) = (sidecar.a.org, sidecar.b.org);
+    let cases: Vec<(String, String)> = [
+        // Before the organization position: dropped or collapsed by some.
+        (format!("/%20/organizations/{b}/x"), "%20"),
+        (format!("/.../organizations/{b}/x"), "..."),
+        (format!("/%E2%80%A4/organizations/{b}/x"), "%E2%80%A4"),
+        (format!("/%E3%80%80/organizations/{b}/x"), "%E3%80%80"),
+        // At the organization position: trimmed or folded to it.
+        (format!("/organizations%20/{b}/x"), "organizations%20"),
+        (format!("/organizations%09/{b}/x"), "organizations%09"),
+        (format!("/organizations%0d%0a/{b}/x"), "organizations%0d%0a"),
+        (format!("/organizations%C2%A0/{b}/x"), "organizations%C2%A0"),
+        (
+            format!("/organizations%E2%80%8B/{b}/x"),
+            "organizations%E2%80%8B",
+        ),
+        (
+            format!("/%EF%BB%BForganizations/{b}/x"),
+            "%EF%BB%BForganizations",
+        ),
+        (format!("/%u006frganizations/{b}/x"), "%u006frganizations"),
+        (format!("/organization%C5%BF/{b}/x"), "organization%C5%BF"),
+        (
+            format!("/%EF%BD%8Frganizations/{b}/x"),
+            "%EF%BD%8Frganizations",
+        ),
+        (
+            format!("/%F0%9D%90%A8rganizations/{b}/x"),
+            "%F0%9D%90%A8rganizations",
+        ),
+        (
+            format!("/organizations%EF%BC%8F{b}/x"),
+            &format!("organizations%EF%BC%8F{b}"),
+        ),
+        (
+            format!("/organizations%EF%BC%BC{b}/x"),
+            &format!("organizations%EF%BC%BC{b}"),
+        ),
+        (
+            format!("/organizations%C0%AF{b}/x"),
+            &format!("organizations%C0%AF{b}"),
+        ),
+        // Dot-segments hidden anywhere in the path.
+        (format!("/x/..%20/organizations/{b}/x"), "..%20"),
+        (format!("/x/..%09/organizations/{b}/x"), "..%09"),
+        (format!("/x/..%0D%0A/organizations/{b}/x"), "..%0D%0A"),
+        (format!("/x/..%C2%A0/organizations/{b}/x"), "..%C2%A0"),
+        (
+            format!("/x/%EF%BC%8E%EF%BC%8E/organizations/{b}/x"),
+            "%EF%BC%8E%EF%BC%8E",
+        ),
+        (
+            format!("/x/%u002e%u002e/organizations/{b}/x"),
+            "%u002e%u002e",
+        ),
+        (
+            format!("/x/%C0%AE%C0%AE/organizations/{b}/x"),
+            "%C0%AE%C0%AE",
+        ),
+        (format!("/organizations/{a}/x/..%20/..%20/{b}/x"), "..%20"),
+    ]
+    .into_iter()
+    .map(|(target, segment)| (target, segment.to_string()))
+    .collect();
+    let wrong = refused_naming(&sidecar, &cases).await;
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// Without a default account a hidden dot-segment still moves a path from
+/// one organization to another: it is refused all the same.
+#[tokio::test]
+async fn a_hidden_dot_segment_is_refused_with_the_directory_alone() {
+    let fleet = Fleet::new().await;
+    fleet.write_all();
+    let sidecar = fleet.start(false).await;
+    let (a, b) = (sidecar.a.org, sidecar.b.org);
+    let cases: Vec<(String, String)> = [
+        "..%20",
+        ".%20.",
+        "..%0a",
+        "..%E2%80%83",
+        "%E2%80%A5",
+        "%EF%BC%8E.",
+        "%u002E%u002E",
+        "%25u002e%25u002e",
+    ]
+    .into_iter()
+    .map(|dots| (format!("/organizations/{a}/{dots}/{b}/x"), dots.to_string()))
+    .collect();
+    let wrong = refused_naming(&sidecar, &cases).await;
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

@@ -1,5 +1,6 @@
 //! Property tests for the parsers that read untrusted input: the credentials
-//! file, the private key, the token endpoint's answer and the settings.
+//! file, the private key, the token endpoint's answer, the settings, and
+//! the organization a request path names.
 //! Whatever they are given, they must not panic; a refusal must say what is
 //! wrong and where, one line per problem, and never quote key material or a
 //! token. The plain tests after a property pin cases it found.
@@ -10,6 +11,7 @@ use crate::support;
 // secret-free error, and the strategies) is below.
 mod credentials_file;
 mod keys;
+mod organization_paths;
 mod settings;
 mod token_answer;
 
