@@ -98,22 +98,12 @@ impl Demo {
             ),
             WalletBaseUrl::parse(&mock.wallet_url()).map_err(|e| failed("mock URL", e))?,
         );
-        let verifier_url = match &listeners.verifier {
-            Some(listener) => Some(browser_origin(
-                listener
-                    .local_addr()
-                    .map_err(|e| failed("the verifier's address", e))?,
-            )),
-            None => None,
-        };
-        if verifier.oidc.is_none()
-            && let Some(origin) = verifier_url
-                .as_deref()
-                .filter(|url| is_loopback_origin(url))
-        {
-            verifier.oidc = Some(demo_provider(&mock, origin)?);
-        }
-        let issuer = verifier.oidc.as_ref().map(|oidc| oidc.issuer.to_string());
+        let verifier_url = listeners
+            .verifier
+            .as_ref()
+            .map(verifier_origin)
+            .transpose()?;
+        let issuer = with_demo_provider(&mut verifier, &mock, verifier_url.as_deref())?;
         let access = ServiceAccess::with_credentials(config, credentials, demo.tls.clone());
         let components = Components {
             connector: access.connector.clone(),
@@ -139,28 +129,35 @@ impl Demo {
         })
     }
 
+    /// The banner's lines for the verifier at `verifier`, its provider and
+    /// the mock's shop.
+    fn verifier_lines(&self, verifier: &str) -> String {
+        let mut lines = format!(
+            "\x20 verifier {verifier}/  (open it in a browser: verify a credential from the mock wallet)\n"
+        );
+        match &self.issuer {
+            Some(issuer) => lines.push_str(&format!(
+                "\x20 issuer   {issuer}  (the verifier's OpenID Connect provider; LANYARD_OIDC_ISSUER sets another)\n"
+            )),
+            None => lines.push_str(
+                "\x20 issuer   none: the demo's provider needs a loopback or all-interfaces listen address, or LANYARD_OIDC_ISSUER\n",
+            ),
+        }
+        if self.mock.shop_configured() {
+            lines.push_str(&format!(
+                "\x20 shop     {shop}  (a site that logs you in with your wallet: the verifier as its OpenID Connect provider)\n",
+                shop = self.mock.shop_url(),
+            ));
+        }
+        lines
+    }
+
     /// Where everything listens, and what to try.
     pub fn banner(&self) -> String {
         let mut banner =
             String::from("lanyard demo: lanyard against an embedded mock of the service\n\n");
         if let Some(verifier) = &self.verifier {
-            banner.push_str(&format!(
-                "\x20 verifier {verifier}/  (open it in a browser: verify a credential from the mock wallet)\n"
-            ));
-            match &self.issuer {
-                Some(issuer) => banner.push_str(&format!(
-                    "\x20 issuer   {issuer}  (the verifier's OpenID Connect provider; LANYARD_OIDC_ISSUER sets another)\n"
-                )),
-                None => banner.push_str(
-                    "\x20 issuer   none: the demo's provider needs a loopback or all-interfaces listen address, or LANYARD_OIDC_ISSUER\n",
-                ),
-            }
-            if self.mock.shop_configured() {
-                banner.push_str(&format!(
-                    "\x20 shop     {shop}  (a site that logs you in with your wallet: the verifier as its OpenID Connect provider)\n",
-                    shop = self.mock.shop_url(),
-                ));
-            }
+            banner.push_str(&self.verifier_lines(verifier));
         }
         if let Some(proxy) = self.process.proxy_addr {
             banner.push_str(&format!(
@@ -222,6 +219,30 @@ impl Demo {
         banner.push_str("\nStop with Ctrl-C.\n");
         banner
     }
+}
+
+/// Gives `verifier` the demo's provider at `origin` unless it has one
+/// already (`LANYARD_OIDC_ISSUER`), or `origin` can be no issuer; its
+/// issuer, if it has a provider.
+fn with_demo_provider(
+    verifier: &mut VerifierConfig,
+    mock: &crate::mock::MockService,
+    origin: Option<&str>,
+) -> Result<Option<String>, Failure> {
+    if verifier.oidc.is_none()
+        && let Some(origin) = origin.filter(|url| is_loopback_origin(url))
+    {
+        verifier.oidc = Some(demo_provider(mock, origin)?);
+    }
+    Ok(verifier.oidc.as_ref().map(|oidc| oidc.issuer.to_string()))
+}
+
+/// The browser origin of the verifier's `listener`.
+fn verifier_origin(listener: &TcpListener) -> Result<String, Failure> {
+    let address = listener
+        .local_addr()
+        .map_err(|e| failed("the verifier's address", e))?;
+    Ok(browser_origin(address))
 }
 
 /// `http://ADDRESS:PORT` as a browser on this machine reaches a listener
