@@ -110,10 +110,22 @@ pub fn security_headers() -> http::HeaderMap {
     headers
 }
 
-/// Adds [`security_headers`] to an answer, and `Strict-Transport-Security`
+/// The logo's own policy: an SVG opened as a document (its URL typed in,
+/// or followed from elsewhere) runs nothing, fetches nothing, and is a
+/// sandboxed origin of its own; its inline styles still apply.
+pub const LOGO_CONTENT_SECURITY_POLICY: &str =
+    "default-src 'none'; style-src 'unsafe-inline'; sandbox";
+
+/// Adds [`security_headers`] to an answer (keeping a policy of its own),
+/// and `Strict-Transport-Security`
 /// when the browser came over https.
 pub fn secure(headers: &mut http::HeaderMap, https: bool) {
+    // An answer with a policy of its own (the logo's) keeps it.
+    let own_policy = headers.remove(header::CONTENT_SECURITY_POLICY);
     headers.extend(security_headers());
+    if let Some(policy) = own_policy {
+        headers.insert(header::CONTENT_SECURITY_POLICY, policy);
+    }
     if https {
         headers.insert(
             header::STRICT_TRANSPORT_SECURITY,
@@ -257,6 +269,12 @@ pub fn brand_asset(
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    if path == LOGO_PATH {
+        headers.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(LOGO_CONTENT_SECURITY_POLICY),
+        );
+    }
     if head {
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
     }
