@@ -6,6 +6,7 @@
 mod support;
 
 mod accounts;
+mod brand;
 mod browser;
 mod cli;
 mod credential_sources;
@@ -21,6 +22,7 @@ mod memory;
 mod mock_api;
 mod oidc;
 mod oidc_interop;
+mod oidc_native;
 mod oidc_replicas;
 mod one_byte_frames;
 mod otel;
