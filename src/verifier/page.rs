@@ -192,8 +192,10 @@ pub fn login_page(
 }
 
 /// lanyard's page for a login it cannot go on with: `why`, in a sentence
-/// for the person, and what to do.
-pub fn error_page(why: &str) -> Response<Full<Bytes>> {
+/// for the person, and what to do; its files under `base`, the issuer's
+/// path (`""` or `/wallet`), where a proxy routing that path alone to
+/// lanyard serves them (docs/oidc.md, Settings).
+pub fn error_page(why: &str, base: &str) -> Response<Full<Bytes>> {
     let page = format!(
         r#"<!doctype html>
 <html lang="en">
@@ -202,19 +204,20 @@ pub fn error_page(why: &str) -> Response<Full<Bytes>> {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
 <title>This login cannot go on</title>
-<link rel="icon" href="/assets/icon.svg" type="image/svg+xml">
-<link rel="stylesheet" href="/assets/verifier.css">
+<link rel="icon" href="{base}/assets/icon.svg" type="image/svg+xml">
+<link rel="stylesheet" href="{base}/assets/verifier.css">
 </head>
 <body>
 <main>
   <h1>This login cannot go on</h1>
-  <p>{}</p>
+  <p>{why}</p>
   <p>Go back to the site you came from and start again. If this happens again, tell its operator.</p>
 </main>
 </body>
 </html>
 "#,
-        escape_html(why)
+        base = escape_html(base),
+        why = escape_html(why)
     );
     html(page)
 }
