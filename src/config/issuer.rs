@@ -11,9 +11,9 @@ const MAX_ISSUER: usize = 256;
 /// relying party maps by hand.
 const MAX_CLAIM_NAME: usize = 64;
 
-/// Claims the provider sets itself (OpenID Connect Core §2, §5.1, RFC 7519
-/// §4.1): a presented claim never takes one of these names, in the ID
-/// token or in `userinfo`.
+/// Claims the provider sets itself (OpenID Connect Core §2, §3.1.3.6,
+/// RFC 7519 §4.1): no presented claim takes one of these names, in the ID
+/// token or in `userinfo`, and `LANYARD_OIDC_CLAIMS_MAP` cannot name one.
 pub const RESERVED_CLAIMS: &[&str] = &[
     "iss",
     "sub",
@@ -29,9 +29,83 @@ pub const RESERVED_CLAIMS: &[&str] = &[
     "azp",
     "at_hash",
     "c_hash",
+    "s_hash",
     "sid",
     "_claim_names",
     "_claim_sources",
+];
+
+/// Registered claims a relying party may act on as the provider's word
+/// rather than as a presented claim: the IANA JSON Web Token Claims
+/// registry's names that are not a person's attributes (RFC 7519 §10.1;
+/// OpenID Connect Core §5.1's `*_verified` and `updated_at`; RFC 7800
+/// `cnf`; RFC 8417 `events`; RFC 8693 `act`, `may_act`, `scope`,
+/// `client_id`; RFC 9068 `roles`, `groups`, `entitlements`; RFC 9449
+/// `htm`, `htu`, `ath`; …). A presented claim takes one of these names
+/// only when `LANYARD_OIDC_CLAIMS_MAP` names it as the target
+/// (docs/oidc.md, "Claims").
+pub const REGISTERED_CLAIMS: &[&str] = &[
+    "email_verified",
+    "phone_number_verified",
+    "updated_at",
+    "cnf",
+    "sub_jwk",
+    "events",
+    "toe",
+    "txn",
+    "rph",
+    "vot",
+    "vtm",
+    "attest",
+    "origid",
+    "orig",
+    "dest",
+    "mky",
+    "act",
+    "may_act",
+    "scope",
+    "client_id",
+    "roles",
+    "groups",
+    "entitlements",
+    "jcard",
+    "at_use_nbr",
+    "div",
+    "opt",
+    "vc",
+    "vp",
+    "sph",
+    "ace_profile",
+    "cnonce",
+    "exi",
+    "token_introspection",
+    "htm",
+    "htu",
+    "ath",
+    "rcs",
+    "verified_claims",
+    "authorization_details",
+    "eat_nonce",
+    "eat_profile",
+    "ueid",
+    "sueid",
+    "oemid",
+    "hwmodel",
+    "hwversion",
+    "secboot",
+    "dbgstat",
+    "location",
+    "submods",
+    "sip_from_tag",
+    "sip_date",
+    "sip_callid",
+    "sip_cseq_num",
+    "sip_via_branch",
+    "status",
+    "status_list",
+    "_sd",
+    "_sd_alg",
+    "sd_hash",
 ];
 
 /// `LANYARD_OIDC_ISSUER`: the provider's public base URL, as relying

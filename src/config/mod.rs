@@ -29,6 +29,8 @@
 //!   sizes, addresses, rates, keys; URLs are read by
 //!   [`crate::target::TargetUrl`].
 //! - `problems`: the one-line-per-problem error.
+//! - `shown`: what a text shown to a person may not hold (invisible,
+//!   reordering and control characters).
 //!
 //! Each of these imports only modules listed after it, so types flow down:
 //! `values`, `defaults` and `problems` import nothing of `config`. Other
@@ -50,6 +52,7 @@ pub mod loaded;
 pub mod oidc;
 mod problems;
 pub mod settings;
+mod shown;
 mod sources;
 mod values;
 mod verifier;

@@ -110,10 +110,22 @@ pub fn security_headers() -> http::HeaderMap {
     headers
 }
 
-/// Adds [`security_headers`] to an answer, and `Strict-Transport-Security`
+/// The logo's own policy: an SVG opened as a document (its URL typed in,
+/// or followed from elsewhere) runs nothing, fetches nothing, and is a
+/// sandboxed origin of its own; its inline styles still apply.
+pub const LOGO_CONTENT_SECURITY_POLICY: &str =
+    "default-src 'none'; style-src 'unsafe-inline'; sandbox";
+
+/// Adds [`security_headers`] to an answer (keeping a policy of its own),
+/// and `Strict-Transport-Security`
 /// when the browser came over https.
 pub fn secure(headers: &mut http::HeaderMap, https: bool) {
+    // An answer with a policy of its own (the logo's) keeps it.
+    let own_policy = headers.remove(header::CONTENT_SECURITY_POLICY);
     headers.extend(security_headers());
+    if let Some(policy) = own_policy {
+        headers.insert(header::CONTENT_SECURITY_POLICY, policy);
+    }
     if https {
         headers.insert(
             header::STRICT_TRANSPORT_SECURITY,
@@ -180,8 +192,10 @@ pub fn login_page(
 }
 
 /// lanyard's page for a login it cannot go on with: `why`, in a sentence
-/// for the person, and what to do.
-pub fn error_page(why: &str) -> Response<Full<Bytes>> {
+/// for the person, and what to do; its files under `base`, the issuer's
+/// path (`""` or `/wallet`), where a proxy routing that path alone to
+/// lanyard serves them (docs/oidc.md, Settings).
+pub fn error_page(why: &str, base: &str) -> Response<Full<Bytes>> {
     let page = format!(
         r#"<!doctype html>
 <html lang="en">
@@ -190,19 +204,20 @@ pub fn error_page(why: &str) -> Response<Full<Bytes>> {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
 <title>This login cannot go on</title>
-<link rel="icon" href="/assets/icon.svg" type="image/svg+xml">
-<link rel="stylesheet" href="/assets/verifier.css">
+<link rel="icon" href="{base}/assets/icon.svg" type="image/svg+xml">
+<link rel="stylesheet" href="{base}/assets/verifier.css">
 </head>
 <body>
 <main>
   <h1>This login cannot go on</h1>
-  <p>{}</p>
+  <p>{why}</p>
   <p>Go back to the site you came from and start again. If this happens again, tell its operator.</p>
 </main>
 </body>
 </html>
 "#,
-        escape_html(why)
+        base = escape_html(base),
+        why = escape_html(why)
     );
     html(page)
 }
@@ -257,6 +272,12 @@ pub fn brand_asset(
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    if path == LOGO_PATH {
+        headers.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(LOGO_CONTENT_SECURITY_POLICY),
+        );
+    }
     if head {
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
     }

@@ -6,6 +6,7 @@
 mod support;
 
 mod accounts;
+mod brand;
 mod browser;
 mod chunked_answers;
 mod cli;
@@ -23,6 +24,7 @@ mod memory;
 mod mock_api;
 mod oidc;
 mod oidc_interop;
+mod oidc_native;
 mod oidc_replicas;
 mod one_byte_frames;
 mod otel;

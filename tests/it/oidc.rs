@@ -262,7 +262,15 @@ async fn an_unknown_client_or_redirect_uri_gets_lanyards_page_never_a_redirect()
         let html = support::text(&answer.body);
         assert!(html.contains("This login cannot go on"), "{html}");
         assert!(!html.contains("evil.example"), "reflected: {html}");
+        // Its files under the issuer's path, where a proxy routing that
+        // path alone to lanyard serves them.
+        assert!(
+            html.contains(r#"href="/wallet/assets/verifier.css""#),
+            "{html}"
+        );
     }
+    let css = provider.get("/assets/verifier.css").await;
+    assert_eq!(css.status, 200);
 }
 
 #[tokio::test]

@@ -1,8 +1,12 @@
 //! The brand's logo: a PNG or an SVG of at most 256 KiB, read once at
 //! start-up. The page serves it from its own origin, so an SVG is parsed
 //! (with `roxmltree`, which refuses a DTD and with it every entity) and
-//! refused when anything in it could run or fetch: a script, an event
-//! handler, a reference outside the file, embedded HTML.
+//! held to an allow-list: the static elements and presentation attributes
+//! of SVG 1.1 and 2 (docs/verifier.md, "Branding"), `href` only to an
+//! `#id` in the file, CSS only without `url(…)` to outside it. Anything
+//! else (a script, an event handler, an image, an element of another
+//! namespace such as XHTML's `<meta http-equiv="refresh">`) is refused,
+//! named.
 
 use std::fmt;
 use std::path::Path;
@@ -122,6 +126,9 @@ pub fn svg_problems(text: &str) -> Vec<String> {
             NodeType::PI if node.pi().is_some_and(|pi| pi.target == "xml-stylesheet") => {
                 vec!["has an <?xml-stylesheet?> instruction, which loads a stylesheet".into()]
             }
+            NodeType::PI => {
+                vec!["has a processing instruction (<?…?>), which a logo needs none of".into()]
+            }
             NodeType::Element => element_problems(node),
             _ => Vec::new(),
         };
@@ -139,57 +146,263 @@ pub fn svg_problems(text: &str) -> Vec<String> {
     problems
 }
 
-/// What in one element runs, fetches or embeds.
+const XLINK_NAMESPACE: &str = "http://www.w3.org/1999/xlink";
+const XML_NAMESPACE: &str = "http://www.w3.org/XML/1998/namespace";
+
+/// The elements a logo may hold: SVG's static shapes, text, paint
+/// servers, clipping, masking and filters, nothing that runs, links,
+/// animates, or draws a picture from elsewhere (`image`, `feImage`).
+const ELEMENTS: &[&str] = &[
+    "svg",
+    "g",
+    "defs",
+    "symbol",
+    "use",
+    "title",
+    "desc",
+    "style",
+    "path",
+    "rect",
+    "circle",
+    "ellipse",
+    "line",
+    "polyline",
+    "polygon",
+    "text",
+    "tspan",
+    "linearGradient",
+    "radialGradient",
+    "stop",
+    "pattern",
+    "clipPath",
+    "mask",
+    "filter",
+    "feBlend",
+    "feColorMatrix",
+    "feComponentTransfer",
+    "feComposite",
+    "feDropShadow",
+    "feFlood",
+    "feFuncA",
+    "feFuncB",
+    "feFuncG",
+    "feFuncR",
+    "feGaussianBlur",
+    "feMerge",
+    "feMergeNode",
+    "feMorphology",
+    "feOffset",
+];
+
+/// Elements whose `href` may name another element of the file (`#id`).
+const HREF_ELEMENTS: &[&str] = &["use", "linearGradient", "radialGradient", "pattern"];
+
+/// The attributes a logo's elements may carry, without a namespace:
+/// geometry, paint, text, gradient, clip, mask and filter parameters, and
+/// the accessibility ones; SVG's presentation attributes among them.
+const ATTRIBUTES: &[&str] = &[
+    // Structure and accessibility.
+    "id",
+    "class",
+    "style",
+    "lang",
+    "version",
+    "baseProfile",
+    "viewBox",
+    "preserveAspectRatio",
+    "width",
+    "height",
+    "x",
+    "y",
+    "transform",
+    "transform-origin",
+    "role",
+    "aria-label",
+    "aria-labelledby",
+    "aria-hidden",
+    "focusable",
+    "href",
+    // Shapes and text.
+    "d",
+    "pathLength",
+    "points",
+    "rx",
+    "ry",
+    "cx",
+    "cy",
+    "r",
+    "x1",
+    "y1",
+    "x2",
+    "y2",
+    "dx",
+    "dy",
+    "rotate",
+    "textLength",
+    "lengthAdjust",
+    // Paint servers, clipping, masking.
+    "offset",
+    "gradientUnits",
+    "gradientTransform",
+    "spreadMethod",
+    "fx",
+    "fy",
+    "fr",
+    "patternUnits",
+    "patternContentUnits",
+    "patternTransform",
+    "clipPathUnits",
+    "maskUnits",
+    "maskContentUnits",
+    // Filters.
+    "filterUnits",
+    "primitiveUnits",
+    "in",
+    "in2",
+    "result",
+    "stdDeviation",
+    "mode",
+    "type",
+    "values",
+    "operator",
+    "k1",
+    "k2",
+    "k3",
+    "k4",
+    "radius",
+    "edgeMode",
+    "tableValues",
+    "slope",
+    "intercept",
+    "amplitude",
+    "exponent",
+    // Presentation attributes.
+    "fill",
+    "fill-opacity",
+    "fill-rule",
+    "stroke",
+    "stroke-width",
+    "stroke-linecap",
+    "stroke-linejoin",
+    "stroke-miterlimit",
+    "stroke-dasharray",
+    "stroke-dashoffset",
+    "stroke-opacity",
+    "opacity",
+    "clip-path",
+    "clip-rule",
+    "mask",
+    "filter",
+    "color",
+    "display",
+    "visibility",
+    "overflow",
+    "font-family",
+    "font-size",
+    "font-size-adjust",
+    "font-weight",
+    "font-style",
+    "font-variant",
+    "font-stretch",
+    "text-anchor",
+    "dominant-baseline",
+    "alignment-baseline",
+    "baseline-shift",
+    "letter-spacing",
+    "word-spacing",
+    "text-decoration",
+    "writing-mode",
+    "direction",
+    "unicode-bidi",
+    "stop-color",
+    "stop-opacity",
+    "color-interpolation",
+    "color-interpolation-filters",
+    "shape-rendering",
+    "text-rendering",
+    "image-rendering",
+    "vector-effect",
+    "paint-order",
+    "isolation",
+    "mix-blend-mode",
+    "flood-color",
+    "flood-opacity",
+    "lighting-color",
+];
+
+/// What in one element is not on the allow-list, or fetches.
 fn element_problems(node: Node<'_, '_>) -> Vec<String> {
-    let name = node.tag_name().name();
+    let tag = node.tag_name();
+    let name = tag.name();
+    if let Some(why) = refused_element(name, tag.namespace()) {
+        return vec![why];
+    }
     let shown = super::texts::quoted(name);
     let mut found: Vec<String> = Vec::new();
-    match name.to_ascii_lowercase().as_str() {
-        "script" => found.push("has a <script> element".into()),
-        "foreignobject" => {
-            found.push("has a <foreignObject> element, which embeds HTML".into());
-        }
-        "iframe" | "embed" | "object" => {
-            found.push(format!("has an <{shown}> element, which embeds a document"));
-        }
-        "style" => {
-            let css: String = node.children().filter_map(|c| c.text()).collect();
-            found.extend(css_problems(&css).map(|why| format!("has a <style> element {why}")));
-        }
-        "set" | "animate" => {
-            let target = node.attribute("attributeName").unwrap_or_default();
-            let local = target.rsplit(':').next().unwrap_or_default();
-            if local.eq_ignore_ascii_case("href") || is_event_handler(local) {
-                found.push(format!(
-                    "has an <{shown}> element that changes a link or an event handler"
-                ));
-            }
-        }
-        _ => {}
+    if name == "style" {
+        let css: String = node.children().filter_map(|c| c.text()).collect();
+        found.extend(css_problems(&css).map(|why| format!("has a <style> element {why}")));
     }
     for attr in node.attributes() {
         let attr_name = super::texts::quoted(attr.name());
         let value = attr.value();
+        let is_href =
+            attr.name() == "href" && matches!(attr.namespace(), None | Some(XLINK_NAMESPACE));
+        let allowed = match attr.namespace() {
+            None => ATTRIBUTES.contains(&attr.name()),
+            Some(XML_NAMESPACE) => ["space", "lang"].contains(&attr.name()),
+            Some(_) => is_href,
+        };
         if is_event_handler(attr.name()) {
             found.push(format!(
                 "has an event handler attribute ({attr_name} on <{shown}>)"
             ));
-        } else if attr.name().eq_ignore_ascii_case("href") && !value.trim().starts_with('#') {
-            let what = match name {
-                "image" => "an <image> with an external href".to_string(),
-                _ => format!("an external reference (href on <{shown}> not starting with #)"),
-            };
+        } else if is_href && !value.trim().starts_with('#') {
             found.push(format!(
-                "has {what}; a logo must be one self-contained file"
+                "has an external reference (href on <{shown}> not starting with #); a logo must be one self-contained file"
             ));
-        } else {
-            let css = css_problems(value).next();
-            if let Some(why) = css {
-                found.push(format!("has an attribute ({attr_name} on <{shown}>) {why}"));
-            }
+        } else if is_href && !HREF_ELEMENTS.contains(&name) {
+            found.push(format!(
+                "has an href on <{shown}>; only <use>, gradients and patterns may name another element"
+            ));
+        } else if !allowed {
+            found.push(format!(
+                "has an attribute ({attr_name} on <{shown}>) that is not one of the presentation attributes a logo may carry"
+            ));
+        } else if let Some(why) = css_problems(value).next() {
+            found.push(format!("has an attribute ({attr_name} on <{shown}>) {why}"));
         }
     }
     found
+}
+
+/// Why the element `name` in `namespace` is not one a logo may hold, if
+/// it is not: said plainly for the ones that run, embed or link.
+fn refused_element(name: &str, namespace: Option<&str>) -> Option<String> {
+    let shown = super::texts::quoted(name);
+    let why = match name.to_ascii_lowercase().as_str() {
+        "script" => "has a <script> element".into(),
+        "foreignobject" => "has a <foreignObject> element, which embeds HTML".into(),
+        "iframe" | "embed" | "object" => {
+            format!("has an <{shown}> element, which embeds a document")
+        }
+        "image" | "feimage" => format!(
+            "has an <{shown}> element; a logo must be one self-contained file, drawn in SVG"
+        ),
+        "a" => "has an <a> element, a link; a logo links nowhere".into(),
+        "set" | "animate" | "animatetransform" | "animatemotion" | "discard" => {
+            format!("has an <{shown}> element, an animation; a logo is static")
+        }
+        _ if namespace != Some(SVG_NAMESPACE) => format!(
+            "has a <{shown}> element of the namespace {}; a logo holds SVG elements only",
+            super::texts::quoted(namespace.unwrap_or("(none)"))
+        ),
+        _ if !ELEMENTS.contains(&name) => format!(
+            "has a <{shown}> element, which is not one of the static SVG elements a logo may hold (docs/verifier.md, \"Branding\")"
+        ),
+        _ => return None,
+    };
+    Some(why)
 }
 
 /// `on…`: every SVG and HTML event handler attribute, and no other SVG

@@ -4,6 +4,8 @@
 //! language it serves.
 
 use unic_langid::LanguageIdentifier;
+
+use crate::config::shown::is_hidden;
 use unic_langid::subtags::{Language, Script};
 
 /// A key or a value quoted in a problem, at most this many characters: a
@@ -99,9 +101,9 @@ fn parse_tag(tag: &str) -> Result<LanguageIdentifier, String> {
 }
 
 /// Why `text` cannot be shown as one of the brand's texts: empty, longer
-/// than `max` characters, or holding a control character, a line or
-/// paragraph separator, or a bidirectional embedding or override, any of
-/// which would break the page's layout or disguise the text around it.
+/// than `max` characters, or holding a character a person cannot see
+/// ([`is_hidden`]), which would break the page's layout or disguise the
+/// text around it.
 pub fn check_text(text: &str, max: usize) -> Result<(), String> {
     let chars = text.chars().count();
     if text.trim().is_empty() {
@@ -112,12 +114,9 @@ pub fn check_text(text: &str, max: usize) -> Result<(), String> {
             "is {chars} characters long; at most {max} are allowed"
         ));
     }
-    if text
-        .chars()
-        .any(|c| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202A}'..='\u{202E}'))
-    {
+    if text.chars().any(is_hidden) {
         return Err(
-            "has a control character (a line break, a tab, a bidirectional override); the page shows it as one line of plain text".into(),
+            "has a control, bidirectional, invisible or format character (a line break, a tab, a bidirectional override or isolate, a zero-width space, a filler); the page shows it as one line of plain text".into(),
         );
     }
     Ok(())

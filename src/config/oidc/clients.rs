@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
+use super::redirect;
 use crate::Secret;
+use crate::config::shown::is_hidden;
 use crate::target::is_loopback_host;
 
 /// Far more relying parties than one provider serves; the file is read at
@@ -34,10 +36,22 @@ pub struct Client {
     pub id: String,
     /// `None`: a public client, which must use PKCE.
     pub secret: Option<Secret>,
-    /// Matched exactly, as registered.
+    /// In canonical form; see [`Client::allows_redirect`].
     pub redirect_uris: Vec<String>,
     /// Who asks, as the page shows it (RFC 7591 §2).
     pub name: Option<String>,
+}
+
+impl Client {
+    /// Whether an authorization request may name `given` as its redirect
+    /// URI: one registered, exactly, or a loopback IP one registered
+    /// without a port, on any port (docs/oidc.md, "Redirect URIs"). Every
+    /// step of a login asks this, so that none is more lenient.
+    pub fn allows_redirect(&self, given: &str) -> bool {
+        self.redirect_uris
+            .iter()
+            .any(|registered| redirect::matches(registered, given))
+    }
 }
 
 /// The clients, by id.
@@ -164,7 +178,7 @@ fn client(at: usize, entry: &Value, problems: &mut Vec<String>) -> Option<Client
         Some(Value::String(name))
             if !name.trim().is_empty()
                 && name.chars().count() <= MAX_CLIENT_NAME
-                && !name.chars().any(char::is_control) =>
+                && !name.chars().any(is_hidden) =>
         {
             Some(name.trim().to_string())
         }
@@ -172,7 +186,7 @@ fn client(at: usize, entry: &Value, problems: &mut Vec<String>) -> Option<Client
             problem(
                 "client_name",
                 format!(
-                    "must be a string of 1 to {MAX_CLIENT_NAME} characters, none of them a control character"
+                    "must be a string of 1 to {MAX_CLIENT_NAME} characters, none of them a control, a bidirectional, an invisible or a format character (the page shows it as who asks)"
                 ),
             );
             None
@@ -261,8 +275,12 @@ pub fn check_redirect_uri(uri: &str) -> Result<(), String> {
     if !scheme_ok || rest.is_empty() {
         return Err(absolute.into());
     }
-    let scheme = scheme.to_ascii_lowercase();
-    if UNSAFE_SCHEMES.contains(&scheme.as_str()) {
+    if scheme.bytes().any(|b| b.is_ascii_uppercase()) {
+        // An authorization request's URI is compared as a string, and a
+        // scheme's canonical form is lower case (RFC 3986 §6.2.2.1).
+        return Err("has upper-case letters in its scheme; write it in lower case".into());
+    }
+    if UNSAFE_SCHEMES.contains(&scheme) {
         return Err(format!(
             "has the scheme `{scheme}:`, which is not a redirect"
         ));
@@ -275,6 +293,9 @@ pub fn check_redirect_uri(uri: &str) -> Result<(), String> {
                 "has the scheme `{scheme}:`; use https, or a native app's reverse-domain scheme (com.example.app:)"
             )),
         };
+    }
+    if let Some(why) = redirect::non_canonical(scheme, rest) {
+        return Err(why);
     }
     let parsed: http::Uri = uri.parse().map_err(|_| absolute.to_string())?;
     match parsed.authority().map(|a| a.host()) {
@@ -318,7 +339,8 @@ mod tests {
                 {"client_id": "a", "client_secret": 1234567, "redirect_uris": ["http://a.example/cb"]},
                 {"client_id": "b", "redirect_uri": "https://b.example/cb"},
                 {"client_id": "c d", "redirect_uris": ["javascript:alert(1)", "/relative", 5]},
-                "x"
+                "x",
+                {"client_id": "e", "redirect_uris": ["HTTP://127.0.0.1/cb", "http://u@127.0.0.1/cb", "http://127.0.0.1:0/cb", "http://127.0.0.1:03000/cb"]}
             ]}"#,
         )
         .unwrap_err();
@@ -334,10 +356,35 @@ mod tests {
             "clients[3].redirect_uris[1]: is not an absolute URL",
             "clients[3].redirect_uris[2]: must be a string",
             "clients[4]: is not an object",
+            "clients[5].redirect_uris[0]: has upper-case letters in its scheme",
+            "clients[5].redirect_uris[1]: has a user name",
+            "clients[5].redirect_uris[2]: has a port that is empty, zero",
+            "clients[5].redirect_uris[3]: has a port that is empty, zero",
         ] {
             assert!(text.contains(expected), "{expected} not in\n{text}");
         }
         assert!(!text.contains("1234567"), "a secret quoted:\n{text}");
+        for hidden in [
+            "\u{202E}",
+            "\u{2066}",
+            "\u{200E}",
+            "\u{061C}",
+            "\u{200B}",
+            "\u{FEFF}",
+            "\u{3164}",
+            "\u{115F}",
+            "\u{E0041}",
+            "\u{1B}",
+        ] {
+            let file = serde_json::json!({"clients": [{"client_id": "shop", "redirect_uris": ["https://a.example/cb"], "client_name": format!("Shop{hidden}")}]});
+            let problems = Clients::parse(&file.to_string()).unwrap_err();
+            assert_eq!(problems.len(), 1, "{problems:?}");
+            assert!(
+                problems[0].starts_with("clients[0].client_name: must be"),
+                "{problems:?}"
+            );
+            assert!(!problems[0].contains(hidden), "{problems:?}");
+        }
         let duplicate = Clients::parse(
             r#"{"clients": [{"client_id": "a", "redirect_uris": ["https://a.example/1"]},
                             {"client_id": "a", "redirect_uris": ["https://a.example/2"]}]}"#,

@@ -3,8 +3,11 @@
 //! signing keys, read and checked once at start-up.
 //!
 //! - `clients`: the clients file.
+//! - `redirect`: a redirect URI's canonical form, and how a request's is
+//!   matched against the registered ones.
 
 pub mod clients;
+mod redirect;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

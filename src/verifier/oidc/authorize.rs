@@ -121,7 +121,8 @@ pub fn check(query: &[u8], clients: &Clients, now: u64) -> Result<Authorization,
     Ok(authorization)
 }
 
-/// The client and its redirect URI, when both are registered, exactly.
+/// The client and its redirect URI, when both are registered
+/// ([`Client::allows_redirect`]).
 fn genuine<'a>(query: &'a [u8], clients: &'a Clients) -> Result<(&'a Client, String), Refused> {
     let mut client_id = None;
     let mut redirect_uri = None;
@@ -141,38 +142,12 @@ fn genuine<'a>(query: &'a [u8], clients: &'a Clients) -> Result<(&'a Client, Str
     let redirect_uri = redirect_uri.ok_or(Refused::Page(
         "The request does not say where to return (redirect_uri is missing).",
     ))?;
-    if !client
-        .redirect_uris
-        .iter()
-        .any(|uri| *uri == *redirect_uri || loopback_match(uri, &redirect_uri))
-    {
+    if !client.allows_redirect(&redirect_uri) {
         return Err(Refused::Page(
             "The address the request asks to return to is not one registered for the application.",
         ));
     }
     Ok((client, redirect_uri.into_owned()))
-}
-
-/// A native app's loopback redirect on any port (RFC 8252 §7.3): both
-/// plain http to the same loopback IP literal (not `localhost`, which a
-/// hosts file may point elsewhere, §8.3), with the same path and query.
-fn loopback_match(registered: &str, given: &str) -> bool {
-    let (Ok(registered), Ok(given)) = (registered.parse::<http::Uri>(), given.parse::<http::Uri>())
-    else {
-        return false;
-    };
-    let loopback = |uri: &http::Uri| {
-        uri.scheme_str() == Some("http")
-            && uri
-                .host()
-                .map(|host| host.trim_start_matches('[').trim_end_matches(']'))
-                .and_then(|host| host.parse::<std::net::IpAddr>().ok())
-                .is_some_and(|ip| ip.is_loopback())
-    };
-    loopback(&registered)
-        && loopback(&given)
-        && registered.host() == given.host()
-        && registered.path_and_query() == given.path_and_query()
 }
 
 /// Everything but the client and the redirect URI, as an RFC 6749 error

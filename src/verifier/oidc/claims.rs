@@ -2,12 +2,13 @@
 //! "Claims"): under OpenID Connect's standard names where one exists
 //! (OpenID Connect Core §5.1), under their own names otherwise, renamed or
 //! left out by `LANYARD_OIDC_CLAIMS_MAP`; never under a name the provider
-//! sets itself; and large ones in `userinfo` only, since relying parties
+//! sets itself, nor under another registered claim's name unless the map
+//! names it; and large ones in `userinfo` only, since relying parties
 //! keep ID tokens in cookies and session stores of a few KiB.
 
 use serde_json::{Map, Value};
 
-use crate::config::issuer::{ClaimsMap, RESERVED_CLAIMS};
+use crate::config::issuer::{ClaimsMap, REGISTERED_CLAIMS, RESERVED_CLAIMS};
 
 /// Presented claims with a standard OpenID Connect name of the same
 /// meaning and form: the EU's PID rulebook names and the ISO mDL's.
@@ -46,16 +47,19 @@ pub struct Named {
 
 impl Naming {
     /// The name a presented claim goes by, or `None` when it is left out.
+    /// A registered claim's name is taken only when the map names it as
+    /// the target; a name the provider sets itself, never.
     fn name_of<'a>(&'a self, presented: &'a str) -> Option<&'a str> {
         let given = self.map.0.iter().find(|(from, _)| from == presented);
-        let name = match given {
-            Some((_, to)) => to.as_deref()?,
-            None => STANDARD_NAMES
-                .iter()
-                .find(|(from, _)| *from == presented)
-                .map_or(presented, |(_, to)| to),
+        let (name, mapped) = match given {
+            Some((_, to)) => (to.as_deref()?, true),
+            None => {
+                let standard = STANDARD_NAMES.iter().find(|(from, _)| *from == presented);
+                (standard.map_or(presented, |(_, to)| to), false)
+            }
         };
-        (!RESERVED_CLAIMS.contains(&name)).then_some(name)
+        let registered = REGISTERED_CLAIMS.contains(&name) && !mapped;
+        (!RESERVED_CLAIMS.contains(&name) && !registered).then_some(name)
     }
 
     /// `presented` (the claims' JSON object), named.
@@ -135,6 +139,44 @@ mod tests {
             }))
         );
         assert_eq!(named.userinfo, named.id_token);
+    }
+
+    #[test]
+    fn a_registered_claim_is_set_only_when_the_map_names_it() {
+        let presented = object(json!({
+            "given_name": "Erika",
+            "email_verified": true,
+            "phone_number_verified": true,
+            "cnf": {"jwk": {"kty": "EC"}},
+            "sub_jwk": {"kty": "EC"},
+            "events": {"x": {}},
+            "roles": ["admin"],
+            "updated_at": 1,
+            "mail_checked": true,
+        }));
+        let named = Naming::default().name(&presented);
+        assert_eq!(
+            named.id_token,
+            object(json!({"given_name": "Erika", "mail_checked": true}))
+        );
+        assert_eq!(named.userinfo, named.id_token);
+
+        let naming = Naming {
+            sub_claim: None,
+            map: ClaimsMap::parse(
+                "email_verified=email_verified,mail_checked=phone_number_verified",
+            )
+            .unwrap(),
+        };
+        let named = naming.name(&presented);
+        assert_eq!(
+            named.userinfo,
+            object(json!({
+                "given_name": "Erika",
+                "email_verified": true,
+                "phone_number_verified": true,
+            }))
+        );
     }
 
     #[test]

@@ -225,14 +225,17 @@ impl Inner {
                 provider.refused(refused.reason());
                 tracing::debug!(reason = refused.reason(), "authorization request refused");
                 return match refused {
-                    Refused::Page(why) => error_page(why),
+                    Refused::Page(why) => error_page(why, provider.path()),
                     Refused::Redirect(redirect) => found(&provider.error_location(&redirect)),
                 };
             }
         };
         let keys = self.keys.ring();
         let Ok(sealed) = sealed::seal(&keys, &provider.issuer, &authorization) else {
-            return error_page("This service cannot start a login right now. Please try again.");
+            return error_page(
+                "This service cannot start a login right now. Please try again.",
+                provider.path(),
+            );
         };
         let client = provider.clients.get(&authorization.client_id);
         let name = client
@@ -282,8 +285,8 @@ fn found(location: &str) -> Response<Full<Bytes>> {
 }
 
 /// lanyard's own page for a request it will not send back.
-fn error_page(why: &str) -> Response<Full<Bytes>> {
-    let mut response = super::page::error_page(why);
+fn error_page(why: &str, base: &str) -> Response<Full<Bytes>> {
+    let mut response = super::page::error_page(why, base);
     *response.status_mut() = StatusCode::BAD_REQUEST;
     response
 }

@@ -46,7 +46,7 @@ impl Provider {
         let registered = self
             .clients
             .get(&authorization.client_id)
-            .is_some_and(|client| client.redirect_uris.contains(&authorization.redirect_uri));
+            .is_some_and(|client| client.allows_redirect(&authorization.redirect_uri));
         if authorization.expires_at <= unix_now() || !registered {
             return Err(stale);
         }

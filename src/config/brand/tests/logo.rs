@@ -7,7 +7,8 @@ const CLEAN: &str = r##"<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="htt
   <style>.a { fill: url(#g); } @media (prefers-color-scheme: dark) { .a { fill: #79b8ff; } }</style>
   <use href="#r"/><use xlink:href="#r"/>
   <rect class="a" width="10" height="10" style="fill: url( '#g' )" filter="url(#g)"/>
-  <a href="#r"><text>Acme</text></a>
+  <text font-family="sans-serif" xml:space="preserve">Acme<tspan dx="1">!</tspan></text>
+  <title>Acme</title>
 </svg>"##;
 
 /// The problems of a logo with `bytes`, written as `name`.
@@ -142,38 +143,39 @@ fn an_svg_that_runs_script_is_refused() {
     );
     assert_eq!(
         svg_problem(&svg(r#"<a href="javascript:alert(1)"><text>x</text></a>"#)),
-        "has an external reference (href on <a> not starting with #); a logo must be one self-contained file"
+        "has an <a> element, a link; a logo links nowhere"
     );
     assert_eq!(
         svg_problem(&svg(
             r#"<set attributeName="xlink:href" to="javascript:alert(1)"/>"#
         )),
-        "has an <set> element that changes a link or an event handler"
+        "has an <set> element, an animation; a logo is static"
     );
     assert_eq!(
         svg_problem(&svg(r#"<animate attributeName="onbegin" values="x"/>"#)),
-        "has an <animate> element that changes a link or an event handler"
+        "has an <animate> element, an animation; a logo is static"
     );
 }
 
 #[test]
 fn an_svg_that_fetches_or_embeds_is_refused() {
     let external = "; a logo must be one self-contained file";
+    let drawn = "; a logo must be one self-contained file, drawn in SVG";
     for (inner, why) in [
         (
             r#"<image href="https://example.com/x.png"/>"#,
-            format!("has an <image> with an external href{external}"),
+            format!("has an <image> element{drawn}"),
         ),
         (
             r#"<image xlink:href="data:image/png;base64,AAAA"/>"#,
-            format!("has an <image> with an external href{external}"),
+            format!("has an <image> element{drawn}"),
         ),
         (
             r#"<use xlink:href="other.svg#r"/>"#,
             format!("has an external reference (href on <use> not starting with #){external}"),
         ),
         (
-            r#"<foreignObject><div xmlns="http://www.w3.org/1999/xhtml">x</div></foreignObject>"#,
+            r#"<foreignObject width="1"/>"#,
             "has a <foreignObject> element, which embeds HTML".to_string(),
         ),
         (
@@ -261,4 +263,45 @@ fn an_svg_with_many_problems_reports_the_first_few_once_each() {
     );
     assert_eq!(problems[2], "has a <script> element");
     assert_eq!(problems[5], "has 47 more problems of these kinds");
+}
+
+#[test]
+fn an_svg_holds_only_the_allowed_elements_and_attributes() {
+    let refresh = r#"<meta xmlns="http://www.w3.org/1999/xhtml" http-equiv="refresh" content="0;url=https://evil.example"/>"#;
+    assert_eq!(
+        svg_problem(&svg(refresh)),
+        "has a <meta> element of the namespace http://www.w3.org/1999/xhtml; a logo holds SVG elements only"
+    );
+    let foreign = r#"<x:rect xmlns:x="urn:other" width="1"/>"#;
+    assert!(svg_problem(&svg(foreign)).contains("of the namespace urn:other"));
+    for (inner, why) in [
+        (
+            "<switch><rect/></switch>",
+            "has a <switch> element, which is not one of the static SVG elements a logo may hold",
+        ),
+        (
+            r##"<feImage href="#r"/>"##,
+            "has an <feImage> element; a logo must be one self-contained file, drawn in SVG",
+        ),
+        (
+            r#"<animateMotion path="M0 0"/>"#,
+            "has an <animateMotion> element, an animation",
+        ),
+        (
+            r##"<rect href="#r"/>"##,
+            "has an href on <rect>; only <use>, gradients and patterns may name another element",
+        ),
+        (
+            r#"<rect xmlns:i="urn:inkscape" i:label="x"/>"#,
+            "has an attribute (label on <rect>) that is not one of the presentation attributes",
+        ),
+        (
+            r#"<rect cursor="url(x.cur)"/>"#,
+            "has an attribute (cursor on <rect>) that is not one of the presentation attributes",
+        ),
+        ("<?php echo 1 ?><rect/>", "has a processing instruction"),
+    ] {
+        let problem = svg_problem(&svg(inner));
+        assert!(problem.starts_with(why), "{inner}: {problem}");
+    }
 }

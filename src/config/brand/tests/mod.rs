@@ -219,10 +219,78 @@ fn the_name_is_required_on_one_short_line() {
     for (name, why) in [
         ("", "is empty"),
         ("  ", "is empty"),
-        ("Acme\\nBank", "has a control character"),
-        ("Acme\\tBank", "has a control character"),
-        ("Acme\\u202EBank", "has a control character"),
-        ("Acme\\u2028Bank", "has a control character"),
+        (
+            "Acme\\nBank",
+            "has a control, bidirectional, invisible or format character",
+        ),
+        (
+            "Acme\\tBank",
+            "has a control, bidirectional, invisible or format character",
+        ),
+        (
+            "Acme\\u202EBank",
+            "has a control, bidirectional, invisible or format character",
+        ),
+        (
+            "Acme\\u2028Bank",
+            "has a control, bidirectional, invisible or format character",
+        ),
+        (
+            "Acme\\u2066Bank",
+            "has a control, bidirectional, invisible or format character",
+        ),
+        (
+            "Acme\\u2069Bank",
+            "has a control, bidirectional, invisible or format character",
+        ),
+        (
+            "Acme\\u200EBank",
+            "has a control, bidirectional, invisible or format character",
+        ),
+        (
+            "Acme\\u200FBank",
+            "has a control, bidirectional, invisible or format character",
+        ),
+        (
+            "Acme\\u061CBank",
+            "has a control, bidirectional, invisible or format character",
+        ),
+        (
+            "Acme\\u200BBank",
+            "has a control, bidirectional, invisible or format character",
+        ),
+        (
+            "Acme\\u200DBank",
+            "has a control, bidirectional, invisible or format character",
+        ),
+        (
+            "Acme\\uFEFFBank",
+            "has a control, bidirectional, invisible or format character",
+        ),
+        (
+            "Acme\\u00ADBank",
+            "has a control, bidirectional, invisible or format character",
+        ),
+        (
+            "Acme\\u3164Bank",
+            "has a control, bidirectional, invisible or format character",
+        ),
+        (
+            "Acme\\u115FBank",
+            "has a control, bidirectional, invisible or format character",
+        ),
+        (
+            "Acme\\u1160Bank",
+            "has a control, bidirectional, invisible or format character",
+        ),
+        (
+            "Acme\\uFFA0Bank",
+            "has a control, bidirectional, invisible or format character",
+        ),
+        (
+            "Acme\\u2060Bank",
+            "has a control, bidirectional, invisible or format character",
+        ),
     ] {
         let problem = problem(&format!("name = \"{name}\""));
         assert!(
@@ -292,8 +360,14 @@ fn purposes_and_labels_are_short_plain_lines() {
         "`claims.age_over_18.en`: is 61 characters long; at most 60 are allowed"
     );
     assert!(
-        problem("name = \"A\"\n[purpose]\nen = \"one\\ntwo\"")
-            .starts_with("`purpose.en`: has a control character")
+        problem("name = \"A\"\n[purpose]\nen = \"one\\ntwo\"").starts_with(
+            "`purpose.en`: has a control, bidirectional, invisible or format character"
+        )
+    );
+    assert!(
+        problem("name = \"A\"\n[claims.age_over_18]\nde = \"\\u2067Über 18\"").starts_with(
+            "`claims.age_over_18.de`: has a control, bidirectional, invisible or format character"
+        )
     );
     assert_eq!(
         problem("name = \"A\"\n[purpose]\nen = \"\""),

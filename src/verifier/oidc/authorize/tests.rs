@@ -87,23 +87,63 @@ fn parameters_are_each_given_once() {
 }
 
 #[test]
-fn a_loopback_redirect_matches_on_any_port_and_nothing_else_does() {
-    assert!(loopback_match(
+fn a_native_apps_loopback_redirect_takes_any_port_and_only_its_canonical_forms() {
+    let clients = Clients::parse(
+        r#"{"clients": [{"client_id": "app", "redirect_uris":
+            ["http://127.0.0.1/cb", "http://[::1]/cb?x=1", "http://localhost/cb", "http://127.0.0.1:8000/fixed"]}]}"#,
+    )
+    .unwrap();
+    let asked = |redirect_uri: &str| {
+        let pairs = [
+            ("response_type", "code"),
+            ("client_id", "app"),
+            ("redirect_uri", redirect_uri),
+            ("scope", "openid"),
+            (
+                "code_challenge",
+                "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+            ),
+            ("code_challenge_method", "S256"),
+        ];
+        check(&query(&pairs), &clients, 0).map(|a| a.redirect_uri)
+    };
+    for taken in [
         "http://127.0.0.1/cb",
-        "http://127.0.0.1:51234/cb"
-    ));
-    assert!(loopback_match(
-        "http://[::1]:80/cb?x=1",
-        "http://[::1]:8080/cb?x=1"
-    ));
-    for (registered, given) in [
-        ("http://127.0.0.1/cb", "http://127.0.0.1:5/other"),
-        ("http://127.0.0.1/cb", "http://127.0.0.2:5/cb"),
-        ("http://localhost/cb", "http://localhost:5/cb"),
-        ("https://127.0.0.1/cb", "https://127.0.0.1:5/cb"),
-        ("http://127.0.0.1/cb", "http://[::1]:5/cb"),
+        "http://127.0.0.1:51234/cb",
+        "http://127.0.0.1:1/cb",
+        "http://127.0.0.1:65535/cb",
+        "http://[::1]:8080/cb?x=1",
+        "http://localhost/cb",
+        "http://127.0.0.1:8000/fixed",
     ] {
-        assert!(!loopback_match(registered, given), "{registered} {given}");
+        assert_eq!(asked(taken).as_deref(), Ok(taken), "{taken}");
+    }
+    for refused in [
+        "http://user@127.0.0.1:5000/cb",
+        "http://127.0.0.1:5000@evil.example/cb",
+        "http://127.0.0.1:5000/cb#frag",
+        "HTTP://127.0.0.1:5000/cb",
+        "http://127.0.0.1:0/cb",
+        "http://127.0.0.1:05000/cb",
+        "http://127.0.0.1:65536/cb",
+        "http://127.0.0.1:/cb",
+        "http://127.0.0.1:+5/cb",
+        "http://127.0.0.1:5000/cb/",
+        "http://127.0.0.1:5000/CB",
+        "http://127.0.0.1:5000/other",
+        "http://127.0.0.2:5000/cb",
+        "http://[::1]:5000/cb",
+        "http://[0:0:0:0:0:0:0:1]:5000/cb?x=1",
+        "http://localhost:5000/cb",
+        "https://127.0.0.1:5000/cb",
+        "http://127.0.0.1:8001/fixed",
+        "http://127.0.0.1/fixed",
+    ] {
+        assert!(
+            matches!(asked(refused), Err(Refused::Page(_))),
+            "{refused}: {:?}",
+            asked(refused)
+        );
     }
 }
 
