@@ -23,6 +23,7 @@ mod mock_api;
 mod oidc;
 mod oidc_interop;
 mod oidc_replicas;
+mod oidc_token;
 mod one_byte_frames;
 mod otel;
 mod pool;
