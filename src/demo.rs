@@ -294,6 +294,7 @@ fn demo_provider(
         secret: Some(crate::Secret::new(secret)),
         redirect_uris: vec![mock.shop_redirect_uri()],
         name: Some("Demo shop".into()),
+        require_pkce: true,
     };
     Ok(OidcConfig {
         issuer,

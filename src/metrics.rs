@@ -78,7 +78,7 @@ impl OidcMetrics {
             refusals: IntCounterVec::new(
                 Opts::new(
                     "lanyard_oidc_refusals_total",
-                    "OpenID Connect requests refused, by the error they got (RFC 6749 and OpenID Connect codes, and untrusted_redirect for an unknown client or redirect URI).",
+                    "OpenID Connect requests refused, by the error they got (RFC 6749 and OpenID Connect codes, untrusted_redirect for an unknown client or redirect URI, client_auth_throttled after too many failed client authentications).",
                 ),
                 &["reason"],
             )?,
@@ -90,7 +90,12 @@ impl OidcMetrics {
             metrics.authorizations.with_label_values(&[outcome]);
         }
         // The refusals an attack or a misconfigured client shows as.
-        for reason in ["untrusted_redirect", "invalid_client", "invalid_grant"] {
+        for reason in [
+            "untrusted_redirect",
+            "invalid_client",
+            "invalid_grant",
+            "client_auth_throttled",
+        ] {
             metrics.refusals.with_label_values(&[reason]);
         }
         Ok(metrics)

@@ -291,10 +291,17 @@ impl Inner {
         if sealed.authorization.is_none() {
             return ended(ending);
         }
+        // When the wallet presented, as far as this replica saw: its first
+        // sight of the ending, however much later the code is made.
+        let seen = polls::lock(&self.polls).verified_at(&sealed.service_id);
+        let since = seen.map_or(0, |at| {
+            Instant::now().saturating_duration_since(at).as_secs()
+        });
+        let auth_time = unix_now().saturating_sub(since);
         let login = self
             .oidc
             .as_ref()
-            .and_then(|p| p.ending(keys, sealed, ending));
+            .and_then(|p| p.ending(keys, sealed, ending, auth_time));
         match login {
             Some(login) => json_answer(login.answer()),
             None => {

@@ -245,6 +245,9 @@ impl Verifier {
                 let Some(inner) = inner.upgrade() else { return };
                 polls::lock(&inner.polls).sweep(tokio::time::Instant::now());
                 inner.limits.forget_idle_clients();
+                if let Some(provider) = &inner.oidc {
+                    provider.sweep();
+                }
             }
         });
     }
@@ -300,7 +303,7 @@ impl Verifier {
         let endpoint =
             provider.and_then(|p| (base == p.path()).then(|| oidc::Endpoint::of(&path))?);
         let answer = if let (Some(provider), Some(endpoint)) = (provider, endpoint) {
-            inner.oidc(provider, endpoint, req).await
+            inner.oidc(provider, endpoint, req, client.ip()).await
         } else if let Some(api) = path.strip_prefix("/api/") {
             if cross_site(req.headers()) {
                 Err(VerifierError::CrossSite.into())

@@ -58,6 +58,9 @@ struct Entry {
     /// a replica has at most one per session.
     asking: bool,
     ended: Option<Ending>,
+    /// When this replica first saw the session verified: a login's
+    /// `auth_time` (docs/oidc.md, "The ID token").
+    verified_at: Option<Instant>,
     /// When a page last polled, for choosing what to forget.
     seen: Instant,
 }
@@ -113,6 +116,7 @@ impl Polls {
                 next_ask: now,
                 asking: false,
                 ended: None,
+                verified_at: None,
                 seen: now,
             };
             self.by_id.insert(id.to_string(), entry);
@@ -153,6 +157,12 @@ impl Polls {
         }
     }
 
+    /// When this replica first saw session `id` verified, while it
+    /// remembers.
+    pub fn verified_at(&self, id: &str) -> Option<Instant> {
+        self.by_id.get(id)?.verified_at
+    }
+
     /// Records what the service said of a session asked about; returns
     /// where it now stands and its ending if it ended now. A session that
     /// reached its lifetime while the service was asked expires.
@@ -176,6 +186,9 @@ impl Polls {
         if entry.ended.is_none() {
             newly = ending_of(progress, Some(entry.expires), now);
             entry.ended.clone_from(&newly);
+            if let Some(Ending::Verified(_)) = &newly {
+                entry.verified_at = Some(now);
+            }
             self.claims_bytes += held(entry);
         }
         let lookup = match &entry.ended {

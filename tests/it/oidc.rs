@@ -6,7 +6,8 @@
 
 use crate::support;
 use crate::support::relying_party::{
-    self, ISSUER, SECRET, SHOP_CB, SPA_CB, basic, enc, param, params_of, sealed_request, shop_query,
+    self, CHALLENGE, ISSUER, SECRET, SHOP_CB, SPA_CB, VERIFIER, basic, enc, param, params_of,
+    sealed_request, shop_form, shop_query,
 };
 use crate::support::sidecar::{Answer, send};
 use crate::support::verifier::{self, Browser, Running};
@@ -15,17 +16,13 @@ use bytes::Bytes;
 use http::Method;
 use serde_json::Value;
 
-/// RFC 7636 Appendix B.
-const VERIFIER: &str = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
-const CHALLENGE: &str = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
-
-struct Provider {
-    running: Running,
+pub(crate) struct Provider {
+    pub(crate) running: Running,
     _dir: tempfile::TempDir,
 }
 
 impl Provider {
-    async fn start(extra: &[(&str, &str)]) -> Provider {
+    pub(crate) async fn start(extra: &[(&str, &str)]) -> Provider {
         let dir = tempfile::tempdir().unwrap();
         let clients = relying_party::clients_file(dir.path());
         let key = relying_party::key_file(dir.path(), "oidc.pem");
@@ -41,25 +38,25 @@ impl Provider {
     }
 
     /// The issuer's URL on this verifier.
-    fn base(&self) -> String {
+    pub(crate) fn base(&self) -> String {
         format!("{}{}", self.running.url, relying_party::ISSUER_PATH)
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base())
     }
 
-    async fn get(&self, path: &str) -> Answer {
+    pub(crate) async fn get(&self, path: &str) -> Answer {
         send(Method::GET, &self.url(path), &[], Bytes::new()).await
     }
 
     /// The authorization endpoint's answer to `query`.
-    async fn authorize(&self, query: &str) -> Answer {
+    pub(crate) async fn authorize(&self, query: &str) -> Answer {
         self.get(&format!("/authorize?{query}")).await
     }
 
     /// A token request with `form` and `headers`.
-    async fn token(&self, form: &str, headers: &[(&str, &str)]) -> Answer {
+    pub(crate) async fn token(&self, form: &str, headers: &[(&str, &str)]) -> Answer {
         relying_party::token(&self.base(), form, headers).await
     }
 }
@@ -67,7 +64,7 @@ impl Provider {
 /// A login as a browser makes it: the page, the button, the wallet's
 /// answer (`wallet`: `/present` or `/decline`), the poll that ends it.
 /// Returns the URL the page is sent to.
-async fn login(provider: &Provider, query: &str, wallet: &str) -> String {
+pub(crate) async fn login(provider: &Provider, query: &str, wallet: &str) -> String {
     let mock = &provider.running.mock;
     relying_party::login(&provider.base(), query, |service_id| {
         mock.wallet_present_url(service_id)
@@ -137,11 +134,7 @@ async fn a_login_gives_the_shop_an_id_token_over_the_presented_claims_once() {
     assert_eq!(param(&params, "iss").as_deref(), Some(ISSUER));
     let code = param(&params, "code").expect("a code");
 
-    let form = format!(
-        "grant_type=authorization_code&code={}&redirect_uri={}",
-        enc(&code),
-        enc(SHOP_CB)
-    );
+    let form = shop_form(&code);
     let auth = basic("shop", SECRET);
     let answer = provider.token(&form, &[("authorization", &auth)]).await;
     assert_eq!(answer.status, 200, "{}", support::text(&answer.body));
@@ -280,13 +273,15 @@ async fn other_request_errors_go_back_to_the_client_by_rfc_6749() {
         ("&prompt=none", "login_required"),
         ("&response_mode=form_post", "invalid_request"),
         ("&request=eyJ", "request_not_supported"),
-        (
-            "&code_challenge=abc&code_challenge_method=plain",
-            "invalid_request",
-        ),
+        ("&code_challenge_method=plain", "invalid_request"),
         ("&state=again", "invalid_request"),
     ] {
-        let answer = provider.authorize(&shop_query(extra)).await;
+        // The method given once, as the case says.
+        let query = match extra.contains("code_challenge_method") {
+            true => shop_query(extra).replace("&code_challenge_method=S256", ""),
+            false => shop_query(extra),
+        };
+        let answer = provider.authorize(&query).await;
         assert_eq!(answer.status, 303, "{extra}");
         let params = params_of(answer.headers["location"].to_str().unwrap());
         assert_eq!(param(&params, "error").as_deref(), Some(error), "{extra}");
@@ -312,11 +307,7 @@ async fn the_token_endpoint_refuses_wrong_clients_and_foreign_codes() {
     let provider = Provider::start(&[]).await;
     let redirect = login(&provider, &shop_query(""), "/present").await;
     let code = param(&params_of(&redirect), "code").unwrap();
-    let form = format!(
-        "grant_type=authorization_code&code={}&redirect_uri={}",
-        enc(&code),
-        enc(SHOP_CB)
-    );
+    let form = shop_form(&code);
     let wrong_secret = provider
         .token(
             &form,
@@ -329,7 +320,11 @@ async fn the_token_endpoint_refuses_wrong_clients_and_foreign_codes() {
     // The public client redeeming the shop's code: not its code.
     let foreign = provider
         .token(
-            &format!("{form}&client_id=spa&code_verifier={VERIFIER}"),
+            &format!(
+                "grant_type=authorization_code&code={}&redirect_uri={}&client_id=spa&code_verifier={VERIFIER}",
+                enc(&code),
+                enc(SHOP_CB)
+            ),
             &[],
         )
         .await;
@@ -527,13 +522,7 @@ async fn every_code_of_one_login_is_one_authorization() {
             None => tokio::time::sleep(lanyard::verifier::SERVICE_POLL_SPACING).await,
         }
     }
-    let form = |code: &str| {
-        format!(
-            "grant_type=authorization_code&code={}&redirect_uri={}",
-            enc(code),
-            enc(SHOP_CB)
-        )
-    };
+    let form = shop_form;
     // As many libraries send Basic: the secret as it is, the scheme in
     // lower case.
     let auth = basic("shop", SECRET).replace("Basic", "basic");

@@ -5,10 +5,11 @@
 //!
 //! - A login shown and ended on replica A, its code redeemed on B: B asks
 //!   the service for the claims its own polls never saw, and the ID token
-//!   verifies. Single use is per replica, as docs/oidc.md says: the code
-//!   replayed on B is `invalid_grant`, on A it is redeemed once more (A
-//!   never saw it redeemed), then refused there too. The access token
-//!   reads `userinfo` on either replica.
+//!   verifies; its access token reads `userinfo` on either replica.
+//!   Single use is per replica, as docs/oidc.md says: the code replayed
+//!   on B is `invalid_grant` and revokes the login's access tokens on B
+//!   (not on A); on A it is redeemed once more (A never saw it redeemed),
+//!   then refused there too, and A revokes them as well.
 //! - A token request answered 503 `temporarily_unavailable` because the
 //!   service could not be asked leaves its code unspent: the retry the
 //!   answer invites is served.
@@ -157,7 +158,22 @@ async fn a_code_from_one_replica_is_redeemed_on_another_once_per_replica() {
     assert_eq!(claims["given_name"], "Erika");
     assert_eq!(claims["birthdate"], "1984-01-26");
 
+    // The access token reads userinfo on either replica.
+    let token_b = on_b["access_token"].as_str().unwrap();
+    for replica in [&a, &b] {
+        let answer = userinfo(replica, token_b).await;
+        assert_eq!(answer.status, 200, "{}", support::text(&answer.body));
+        let info = answer.json();
+        assert_eq!(info["sub"], claims["sub"]);
+        assert_eq!(info["given_name"], "Erika");
+    }
+
+    // Replayed on B: refused, and B revokes the login's access tokens;
+    // the revocation is B's alone (docs/oidc.md, "Revocation").
     assert_invalid_grant(&shop_redeems(&b, &code).await, "replayed on B");
+    assert_eq!(userinfo(&b, token_b).await.status, 401, "revoked on B");
+    assert_eq!(userinfo(&a, token_b).await.status, 200, "not on A");
+
     // Single use is per replica (docs/oidc.md, "Single use"): A has not
     // seen this code redeemed, and redeems it once, from the claims its
     // own polls saw, asking the service nothing.
@@ -167,18 +183,12 @@ async fn a_code_from_one_replica_is_redeemed_on_another_once_per_replica() {
     let again = on_a["id_token"].as_str().unwrap();
     let claims_again = verified_with(&jwks(&a).await, again, ISSUER, "shop").unwrap();
     assert_eq!(claims_again["sub"], claims["sub"], "the same login");
+    let token_a = on_a["access_token"].as_str().unwrap();
+    assert_eq!(userinfo(&a, token_a).await.status, 200);
     assert_invalid_grant(&shop_redeems(&a, &code).await, "replayed on A");
-
-    // Either access token reads userinfo on either replica.
-    for access in [&on_b, &on_a] {
-        let access = access["access_token"].as_str().unwrap();
-        for replica in [&a, &b] {
-            let answer = userinfo(replica, access).await;
-            assert_eq!(answer.status, 200, "{}", support::text(&answer.body));
-            let info = answer.json();
-            assert_eq!(info["sub"], claims["sub"]);
-            assert_eq!(info["given_name"], "Erika");
-        }
+    // Now A refuses every access token of the login, B's too.
+    for access in [token_a, token_b] {
+        assert_eq!(userinfo(&a, access).await.status, 401, "revoked on A");
     }
 }
 

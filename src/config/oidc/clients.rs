@@ -27,6 +27,14 @@ pub const MIN_CLIENT_SECRET: usize = 16;
 const MAX_CLIENT_SECRET: usize = 512;
 /// `client_name` is shown on the page as who asks.
 pub const MAX_CLIENT_NAME: usize = 100;
+/// The fields of a client's entry.
+const FIELDS: &[&str] = &[
+    "client_id",
+    "client_secret",
+    "redirect_uris",
+    "client_name",
+    "require_pkce",
+];
 /// Schemes a browser runs or renders in place rather than navigating to.
 const UNSAFE_SCHEMES: &[&str] = &["javascript", "data", "vbscript", "file", "blob", "about"];
 
@@ -40,6 +48,10 @@ pub struct Client {
     pub redirect_uris: Vec<String>,
     /// Who asks, as the page shows it (RFC 7591 §2).
     pub name: Option<String>,
+    /// Whether its authorization requests must carry a PKCE challenge
+    /// (RFC 9700 §2.1.1); only a confidential client may opt out, and
+    /// must then send a `nonce`.
+    pub require_pkce: bool,
 }
 
 impl Client {
@@ -61,6 +73,10 @@ pub struct Clients(BTreeMap<String, Client>);
 impl Clients {
     pub fn get(&self, id: &str) -> Option<&Client> {
         self.0.get(id)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Client> {
+        self.0.values()
     }
 
     pub fn len(&self) -> usize {
@@ -143,11 +159,11 @@ fn client(at: usize, entry: &Value, problems: &mut Vec<String>) -> Option<Client
         return None;
     };
     for name in fields.keys() {
-        if !["client_id", "client_secret", "redirect_uris", "client_name"].contains(&name.as_str())
-        {
+        if !FIELDS.contains(&name.as_str()) {
             problems.push(format!(
-                "clients[{at}]: has a field lanyard does not know, `{}` (it reads client_id, client_secret, redirect_uris, client_name)",
-                name.chars().take(40).collect::<String>()
+                "clients[{at}]: has a field lanyard does not know, `{}` (it reads {})",
+                name.chars().take(40).collect::<String>(),
+                FIELDS.join(", ")
             ));
         }
     }
@@ -172,6 +188,7 @@ fn client(at: usize, entry: &Value, problems: &mut Vec<String>) -> Option<Client
         }
     };
     let secret = secret(fields, &mut problem);
+    let require_pkce = require_pkce(fields, secret.is_some(), &mut problem);
     let redirect_uris = redirect_uris(fields, &mut problem);
     let name = match fields.get("client_name") {
         None => None,
@@ -200,7 +217,32 @@ fn client(at: usize, entry: &Value, problems: &mut Vec<String>) -> Option<Client
         secret,
         redirect_uris,
         name,
+        require_pkce,
     })
+}
+
+/// `require_pkce`: true unless a confidential client says false.
+fn require_pkce(
+    fields: &Map<String, Value>,
+    confidential: bool,
+    problem: &mut impl FnMut(&str, String),
+) -> bool {
+    match fields.get("require_pkce") {
+        None | Some(Value::Bool(true)) => true,
+        Some(Value::Bool(false)) if confidential => false,
+        Some(Value::Bool(false)) => {
+            problem(
+                "require_pkce",
+                "is false for a public client, which must use PKCE (it has no client_secret)"
+                    .into(),
+            );
+            true
+        }
+        Some(_) => {
+            problem("require_pkce", "must be true or false".into());
+            true
+        }
+    }
 }
 
 fn secret(fields: &Map<String, Value>, problem: &mut impl FnMut(&str, String)) -> Option<Secret> {
@@ -393,6 +435,33 @@ mod tests {
         assert_eq!(
             duplicate,
             vec!["clients[1].client_id: the same as clients[0]'s; client ids must be unique"]
+        );
+    }
+
+    #[test]
+    fn only_a_confidential_client_may_opt_out_of_pkce() {
+        let clients = Clients::parse(
+            r#"{"clients": [
+                {"client_id": "a", "client_secret": "0123456789abcdef", "redirect_uris": ["https://a.example/cb"], "require_pkce": false},
+                {"client_id": "b", "redirect_uris": ["https://b.example/cb"]}
+            ]}"#,
+        )
+        .unwrap();
+        assert!(!clients.get("a").unwrap().require_pkce);
+        assert!(clients.get("b").unwrap().require_pkce, "the default");
+        let problems = Clients::parse(
+            r#"{"clients": [
+                {"client_id": "a", "redirect_uris": ["https://a.example/cb"], "require_pkce": false},
+                {"client_id": "b", "redirect_uris": ["https://b.example/cb"], "require_pkce": "no"}
+            ]}"#,
+        )
+        .unwrap_err();
+        assert_eq!(
+            problems,
+            vec![
+                "clients[0].require_pkce: is false for a public client, which must use PKCE (it has no client_secret)",
+                "clients[1].require_pkce: must be true or false",
+            ]
         );
     }
 

@@ -198,24 +198,32 @@ fn check_parameters(
             ));
         }
     }
-    let challenge = get(params, "code_challenge");
-    match (challenge, get(params, "code_challenge_method")) {
-        (None, None) if client.secret.is_some() => {}
-        (None, _) => {
-            return Err((
-                "invalid_request",
-                "a public client must send a PKCE code_challenge (S256)",
-            ));
+    pkce(params, client)
+}
+
+/// PKCE (RFC 7636 §4.3) with S256, required of every client (RFC 9700
+/// §2.1.1) but one whose clients-file entry says `"require_pkce": false`,
+/// whose requests then carry a `nonce` (OpenID Connect Core §3.1.2.1),
+/// which stops a code's injection as PKCE would.
+fn pkce(params: &[(String, String)], client: &Client) -> Result<(), (&'static str, &'static str)> {
+    match (
+        get(params, "code_challenge"),
+        get(params, "code_challenge_method"),
+    ) {
+        (None, None) if !client.require_pkce && get(params, "nonce").is_some() => Ok(()),
+        (None, None) if !client.require_pkce => {
+            Err(("invalid_request", "a client without PKCE must send a nonce"))
         }
-        (Some(challenge), Some("S256")) if is_s256_challenge(challenge) => {}
+        (None, _) => Err((
+            "invalid_request",
+            "a PKCE code_challenge (S256) is required",
+        )),
+        (Some(challenge), Some("S256")) if is_s256_challenge(challenge) => Ok(()),
         (Some(_), Some("S256")) => {
-            return Err(("invalid_request", "code_challenge is not an S256 challenge"));
+            Err(("invalid_request", "code_challenge is not an S256 challenge"))
         }
-        (Some(_), _) => {
-            return Err(("invalid_request", "code_challenge_method must be S256"));
-        }
+        (Some(_), _) => Err(("invalid_request", "code_challenge_method must be S256")),
     }
-    Ok(())
 }
 
 /// A SHA-256 digest in base64url without padding: 43 characters.

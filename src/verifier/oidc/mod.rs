@@ -16,17 +16,23 @@
 //! - `session`: what a login changes in `/api/start` and `/api/status`.
 //! - `token`: the token endpoint and `userinfo`.
 //! - `claims`: the presented claims as relying parties read them.
+//! - `throttle`: failed client authentications, counted and bounded.
+//! - `cors`: which browser pages may call the token endpoint and
+//!   `userinfo`.
 //! - `sealed`: the request, the code and the access token, sealed.
 //! - `signer`: the ID token's signature and the JWK set.
 
 mod authorize;
 mod claims;
+mod cors;
 mod sealed;
 mod session;
 mod signer;
+mod throttle;
 mod token;
 
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -38,6 +44,7 @@ use serde_json::json;
 use super::Inner;
 use super::api::{Refusal, unix_now};
 use super::errors::VerifierError;
+use super::limits::{Client as Address, client_address};
 use crate::config::issuer::Issuer;
 use crate::config::oidc::{Clients, OidcConfig};
 use crate::metrics::OidcMetrics;
@@ -46,6 +53,7 @@ pub use authorize::Refused;
 
 use claims::Naming;
 use signer::Signer;
+use throttle::Throttle;
 use token::Redeemed;
 
 /// How long a code may wait to be redeemed (OpenID Connect Core §3.1.2.5
@@ -60,8 +68,14 @@ pub struct Provider {
     clients: Arc<Clients>,
     signer: Signer,
     naming: Naming,
-    /// Codes this replica has redeemed, until they expire.
+    /// Codes this replica has redeemed, until they expire, and the logins
+    /// revoked here because a code of theirs came again.
     redeemed: Mutex<Redeemed>,
+    /// Failed client authentications at the token endpoint.
+    throttle: Throttle,
+    /// Every client's redirect URIs' origins, which a CORS preflight is
+    /// granted to.
+    origins: BTreeSet<String>,
     discovery: Bytes,
     metrics: OidcMetrics,
 }
@@ -107,8 +121,21 @@ impl Provider {
                 map: config.claims_map.clone(),
             },
             redeemed: Mutex::new(Redeemed::default()),
+            throttle: Throttle::default(),
+            origins: cors::all_origins(&config.clients),
             metrics,
         })
+    }
+
+    fn redeemed(&self) -> MutexGuard<'_, Redeemed> {
+        self.redeemed.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Forgets the redeemed codes, revocations and throttle counts past
+    /// their time; called by the verifier's sweeper.
+    pub fn sweep(&self) {
+        self.redeemed().sweep(unix_now());
+        self.throttle.sweep(tokio::time::Instant::now());
     }
 
     /// The issuer's path, under which every endpoint is: `""` or
@@ -168,6 +195,7 @@ impl Inner {
         provider: &Provider,
         endpoint: Endpoint,
         req: Request<B>,
+        peer: std::net::IpAddr,
     ) -> Answer
     where
         B: Body<Data = Bytes>,
@@ -199,14 +227,29 @@ impl Inner {
             (Endpoint::Authorize, _) => {
                 Err(VerifierError::MethodNotAllowed { allow: "GET, POST" }.into())
             }
-            (Endpoint::Token, &Method::POST) => Ok(self.token(provider, req).await),
-            (Endpoint::Token, _) => Err(VerifierError::MethodNotAllowed { allow: "POST" }.into()),
+            (Endpoint::Token, &Method::POST) => {
+                let address = client_address(req.headers(), peer, self.forwarded_hops);
+                Ok(self.token(provider, req, Address::of(address)).await)
+            }
+            (Endpoint::Token, &Method::OPTIONS) => {
+                Ok(cors::preflight(&provider.origins, req.headers(), "POST"))
+            }
+            (Endpoint::Token, _) => Err(VerifierError::MethodNotAllowed {
+                allow: "POST, OPTIONS",
+            }
+            .into()),
             (Endpoint::Userinfo, &Method::GET | &Method::POST) => {
                 Ok(self.userinfo(provider, req.headers()).await)
             }
-            (Endpoint::Userinfo, _) => {
-                Err(VerifierError::MethodNotAllowed { allow: "GET, POST" }.into())
+            (Endpoint::Userinfo, &Method::OPTIONS) => Ok(cors::preflight(
+                &provider.origins,
+                req.headers(),
+                "GET, POST",
+            )),
+            (Endpoint::Userinfo, _) => Err(VerifierError::MethodNotAllowed {
+                allow: "GET, POST, OPTIONS",
             }
+            .into()),
         }
     }
 

@@ -74,6 +74,10 @@ pub struct AccessToken {
     pub sub: String,
     #[serde(rename = "e")]
     pub expires_at: u64,
+    /// The login it was issued for (its code's id): a replayed code
+    /// revokes every access token of its login (RFC 6749 §4.1.2).
+    #[serde(rename = "i", default)]
+    pub grant: String,
 }
 
 /// A kind of sealed value, and the purpose it is sealed for.

@@ -53,12 +53,20 @@ impl Provider {
         authorization.to_handle_text().ok_or(stale)
     }
 
-    /// Where the browser of a login's session goes now that it ended.
-    pub fn ending(&self, keys: &KeyRing, session: &Sealed, ending: &Ending) -> Option<LoginEnding> {
+    /// Where the browser of a login's session goes now that it ended;
+    /// `auth_time` is when the wallet presented (Unix seconds).
+    pub fn ending(
+        &self,
+        keys: &KeyRing,
+        session: &Sealed,
+        ending: &Ending,
+        auth_time: u64,
+    ) -> Option<LoginEnding> {
         let authorization = Authorization::from_handle_text(session.authorization.as_deref()?)?;
         let (status, error, description) = match ending {
             Ending::Verified(claims) => {
-                return Some(self.verified(keys, session, authorization, claims.object_text()));
+                let claims = claims.object_text();
+                return Some(self.verified(keys, session, authorization, claims, auth_time));
             }
             Ending::Declined => (
                 "declined",
@@ -90,6 +98,7 @@ impl Provider {
         session: &Sealed,
         authorization: Authorization,
         claims: &str,
+        auth_time: u64,
     ) -> LoginEnding {
         let presented: Map<String, Value> = serde_json::from_str(claims).unwrap_or_default();
         let sub = match self.naming.sub(&presented) {
@@ -103,7 +112,7 @@ impl Provider {
                 id: code_id(&session.service_id),
                 service_id: session.service_id.clone(),
                 sub,
-                auth_time: now,
+                auth_time,
                 expires_at: now + CODE_LIFETIME,
                 authorization: authorization.clone(),
             };

@@ -28,15 +28,22 @@ pub const ISSUER_PATH: &str = "/wallet";
 pub const SECRET: &str = "a-secret-of-the-shop-0123456789";
 pub const SHOP_CB: &str = "https://shop.example/cb";
 pub const SPA_CB: &str = "http://127.0.0.1:3000/cb?x=1";
+/// A confidential client registered with `"require_pkce": false`.
+pub const LEGACY_CB: &str = "https://legacy.example/cb";
+/// A PKCE verifier and its S256 challenge (RFC 7636 Appendix B).
+pub const VERIFIER: &str = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
+pub const CHALLENGE: &str = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
 /// A login's end once the wallet presented: the verifier asks the service
 /// at most once a second.
 const END_LIMIT: Duration = Duration::from_secs(15);
 
-/// The clients file: `shop`, confidential, and `spa`, public; its path.
+/// The clients file: `shop`, confidential, `spa`, public, and `legacy`,
+/// confidential without PKCE; its path.
 pub fn clients_file(dir: &Path) -> String {
     let clients = serde_json::json!({"clients": [
         {"client_id": "shop", "client_secret": SECRET, "redirect_uris": [SHOP_CB], "client_name": "The <Shop>"},
         {"client_id": "spa", "redirect_uris": [SPA_CB]},
+        {"client_id": "legacy", "client_secret": SECRET, "redirect_uris": [LEGACY_CB], "require_pkce": false},
     ]});
     let path = super::write(dir, "clients.json", &clients.to_string());
     path.to_str().unwrap().to_string()
@@ -49,10 +56,20 @@ pub fn key_file(dir: &Path, name: &str) -> String {
     path.to_str().unwrap().to_string()
 }
 
-/// The shop's authorization request, `extra` appended.
+/// The shop's authorization request, with PKCE ([`CHALLENGE`]), `extra`
+/// appended.
 pub fn shop_query(extra: &str) -> String {
     format!(
-        "response_type=code&client_id=shop&redirect_uri={}&scope=openid%20profile&state=st-1&nonce=n-1{extra}",
+        "response_type=code&client_id=shop&redirect_uri={}&scope=openid%20profile&state=st-1&nonce=n-1&code_challenge={CHALLENGE}&code_challenge_method=S256{extra}",
+        enc(SHOP_CB)
+    )
+}
+
+/// The shop's token request form for `code`, with the PKCE verifier.
+pub fn shop_form(code: &str) -> String {
+    format!(
+        "grant_type=authorization_code&code={}&redirect_uri={}&code_verifier={VERIFIER}",
+        enc(code),
         enc(SHOP_CB)
     )
 }
@@ -173,11 +190,7 @@ pub async fn token(base: &str, form: &str, headers: &[(&str, &str)]) -> Answer {
 
 /// The shop redeems `code` at the provider at `base`, with its secret.
 pub async fn shop_redeems(base: &str, code: &str) -> Answer {
-    let form = format!(
-        "grant_type=authorization_code&code={}&redirect_uri={}",
-        enc(code),
-        enc(SHOP_CB)
-    );
+    let form = shop_form(code);
     token(base, &form, &[("authorization", &basic("shop", SECRET))]).await
 }
 

@@ -5,7 +5,8 @@ fn clients() -> Clients {
     Clients::parse(
         r#"{"clients": [
             {"client_id": "shop", "client_secret": "0123456789abcdef", "redirect_uris": ["https://shop.example/cb"]},
-            {"client_id": "spa", "redirect_uris": ["https://spa.example/cb"]}
+            {"client_id": "spa", "redirect_uris": ["https://spa.example/cb"]},
+            {"client_id": "legacy", "client_secret": "0123456789abcdef", "redirect_uris": ["https://legacy.example/cb"], "require_pkce": false}
         ]}"#,
     )
     .unwrap()
@@ -26,7 +27,11 @@ const SHOP: &[(&str, &str)] = &[
     ("scope", "openid email"),
     ("state", "xyz"),
     ("nonce", "n"),
+    ("code_challenge", CHALLENGE),
+    ("code_challenge_method", "S256"),
 ];
+/// RFC 7636 Appendix B.
+const CHALLENGE: &str = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
 
 #[test]
 fn a_good_request_is_taken_with_what_the_code_needs() {
@@ -34,8 +39,43 @@ fn a_good_request_is_taken_with_what_the_code_needs() {
     assert_eq!(authorization.client_id, "shop");
     assert_eq!(authorization.state.as_deref(), Some("xyz"));
     assert_eq!(authorization.nonce.as_deref(), Some("n"));
-    assert_eq!(authorization.code_challenge, None);
+    assert_eq!(authorization.code_challenge.as_deref(), Some(CHALLENGE));
     assert_eq!(authorization.expires_at, 1000 + AUTHORIZATION_LIFETIME);
+}
+
+#[test]
+fn every_client_sends_pkce_unless_its_entry_opts_out_and_then_a_nonce() {
+    let without = |client: &str, nonce: bool| {
+        let uri = format!("https://{client}.example/cb");
+        let mut pairs: Vec<(&str, &str)> = SHOP
+            .iter()
+            .filter(|(n, _)| !n.starts_with("code_challenge") && (nonce || *n != "nonce"))
+            .copied()
+            .collect();
+        pairs.retain(|(n, _)| *n != "client_id" && *n != "redirect_uri");
+        pairs.push(("client_id", client));
+        pairs.push(("redirect_uri", &uri));
+        check(&query(&pairs), &clients(), 0)
+    };
+    for client in ["shop", "spa"] {
+        let Err(Refused::Redirect(redirect)) = without(client, true) else {
+            panic!("{client} taken without PKCE");
+        };
+        assert_eq!(redirect.error, "invalid_request");
+        assert!(
+            redirect.description.contains("PKCE"),
+            "{}",
+            redirect.description
+        );
+    }
+    assert!(without("legacy", true).is_ok());
+    let Err(Refused::Redirect(redirect)) = without("legacy", false) else {
+        panic!("taken without PKCE or a nonce");
+    };
+    assert_eq!(
+        (redirect.error, redirect.description),
+        ("invalid_request", "a client without PKCE must send a nonce")
+    );
 }
 
 #[test]
@@ -54,8 +94,8 @@ fn state_too_long_is_refused_and_not_sent_back() {
 #[test]
 fn a_challenge_must_be_s256_and_shaped_as_one() {
     let mut pairs = SHOP.to_vec();
+    pairs.retain(|(n, _)| *n != "code_challenge");
     pairs.push(("code_challenge", "tooshort"));
-    pairs.push(("code_challenge_method", "S256"));
     assert!(matches!(
         check(&query(&pairs), &clients(), 0),
         Err(Refused::Redirect(ErrorRedirect {

@@ -1,3 +1,8 @@
+use base64::engine::general_purpose::STANDARD;
+use http::HeaderValue;
+
+use super::client_auth::{basic_credentials, same_secret};
+use super::redeemed::MAX_REDEEMED;
 use super::*;
 
 /// RFC 7636 Appendix B.
@@ -53,10 +58,8 @@ fn basic_credentials_are_form_decoded_after_base64() {
     }
 }
 
-#[test]
-fn a_code_is_redeemed_once_unless_given_back_and_the_table_is_bounded() {
-    let mut redeemed = Redeemed::default();
-    let code = |id: &str, expires_at| Code {
+fn code(id: &str, expires_at: u64) -> Code {
+    Code {
         id: id.into(),
         authorization: super::super::sealed::Authorization {
             client_id: "c".into(),
@@ -70,7 +73,27 @@ fn a_code_is_redeemed_once_unless_given_back_and_the_table_is_bounded() {
         sub: "s".into(),
         auth_time: 0,
         expires_at,
-    };
+    }
+}
+
+#[test]
+fn a_replayed_code_revokes_its_login_until_its_access_tokens_expire() {
+    let mut redeemed = Redeemed::default();
+    assert_eq!(redeemed.take(&code("a", 100), 50), Ok(()));
+    assert!(!redeemed.is_revoked("a"));
+    assert_eq!(redeemed.take(&code("a", 100), 60), Err(true));
+    assert!(redeemed.is_revoked("a"));
+    assert!(!redeemed.is_revoked("b"));
+    redeemed.sweep(100 + TOKEN_LIFETIME - 1);
+    assert!(redeemed.is_revoked("a"), "an access token may still live");
+    redeemed.sweep(100 + TOKEN_LIFETIME);
+    assert!(!redeemed.is_revoked("a"));
+    assert!(redeemed.codes.is_empty());
+}
+
+#[test]
+fn a_code_is_redeemed_once_unless_given_back_and_the_table_is_bounded() {
+    let mut redeemed = Redeemed::default();
     assert_eq!(redeemed.take(&code("a", 100), 50), Ok(()));
     assert_eq!(redeemed.take(&code("a", 100), 50), Err(true));
     redeemed.give_back("a");
@@ -81,17 +104,17 @@ fn a_code_is_redeemed_once_unless_given_back_and_the_table_is_bounded() {
     );
     assert_eq!(redeemed.take(&code("a", 100), 50), Err(true));
     for i in 1..MAX_REDEEMED {
-        redeemed.0.insert(format!("old{i}"), 10);
+        redeemed.codes.insert(format!("old{i}"), 10);
     }
-    assert_eq!(redeemed.0.len(), MAX_REDEEMED);
+    assert_eq!(redeemed.codes.len(), MAX_REDEEMED);
     assert_eq!(
         redeemed.take(&code("b", 100), 50),
         Ok(()),
         "expired ones make room"
     );
-    assert_eq!(redeemed.0.len(), 2);
+    assert_eq!(redeemed.codes.len(), 2);
     for i in 0..MAX_REDEEMED {
-        redeemed.0.insert(format!("live{i}"), 1000);
+        redeemed.codes.insert(format!("live{i}"), 1000);
     }
     assert_eq!(redeemed.take(&code("c", 100), 50), Err(false));
     assert_eq!(

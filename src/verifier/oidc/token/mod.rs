@@ -4,128 +4,55 @@
 //! it reaches asks of the service again, and reads them again with the
 //! access token.
 
-use std::collections::HashMap;
-use std::sync::PoisonError;
+mod answer;
+mod client_auth;
+mod redeemed;
+
 use std::time::Duration;
 
 use base64::Engine as _;
-use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
+use http::{HeaderMap, Request, Response, StatusCode, header};
 use http_body_util::Full;
 use hyper::body::Body;
 use serde_json::{Map, Value, json};
+use tokio::time::Instant;
 
 use super::authorize::parameters;
 use super::sealed::{self, AccessToken, Code};
 use super::signer::SignError;
-use super::{Provider, TOKEN_LIFETIME};
+use super::{Provider, TOKEN_LIFETIME, cors};
 use crate::config::oidc::Client;
 use crate::verifier::Inner;
 use crate::verifier::api::{Refusal, unix_now};
 use crate::verifier::assumptions::{Claims, Ending, Progress};
 use crate::verifier::errors::VerifierError;
+use crate::verifier::limits::Client as Address;
 use crate::verifier::polls;
 use crate::verifier::service::CallError;
+
+use answer::{
+    FOREIGN_ORIGIN, INVALID_CLIENT, INVALID_GRANT, TokenError, UNAVAILABLE, bearer_challenge,
+    bearer_error, refuse, throttled, token_answer, token_error,
+};
+use client_auth::strip_scheme;
+pub use redeemed::Redeemed;
+use redeemed::Taking;
 
 /// A token request's form, at most: a code, a verifier, a redirect URI
 /// and a client's credentials.
 const MAX_FORM: usize = 16 * 1024;
 /// A backend sends its small form with its head.
 const FORM_TIMEOUT: Duration = Duration::from_secs(10);
-/// Codes redeemed on this replica and not yet expired, at most: a minute
-/// of logins at well beyond what a replica completes. Past it, a token
-/// request is answered 503 rather than a code forgotten early (which would
-/// let it be redeemed twice).
-pub const MAX_REDEEMED: usize = 100_000;
-
-/// Codes redeemed here, by id, with their expiry (Unix seconds).
-#[derive(Debug, Default)]
-pub struct Redeemed(HashMap<String, u64>);
-
-impl Redeemed {
-    /// Records `code`'s redemption; `Err(true)` if it was redeemed before,
-    /// `Err(false)` if there is no room.
-    fn take(&mut self, code: &Code, now: u64) -> Result<(), bool> {
-        if self.0.contains_key(&code.id) {
-            return Err(true);
-        }
-        if self.0.len() >= MAX_REDEEMED {
-            self.0.retain(|_, expires| *expires > now);
-            if self.0.len() >= MAX_REDEEMED {
-                return Err(false);
-            }
-        }
-        self.0.insert(code.id.clone(), code.expires_at);
-        Ok(())
-    }
-
-    /// Forgets a code taken by a redemption that did not spend it.
-    fn give_back(&mut self, id: &str) {
-        self.0.remove(id);
-    }
+/// A parameter given, and not empty.
+fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    params
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.as_str())
+        .filter(|v| !v.is_empty())
 }
-
-/// A code taken for a redemption under way. Taken before the service is
-/// asked, so that two requests with one code cannot both be served here;
-/// given back when the redemption ends without spending it, answered
-/// `temporarily_unavailable` (which invites the client to send the code
-/// again: nothing was issued for it) or abandoned by a client that went
-/// away before its answer.
-struct Taking<'a> {
-    provider: &'a Provider,
-    id: Option<String>,
-}
-
-impl Taking<'_> {
-    /// The code is spent: its answer was given, or it can never be.
-    fn spend(mut self) {
-        self.id = None;
-    }
-}
-
-impl Drop for Taking<'_> {
-    fn drop(&mut self) {
-        if let Some(id) = self.id.take() {
-            self.provider
-                .redeemed
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .give_back(&id);
-        }
-    }
-}
-
-/// A refusal in RFC 6749 §5.2's shape.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct TokenError {
-    status: StatusCode,
-    error: &'static str,
-    description: &'static str,
-}
-
-const fn refuse(error: &'static str, description: &'static str) -> TokenError {
-    TokenError {
-        status: StatusCode::BAD_REQUEST,
-        error,
-        description,
-    }
-}
-
-const INVALID_CLIENT: TokenError = TokenError {
-    status: StatusCode::UNAUTHORIZED,
-    error: "invalid_client",
-    description: "the client is unknown or its credentials are wrong",
-};
-const UNAVAILABLE: TokenError = TokenError {
-    status: StatusCode::SERVICE_UNAVAILABLE,
-    error: "temporarily_unavailable",
-    description: "the provider is busy; retry shortly",
-};
-const INVALID_GRANT: TokenError = refuse(
-    "invalid_grant",
-    "the code is invalid, expired, already used, or not this client's",
-);
 
 /// A form body, `application/x-www-form-urlencoded`, bounded in bytes and
 /// time.
@@ -158,11 +85,13 @@ where
 }
 
 impl Inner {
-    /// `POST {issuer}/token`.
+    /// `POST {issuer}/token`, from `address` (the client's, as the
+    /// throttle of failed authentications counts it).
     pub(super) async fn token<B>(
         &self,
         provider: &Provider,
         req: Request<B>,
+        address: Address,
     ) -> Response<Full<Bytes>>
     where
         B: Body<Data = Bytes>,
@@ -172,45 +101,90 @@ impl Inner {
         let form = match read_form(req).await {
             Ok(form) => form,
             Err(Refusal::Answer(VerifierError::BodyTooLarge)) => {
-                return token_error(
-                    provider,
-                    refuse("invalid_request", "the form is too large"),
-                    false,
-                );
+                let too_large = refuse("invalid_request", "the form is too large");
+                return token_error(provider, too_large, false);
             }
             Err(_) => {
-                return token_error(
-                    provider,
-                    refuse("invalid_request", "the body must be a form"),
-                    false,
-                );
+                let not_a_form = refuse("invalid_request", "the body must be a form");
+                return token_error(provider, not_a_form, false);
             }
         };
-        match self.redeem(provider, &headers, &form).await {
+        let mut named = None;
+        let answer = self
+            .token_request(provider, &headers, &form, address, &mut named)
+            .await;
+        let mut response = match answer {
             Ok(answer) => {
                 provider.metrics.tokens.inc();
                 token_answer(answer)
             }
             Err(error) => token_error(provider, error, basic),
+        };
+        cors::vary(response.headers_mut());
+        if let (Some(client), Some(origin)) = (named, headers.get(header::ORIGIN))
+            && cors::allows(client, origin)
+        {
+            cors::grant(response.headers_mut(), origin);
         }
+        response
     }
 
-    async fn redeem(
+    /// A token request: its client named, throttled, its origin checked,
+    /// authenticated, then its code redeemed. `named` is the client the
+    /// request named, for CORS.
+    async fn token_request<'p>(
         &self,
-        provider: &Provider,
+        provider: &'p Provider,
         headers: &HeaderMap,
         form: &[u8],
+        address: Address,
+        named: &mut Option<&'p Client>,
     ) -> Result<Value, TokenError> {
         let params = parameters(form)
             .map_err(|_| refuse("invalid_request", "a parameter is given more than once"))?;
-        let get = |name: &str| {
-            params
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, v)| v.as_str())
-                .filter(|v| !v.is_empty())
-        };
-        let client = authenticate(provider, headers, get("client_id"), get("client_secret"))?;
+        let get = |name: &str| param(&params, name);
+        let claimed = client_auth::claimed(
+            &provider.clients,
+            headers,
+            get("client_id"),
+            get("client_secret"),
+        );
+        let now = Instant::now();
+        let client_id = claimed.as_ref().ok().map(|c| c.client.id.as_str());
+        provider
+            .throttle
+            .check(client_id, address, now)
+            .map_err(|wait| {
+                tracing::debug!(client = ?address, "a token request refused: too many failed client authentications");
+                throttled(wait)
+            })?;
+        let claimed = claimed.inspect_err(|error| {
+            if *error == INVALID_CLIENT {
+                provider.throttle.failed(None, address, now);
+            }
+        })?;
+        *named = Some(claimed.client);
+        // A page of another origin may not spend the client's code.
+        if let Some(origin) = headers.get(header::ORIGIN)
+            && !cors::allows(claimed.client, origin)
+        {
+            return Err(FOREIGN_ORIGIN);
+        }
+        let id = claimed.client.id.as_str();
+        let client = claimed
+            .authenticate()
+            .inspect_err(|_| provider.throttle.failed(Some(id), address, now))?;
+        self.redeem(provider, client, &params).await
+    }
+
+    /// The code of an authenticated client's request, redeemed.
+    async fn redeem(
+        &self,
+        provider: &Provider,
+        client: &Client,
+        params: &[(String, String)],
+    ) -> Result<Value, TokenError> {
+        let get = |name: &str| param(params, name);
         if get("grant_type") != Some("authorization_code") {
             return Err(refuse(
                 "unsupported_grant_type",
@@ -233,17 +207,13 @@ impl Inner {
             authorization.code_challenge.as_deref(),
             get("code_verifier"),
         )?;
-        let taken = provider
-            .redeemed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take(&code, now);
+        let taken = provider.redeemed().take(&code, now);
         match taken {
             Ok(()) => {}
             Err(true) => {
                 tracing::warn!(
                     client_id = client.id,
-                    "an authorization code was presented again; refused"
+                    "an authorization code was presented again; refused, and the access tokens issued for it here are revoked"
                 );
                 return Err(INVALID_GRANT);
             }
@@ -298,6 +268,7 @@ impl Inner {
             service_id: code.service_id.clone(),
             sub: code.sub.clone(),
             expires_at: now + TOKEN_LIFETIME,
+            grant: code.id.clone(),
         };
         let access_token =
             sealed::seal(&self.keys.ring(), &provider.issuer, &access).map_err(|_| UNAVAILABLE)?;
@@ -310,12 +281,34 @@ impl Inner {
         }))
     }
 
-    /// `GET {issuer}/userinfo` with the access token (RFC 6750 §2.1).
+    /// `GET {issuer}/userinfo` with the access token (RFC 6750 §2.1),
+    /// readable by a page of the token's client's origins (and its
+    /// refusals by a page of any client's).
     pub(super) async fn userinfo(
         &self,
         provider: &Provider,
         headers: &HeaderMap,
     ) -> Response<Full<Bytes>> {
+        let (mut response, client) = self.userinfo_answer(provider, headers).await;
+        cors::vary(response.headers_mut());
+        if let Some(origin) = headers.get(header::ORIGIN) {
+            let allowed = match client.and_then(|id| provider.clients.get(&id)) {
+                Some(client) => cors::allows(client, origin),
+                None => origin.to_str().is_ok_and(|o| provider.origins.contains(o)),
+            };
+            if allowed {
+                cors::grant(response.headers_mut(), origin);
+            }
+        }
+        response
+    }
+
+    /// `userinfo`'s answer, and the access token's client when it opened.
+    async fn userinfo_answer(
+        &self,
+        provider: &Provider,
+        headers: &HeaderMap,
+    ) -> (Response<Full<Bytes>>, Option<String>) {
         let Some(bearer) = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
@@ -323,18 +316,25 @@ impl Inner {
         else {
             // No credentials: a challenge with no error (RFC 6750 §3.1).
             provider.refused("invalid_token");
-            return bearer_challenge();
+            return (bearer_challenge(), None);
         };
         let access: Option<AccessToken> =
             sealed::open(&self.keys.ring(), &provider.issuer, bearer.trim());
         let access = match access {
-            Some(access) if access.expires_at > unix_now() => access,
+            Some(access)
+                if access.expires_at > unix_now()
+                    && !provider.redeemed().is_revoked(&access.grant) =>
+            {
+                access
+            }
             _ => {
                 provider.refused("invalid_token");
-                return bearer_error("invalid_token", "the access token is invalid or expired");
+                let refused =
+                    bearer_error("invalid_token", "the access token is invalid or expired");
+                return (refused, None);
             }
         };
-        match self.presented(&access.service_id).await {
+        let answer = match self.presented(&access.service_id).await {
             Ok(claims) => {
                 let mut answer = provider.naming.name(&claims).userinfo;
                 answer.insert("sub".into(), access.sub.into());
@@ -345,7 +345,8 @@ impl Inner {
                 provider.refused("invalid_token");
                 bearer_error("invalid_token", "the presentation is no longer available")
             }
-        }
+        };
+        (answer, Some(access.client_id))
     }
 
     /// The claims presented in the service's session `id`: as this
@@ -392,102 +393,6 @@ impl Inner {
     }
 }
 
-/// The client, authenticated: `client_secret_basic` (RFC 6749 §2.3.1, the
-/// id and secret form-encoded before base64; many libraries send them as
-/// they are, which is taken too), `client_secret_post`, or a public
-/// client's id alone. One method per request.
-fn authenticate<'a>(
-    provider: &'a Provider,
-    headers: &HeaderMap,
-    form_id: Option<&str>,
-    form_secret: Option<&str>,
-) -> Result<&'a Client, TokenError> {
-    let basic = match headers.get(header::AUTHORIZATION) {
-        None => None,
-        Some(value) => Some(basic_credentials(value).ok_or(INVALID_CLIENT)?),
-    };
-    let (client, secrets) = match (basic, form_secret) {
-        (Some(_), Some(_)) => {
-            return Err(refuse(
-                "invalid_request",
-                "the client authenticates with one method, not two",
-            ));
-        }
-        (Some(basic), None) => {
-            let client = [&basic.id, &basic.raw_id]
-                .into_iter()
-                .find_map(|id| provider.clients.get(id))
-                .ok_or(INVALID_CLIENT)?;
-            if form_id.is_some_and(|form_id| form_id != client.id) {
-                return Err(INVALID_CLIENT);
-            }
-            (client, vec![basic.secret, basic.raw_secret])
-        }
-        (None, secret) => {
-            let id = form_id.ok_or(refuse("invalid_request", "client_id is missing"))?;
-            let client = provider.clients.get(id).ok_or(INVALID_CLIENT)?;
-            (client, secret.map(str::to_string).into_iter().collect())
-        }
-    };
-    let authenticated = match &client.secret {
-        None => secrets.is_empty(),
-        Some(expected) => secrets
-            .iter()
-            .any(|given| same_secret(expected.expose(), given)),
-    };
-    match authenticated {
-        true => Ok(client),
-        false => Err(INVALID_CLIENT),
-    }
-}
-
-/// The credentials after an authentication scheme, whose name is matched
-/// ignoring case (RFC 7235 §2.1).
-fn strip_scheme<'a>(value: &'a str, scheme: &str) -> Option<&'a str> {
-    let (name, rest) = value.split_once(' ')?;
-    name.eq_ignore_ascii_case(scheme).then_some(rest)
-}
-
-/// Whether two secrets are equal, in time that tells nothing of either:
-/// their SHA-256 digests compared in constant time, so that neither the
-/// first difference nor the length shows.
-fn same_secret(expected: &str, given: &str) -> bool {
-    use aws_lc_rs::digest::{SHA256, digest};
-    aws_lc_rs::constant_time::verify_slices_are_equal(
-        digest(&SHA256, expected.as_bytes()).as_ref(),
-        digest(&SHA256, given.as_bytes()).as_ref(),
-    )
-    .is_ok()
-}
-
-/// What `Authorization: Basic` carries: the id and secret form-decoded,
-/// as RFC 6749 §2.3.1 sends them, and as they are.
-#[derive(Debug, PartialEq, Eq)]
-struct Basic {
-    id: String,
-    secret: String,
-    raw_id: String,
-    raw_secret: String,
-}
-
-fn basic_credentials(value: &HeaderValue) -> Option<Basic> {
-    let encoded = strip_scheme(value.to_str().ok()?, "Basic")?;
-    let decoded = String::from_utf8(STANDARD.decode(encoded.trim()).ok()?).ok()?;
-    let (id, secret) = decoded.split_once(':')?;
-    let decode = |part: &str| {
-        percent_encoding::percent_decode_str(&part.replace('+', " "))
-            .decode_utf8()
-            .ok()
-            .map(|text| text.into_owned())
-    };
-    Some(Basic {
-        id: decode(id)?,
-        secret: decode(secret)?,
-        raw_id: id.to_string(),
-        raw_secret: secret.to_string(),
-    })
-}
-
 /// PKCE (RFC 7636 §4.6): a code issued with a challenge needs the
 /// verifier whose S256 it is; one issued without takes no verifier.
 fn check_verifier(challenge: Option<&str>, verifier: Option<&str>) -> Result<(), TokenError> {
@@ -509,63 +414,6 @@ fn check_verifier(challenge: Option<&str>, verifier: Option<&str>) -> Result<(),
         }
         _ => Err(INVALID_GRANT),
     }
-}
-
-/// A JSON answer that no cache keeps (RFC 6749 §5.1).
-fn token_answer(body: Value) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
-    response
-}
-
-fn token_error(provider: &Provider, error: TokenError, basic: bool) -> Response<Full<Bytes>> {
-    provider.refused(error.error);
-    let mut response = token_answer(json!({
-        "error": error.error,
-        "error_description": error.description,
-    }));
-    *response.status_mut() = error.status;
-    if error.status == StatusCode::UNAUTHORIZED && basic {
-        response.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            HeaderValue::from_static("Basic realm=\"lanyard\""),
-        );
-    }
-    if error.status == StatusCode::SERVICE_UNAVAILABLE {
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    }
-    response
-}
-
-/// `userinfo` asked with no access token at all.
-fn bearer_challenge() -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::new()));
-    *response.status_mut() = StatusCode::UNAUTHORIZED;
-    response
-        .headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    response
-}
-
-/// `userinfo`'s refusal (RFC 6750 §3).
-fn bearer_error(error: &'static str, description: &'static str) -> Response<Full<Bytes>> {
-    let mut response = token_answer(json!({"error": error, "error_description": description}));
-    *response.status_mut() = StatusCode::UNAUTHORIZED;
-    let challenge = format!("Bearer error=\"{error}\", error_description=\"{description}\"");
-    if let Ok(value) = HeaderValue::from_str(&challenge) {
-        response
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, value);
-    }
-    response
 }
 
 #[cfg(test)]
