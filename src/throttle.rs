@@ -1,7 +1,7 @@
 //! A warning that can repeat for every request or session (an outage, a
 //! flood, a 403 on every call) logged at most once an interval, with how
 //! many were held back meanwhile: an outage must not become a line per
-//! request. One type for every such line (STYLE.md 20), on tokio's clock,
+//! request. One type for every such line, so the copies cannot drift, on tokio's clock,
 //! with `now` passed in so the rule is tested without one.
 
 use std::sync::{Mutex, PoisonError};

@@ -1,4 +1,4 @@
-//! One configuration per command (STYLE.md 19): what [`Loaded::load`]
+//! One configuration per command (docs/architecture.md, `config/`): what [`Loaded::load`]
 //! hands each command, every part the command requires present, so that
 //! nothing after loading asks whether a setting was given.
 //!

@@ -5,7 +5,7 @@
 //! token can be had (the token endpoint down, renewals throttled) is its
 //! own, and is written here beside the rule so the two cannot drift:
 //!
-//! - the proxy passes the service's 401 on (CONTRACT §4: a 401 never turns
+//! - the proxy passes the service's 401 on (docs/proxy.md: a 401 never turns
 //!   into lanyard's own 503; the held token keeps being sent and the
 //!   service judges each request);
 //! - the verifier answers `token_unavailable`, a 503 the page retries.

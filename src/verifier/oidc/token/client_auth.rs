@@ -100,12 +100,23 @@ pub(super) fn same_secret(expected: &str, given: &str) -> bool {
 
 /// What `Authorization: Basic` carries: the id and secret form-decoded,
 /// as RFC 6749 §2.3.1 sends them, and as they are.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(PartialEq, Eq)]
 pub(super) struct Basic {
     pub id: String,
     pub secret: String,
     pub raw_id: String,
     pub raw_secret: String,
+}
+
+/// The client's secret is never printed, whoever asks for a `{:?}`.
+impl std::fmt::Debug for Basic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Basic")
+            .field("id", &self.id)
+            .field("secret", &"[redacted]")
+            .field("raw_id", &self.raw_id)
+            .finish_non_exhaustive()
+    }
 }
 
 pub(super) fn basic_credentials(value: &HeaderValue) -> Option<Basic> {

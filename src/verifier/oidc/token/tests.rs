@@ -123,3 +123,12 @@ fn a_code_is_redeemed_once_unless_given_back_and_the_table_is_bounded() {
         "still refused as used"
     );
 }
+
+#[test]
+fn basic_credentials_never_print_the_secret() {
+    let value = HeaderValue::from_str(&format!("Basic {}", STANDARD.encode("shop:hunter2-secret")))
+        .unwrap();
+    let shown = format!("{:?}", basic_credentials(&value).unwrap());
+    assert!(shown.contains("shop"), "{shown}");
+    assert!(!shown.contains("hunter2"), "{shown}");
+}
