@@ -4,7 +4,6 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tracing::Instrument;
 
 use crate::Failure;
 use crate::config::ListenAddr;
@@ -102,7 +101,12 @@ pub(super) fn start_thread<H: Handler>(
                 let shutdown = async move { drop(signaled.await) };
                 server::serve(listener, handler, shutdown, grace, limits, metrics, share).await
             };
-            report(runtime.block_on(serve.instrument(span)));
+            // Entered once for the thread's life rather than on each poll
+            // of `serve` (`Instrumented`): every task this runtime runs is
+            // the listener's, and entering a span on every wake-up cost
+            // about 1% of a proxied request's CPU (docs/performance.md).
+            let _listener = span.enter();
+            report(runtime.block_on(serve));
             // Released only now, with every connection closed.
             drop(drain);
         })

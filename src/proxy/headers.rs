@@ -6,8 +6,9 @@ use http::{HeaderMap, HeaderName, HeaderValue, header};
 use crate::token::Token;
 
 /// Headers that describe one connection, not the message (RFC 9110 §7.6.1),
-/// plus `Proxy-Authorization`, which is for lanyard if for anyone.
-const HOP_BY_HOP: [HeaderName; 8] = [
+/// plus `Proxy-Authorization`, which is for lanyard if for anyone, and
+/// `Upgrade`, as lanyard does not tunnel upgrades.
+const HOP_BY_HOP: [HeaderName; 9] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
@@ -16,22 +17,38 @@ const HOP_BY_HOP: [HeaderName; 8] = [
     header::TE,
     header::TRAILER,
     header::TRANSFER_ENCODING,
+    header::UPGRADE,
 ];
 
 /// Removes hop-by-hop headers, including those the `Connection` header names.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    // Most messages carry none: one pass over the few names present finds
-    // that out, where removing each of nine names would hash every one.
-    if !headers.keys().any(is_hop_by_hop) {
+    // One pass over the few names present finds which hop-by-hop ones are
+    // there (most messages carry none; an HTTP/1.1 upstream's answers carry
+    // `Connection: keep-alive`), so that only those are removed: removing
+    // each of nine names hashed every one of them, on every answer.
+    let present = headers
+        .keys()
+        .filter_map(hop_by_hop_index)
+        .fold(0u16, |present, index| present | 1 << index);
+    if present == 0 {
         return;
     }
     // Names listed in `Connection` are compared as they are, not parsed
     // into new header names: parsing allocates, and a name that is not
-    // present needs no removing.
+    // present needs no removing. The usual `keep-alive` is hop-by-hop
+    // anyway, removed below if present.
     let mut named = Vec::new();
-    for value in headers.get_all(header::CONNECTION) {
+    // `Connection` is the first of them.
+    let connection = match present & 1 {
+        0 => None,
+        _ => Some(headers.get_all(header::CONNECTION)),
+    };
+    for value in connection.into_iter().flatten() {
         let Ok(value) = value.to_str() else { continue };
         for token in value.split(',').map(str::trim) {
+            if token.eq_ignore_ascii_case("keep-alive") {
+                continue;
+            }
             if let Some(name) = headers
                 .keys()
                 .find(|name| name.as_str().eq_ignore_ascii_case(token))
@@ -43,15 +60,16 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     for name in named {
         headers.remove(name);
     }
-    for name in &HOP_BY_HOP {
-        headers.remove(name);
+    for (index, name) in HOP_BY_HOP.iter().enumerate() {
+        if present & 1 << index != 0 {
+            headers.remove(name);
+        }
     }
-    headers.remove(header::UPGRADE);
 }
 
-fn is_hop_by_hop(name: &HeaderName) -> bool {
-    // `Upgrade` is hop-by-hop too; lanyard does not tunnel upgrades.
-    HOP_BY_HOP.contains(name) || name == header::UPGRADE
+/// Where `name` is in [`HOP_BY_HOP`], if it is hop-by-hop.
+fn hop_by_hop_index(name: &HeaderName) -> Option<usize> {
+    HOP_BY_HOP.iter().position(|hop| hop == name)
 }
 
 /// A client's headers as the upstream gets them (docs/proxy.md): hop-by-hop
