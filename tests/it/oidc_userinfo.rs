@@ -16,6 +16,7 @@ use lanyard::verifier::{MAX_ACCESS_TOKEN, USERINFO_PER_MINUTE};
 use serde_json::{Value, json};
 
 use crate::support::flood::metric;
+use crate::support::logs::Logs;
 use crate::support::relying_party::{
     self, ISSUER, ISSUER_PATH, code_of, enc, jwks, sealed_request, shop_query, shop_redeems,
     userinfo, verified_with,
@@ -217,6 +218,7 @@ async fn one_tokens_userinfo_flood_is_throttled_and_leaves_the_service_budget_to
 
 #[tokio::test]
 async fn a_tampered_or_foreign_access_token_is_invalid_token_and_nothing_of_it_is_echoed() {
+    let (logs, _guard) = Logs::capture();
     let shared = Shared::new().await;
     let a = shared.replica(&[]).await;
     let foreign = shared.replica_keyed(&STANDARD.encode([7u8; 32]), &[]).await;
@@ -250,12 +252,21 @@ async fn a_tampered_or_foreign_access_token_is_invalid_token_and_nothing_of_it_i
             assert!(!all.contains(echoed), "{echoed} in\n{all}");
         }
     }
+    let logged = String::from_utf8(logs.bytes()).unwrap();
+    for secret in tampered
+        .iter()
+        .map(String::as_str)
+        .chain([&token[..16], "Erika"])
+    {
+        assert!(!logged.contains(secret), "{secret} in the log");
+    }
     // None of that spent the token, nor throttled it.
     assert_eq!(userinfo(&base(&a), &token).await.status, 200);
 }
 
 #[tokio::test]
 async fn the_access_token_carries_the_claims_within_its_bound_and_a_portrait_past_it_is_left_out() {
+    let (logs, _guard) = Logs::capture();
     let shared = Shared::new().await;
     let (a, b) = (shared.replica(&[]).await, shared.replica(&[]).await);
     // Too long for the ID token (over 1 KiB as JSON), short enough for
@@ -271,6 +282,12 @@ async fn the_access_token_carries_the_claims_within_its_bound_and_a_portrait_pas
     assert!(token.len() <= MAX_ACCESS_TOKEN, "{} bytes", token.len());
     let id_token = id_token_claims(&a, &tokens).await;
     assert!(id_token.get("signature_usual_mark").is_none());
+    // The log says how many claims were left out, never which.
+    assert_eq!(logs.count("left out of userinfo"), 1);
+    let logged = String::from_utf8(logs.bytes()).unwrap();
+    for claim in ["portrait", "PPPP", "MMMM", "Erika"] {
+        assert!(!logged.contains(claim), "{claim} in the log");
+    }
 
     let before = shared.service_calls();
     let answer = userinfo(&base(&b), &token).await;
