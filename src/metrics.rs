@@ -78,7 +78,7 @@ impl OidcMetrics {
             refusals: IntCounterVec::new(
                 Opts::new(
                     "lanyard_oidc_refusals_total",
-                    "OpenID Connect requests refused, by the error they got (RFC 6749 and OpenID Connect codes, untrusted_redirect for an unknown client or redirect URI, client_auth_throttled after too many failed client authentications).",
+                    "OpenID Connect requests refused, by the error they got (RFC 6749 and OpenID Connect codes, untrusted_redirect for an unknown client or redirect URI, client_auth_throttled after too many failed client authentications, userinfo_throttled after too many userinfo calls with one access token).",
                 ),
                 &["reason"],
             )?,
@@ -95,6 +95,7 @@ impl OidcMetrics {
             "invalid_client",
             "invalid_grant",
             "client_auth_throttled",
+            "userinfo_throttled",
         ] {
             metrics.refusals.with_label_values(&[reason]);
         }

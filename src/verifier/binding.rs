@@ -11,7 +11,8 @@
 //!
 //! A poll reads a session only with a handle that opens and a cookie that
 //! names the handle's browser: a planted cookie, or the service's own id
-//! read off a QR code, reads nothing. Both keys are stretched (HKDF) from
+//! read off a QR code, reads nothing. Both keys, and the one that seals
+//! the OpenID Connect provider's access tokens, are stretched (HKDF) from
 //! one secret: `LANYARD_VERIFIER_SESSION_KEY`, or the service account's
 //! key's [`binding_secret`](crate::config::credentials::SigningKey::binding_secret).
 
@@ -35,6 +36,8 @@ const HANDLE_VERSION_AUTHORIZED: u8 = 2;
 const HANDLE_AAD: &[u8] = b"lanyard verifier session handle";
 /// AES-GCM's tag.
 const TAG_LEN: usize = 16;
+/// What sealing adds to a text: the nonce and the tag.
+pub const SEAL_OVERHEAD: usize = NONCE_LEN + TAG_LEN;
 /// Version, expiry, browser id.
 const HANDLE_HEADER: usize = 1 + 8 + BROWSER_ID_LEN;
 const BROWSER_ID_LEN: usize = 16;
@@ -73,10 +76,32 @@ pub struct Sealed {
     pub authorization: Option<String>,
 }
 
-/// One binding secret, stretched into its two keys.
+/// Which of a binding secret's AES-256-GCM keys seals a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SealKey {
+    /// Handles, authorization requests and codes, told apart by their
+    /// purpose (the associated data).
+    Shared,
+    /// OpenID Connect access tokens, which carry a person's claims: a key
+    /// of their own (RFC 5869 §3.2, one `info` per key), so that nothing
+    /// the page or a browser holds is ever sealed under it.
+    AccessTokens,
+}
+
+/// One binding secret, stretched into its keys.
 struct BindingKey {
     handles: RandomizedNonceKey,
+    access_tokens: RandomizedNonceKey,
     cookies: hmac::Key,
+}
+
+impl BindingKey {
+    fn sealing(&self, key: SealKey) -> &RandomizedNonceKey {
+        match key {
+            SealKey::Shared => &self.handles,
+            SealKey::AccessTokens => &self.access_tokens,
+        }
+    }
 }
 
 impl BindingKey {
@@ -90,10 +115,13 @@ impl BindingKey {
                 // 32 bytes is within what HKDF-SHA256 gives (255 × 32).
                 .unwrap_or_else(|_| unreachable!("HKDF-SHA256 gives 32 bytes"))
         };
-        let handles = RandomizedNonceKey::new(&AES_256_GCM, &stretch(b"handles"))
-            .unwrap_or_else(|_| unreachable!("a 32-byte key is AES-256's"));
+        let aead = |label: &[u8]| {
+            RandomizedNonceKey::new(&AES_256_GCM, &stretch(label))
+                .unwrap_or_else(|_| unreachable!("a 32-byte key is AES-256's"))
+        };
         BindingKey {
-            handles,
+            handles: aead(b"handles"),
+            access_tokens: aead(b"oidc access tokens"),
             cookies: hmac::Key::new(hmac::HMAC_SHA256, &stretch(b"cookies")),
         }
     }
@@ -180,23 +208,28 @@ impl KeyRing {
         }
         text.extend_from_slice(sealed.service_id.as_bytes());
         text.extend_from_slice(authorization.as_bytes());
-        self.seal_bytes(HANDLE_AAD, text)
+        self.seal_bytes(SealKey::Shared, HANDLE_AAD, text)
     }
 
     /// What a handle holds, if one of these keys sealed it.
     pub fn open(&self, handle: &str) -> Option<Sealed> {
-        let plain = self.open_bytes(HANDLE_AAD, handle)?;
+        let plain = self.open_bytes(SealKey::Shared, HANDLE_AAD, handle)?;
         parse_sealed(&plain)
     }
 
-    /// `plain` sealed (AES-256-GCM) under the current key, bound to
-    /// `purpose` so that nothing sealed for another purpose opens as it:
-    /// a nonce, the text and the tag, in base64url.
-    pub fn seal_bytes(&self, purpose: &[u8], mut plain: Vec<u8>) -> Result<String, String> {
+    /// `plain` sealed (AES-256-GCM) under the current secret's `key`,
+    /// bound to `purpose` so that nothing sealed for another purpose opens
+    /// as it: a nonce, the text and the tag, in base64url.
+    pub fn seal_bytes(
+        &self,
+        key: SealKey,
+        purpose: &[u8],
+        mut plain: Vec<u8>,
+    ) -> Result<String, String> {
         plain.reserve(TAG_LEN);
         let nonce = self
             .current()
-            .handles
+            .sealing(key)
             .seal_in_place_append_tag(Aad::from(purpose), &mut plain)
             .map_err(|_| "cannot seal")?;
         let mut sealed = Vec::with_capacity(NONCE_LEN + plain.len());
@@ -205,19 +238,19 @@ impl KeyRing {
         Ok(URL_SAFE_NO_PAD.encode(sealed))
     }
 
-    /// What [`KeyRing::seal_bytes`] sealed for `purpose`, if one of these
-    /// keys sealed it.
-    pub fn open_bytes(&self, purpose: &[u8], sealed: &str) -> Option<Vec<u8>> {
+    /// What [`KeyRing::seal_bytes`] sealed for `purpose` under `key`, if
+    /// one of these secrets' did.
+    pub fn open_bytes(&self, key: SealKey, purpose: &[u8], sealed: &str) -> Option<Vec<u8>> {
         let bytes = URL_SAFE_NO_PAD.decode(sealed).ok()?;
         if bytes.len() < NONCE_LEN + TAG_LEN {
             return None;
         }
         let (nonce, text) = bytes.split_at(NONCE_LEN);
-        self.keys.iter().find_map(|key| {
+        self.keys.iter().find_map(|secret| {
             let nonce = Nonce::try_assume_unique_for_key(nonce).ok()?;
             let mut text = text.to_vec();
-            let plain = key
-                .handles
+            let plain = secret
+                .sealing(key)
                 .open_in_place(nonce, Aad::from(purpose), &mut text)
                 .ok()?;
             Some(plain.to_vec())

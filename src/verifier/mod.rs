@@ -37,6 +37,7 @@ mod service;
 
 pub use assumptions::{Claims, MAX_CLAIMS_BYTES, MAX_REQUEST_URI};
 pub use binding::MAX_HANDLE;
+pub use oidc::{MAX_ACCESS_TOKEN, USERINFO_PER_MINUTE};
 pub use page::{CONTENT_SECURITY_POLICY, PERMISSIONS_POLICY, security_headers};
 pub use polls::{MAX_SESSIONS, SERVICE_POLL_SPACING};
 

@@ -27,6 +27,7 @@ mod oidc_interop;
 mod oidc_native;
 mod oidc_replicas;
 mod oidc_token;
+mod oidc_userinfo;
 mod one_byte_frames;
 mod otel;
 mod pool;

@@ -6,9 +6,10 @@
 //!
 //! Nothing is kept between the steps but what one replica remembers to
 //! enforce single use: the request rides sealed in the session's handle,
-//! the code and the access token are sealed too, and the claims are asked
-//! of the service again by whichever replica redeems the code, as
-//! `/api/status` would (docs/verifier.md "Running many").
+//! the code and the access token are sealed too, the claims are asked of
+//! the service again by whichever replica redeems the code, as
+//! `/api/status` would (docs/verifier.md "Running many"), and `userinfo`
+//! answers them from the access token, asking the service nothing.
 //!
 //! - this file: the [`Provider`], its endpoints, discovery and the JWK
 //!   set, and the authorization endpoint's page.
@@ -17,6 +18,7 @@
 //! - `token`: the token endpoint and `userinfo`.
 //! - `claims`: the presented claims as relying parties read them.
 //! - `throttle`: failed client authentications, counted and bounded.
+//! - `userinfo_limit`: `userinfo` calls, counted per access token.
 //! - `cors`: which browser pages may call the token endpoint and
 //!   `userinfo`.
 //! - `sealed`: the request, the code and the access token, sealed.
@@ -30,6 +32,7 @@ mod session;
 mod signer;
 mod throttle;
 mod token;
+mod userinfo_limit;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -50,11 +53,14 @@ use crate::config::oidc::{Clients, OidcConfig};
 use crate::metrics::OidcMetrics;
 
 pub use authorize::Refused;
+pub use sealed::MAX_ACCESS_TOKEN;
+pub use userinfo_limit::USERINFO_PER_MINUTE;
 
 use claims::Naming;
 use signer::Signer;
 use throttle::Throttle;
 use token::Redeemed;
+use userinfo_limit::UserinfoLimit;
 
 /// How long a code may wait to be redeemed (OpenID Connect Core §3.1.2.5
 /// says short; RFC 6749 §4.1.2 recommends at most ten minutes).
@@ -73,6 +79,11 @@ pub struct Provider {
     redeemed: Mutex<Redeemed>,
     /// Failed client authentications at the token endpoint.
     throttle: Throttle,
+    /// `userinfo` calls per access token.
+    userinfo_limit: UserinfoLimit,
+    /// Claims left out of access tokens, said once a minute: a rule that
+    /// asks for a portrait leaves it out of every login's.
+    left_out: crate::throttle::Throttle,
     /// Every client's redirect URIs' origins, which a CORS preflight is
     /// granted to.
     origins: BTreeSet<String>,
@@ -122,6 +133,8 @@ impl Provider {
             },
             redeemed: Mutex::new(Redeemed::default()),
             throttle: Throttle::default(),
+            userinfo_limit: UserinfoLimit::default(),
+            left_out: crate::throttle::Throttle::new(crate::throttle::EVERY_MINUTE),
             origins: cors::all_origins(&config.clients),
             metrics,
         })
@@ -135,7 +148,9 @@ impl Provider {
     /// their time; called by the verifier's sweeper.
     pub fn sweep(&self) {
         self.redeemed().sweep(unix_now());
-        self.throttle.sweep(tokio::time::Instant::now());
+        let now = tokio::time::Instant::now();
+        self.throttle.sweep(now);
+        self.userinfo_limit.sweep(now);
     }
 
     /// The issuer's path, under which every endpoint is: `""` or
@@ -239,7 +254,7 @@ impl Inner {
             }
             .into()),
             (Endpoint::Userinfo, &Method::GET | &Method::POST) => {
-                Ok(self.userinfo(provider, req.headers()).await)
+                Ok(self.userinfo(provider, req.headers()))
             }
             (Endpoint::Userinfo, &Method::OPTIONS) => Ok(cors::preflight(
                 &provider.origins,

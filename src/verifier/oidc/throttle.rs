@@ -13,9 +13,10 @@
 //!
 //! Per replica, in memory, on tokio's clock; the address table is bounded
 //! ([`MAX_ADDRESSES`]), and the client table holds registered clients
-//! only.
+//! only. The bucket and the bounded table serve `userinfo_limit` too.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -37,21 +38,28 @@ pub const MAX_ADDRESSES: usize = 10_000;
 
 const MINUTE: Duration = Duration::from_secs(60);
 
-/// Failures not yet drained, as of `at`.
+/// Events (failures, calls) not yet drained, as of `at`.
 #[derive(Debug, Clone, Copy)]
-struct Bucket {
+pub(super) struct Bucket {
     level: f64,
     at: Instant,
 }
 
 impl Bucket {
+    pub(super) fn empty(now: Instant) -> Bucket {
+        Bucket {
+            level: 0.0,
+            at: now,
+        }
+    }
+
     /// The level at `now`, drained at `budget` a minute.
-    fn level(&self, budget: u32, now: Instant) -> f64 {
+    pub(super) fn level(&self, budget: u32, now: Instant) -> f64 {
         let drained = now.saturating_duration_since(self.at).as_secs_f64() * rate(budget);
         (self.level - drained).max(0.0)
     }
 
-    fn add(&mut self, amount: f64, budget: u32, now: Instant) {
+    pub(super) fn add(&mut self, amount: f64, budget: u32, now: Instant) {
         self.level = (self.level(budget, now) + amount).min(f64::from(budget));
         self.at = now;
     }
@@ -63,7 +71,7 @@ fn rate(budget: u32) -> f64 {
 }
 
 /// How long until `level` drains to `to`.
-fn until(level: f64, to: f64, budget: u32) -> Duration {
+pub(super) fn until(level: f64, to: f64, budget: u32) -> Duration {
     Duration::from_secs_f64(((level - to).max(0.0) / rate(budget)).min(MINUTE.as_secs_f64()))
 }
 
@@ -110,10 +118,7 @@ impl Throttle {
         let mut weight = 1.0;
         if let Some(id) = client {
             let mut clients = lock(&self.clients);
-            let bucket = clients.entry(id.to_string()).or_insert(Bucket {
-                level: 0.0,
-                at: now,
-            });
+            let bucket = clients.entry(id.to_string()).or_insert(Bucket::empty(now));
             let budget = CLIENT_FAILURES_PER_MINUTE;
             if bucket.level(budget, now) > f64::from(budget) - 1.0 {
                 // The client is being guessed at: this address is done
@@ -123,16 +128,12 @@ impl Throttle {
             bucket.add(1.0, budget, now);
         }
         let mut addresses = lock(&self.addresses);
-        if !addresses.contains_key(&address) && addresses.len() >= MAX_ADDRESSES {
-            make_room(&mut addresses, now);
-        }
+        let budget = ADDRESS_FAILURES_PER_MINUTE;
+        make_room(&mut addresses, &address, (budget, MAX_ADDRESSES), now);
         addresses
             .entry(address)
-            .or_insert(Bucket {
-                level: 0.0,
-                at: now,
-            })
-            .add(weight, ADDRESS_FAILURES_PER_MINUTE, now);
+            .or_insert(Bucket::empty(now))
+            .add(weight, budget, now);
     }
 
     /// Forgets the buckets that drained.
@@ -147,24 +148,33 @@ impl Throttle {
     }
 }
 
-/// Room for one more address: the drained ones go, or else the one with
-/// the fewest failures.
-fn make_room(addresses: &mut HashMap<Address, Bucket>, now: Instant) {
-    addresses.retain(|_, b| b.level(ADDRESS_FAILURES_PER_MINUTE, now) > 0.0);
-    if addresses.len() < MAX_ADDRESSES {
+/// Room in `table`, of buckets draining at `budget` a minute and at most
+/// `max` of them, for `key` when it is not there yet: the drained ones go,
+/// or else the one with the lowest level.
+pub(super) fn make_room<K: Hash + Eq + Clone>(
+    table: &mut HashMap<K, Bucket>,
+    key: &K,
+    (budget, max): (u32, usize),
+    now: Instant,
+) {
+    if table.contains_key(key) || table.len() < max {
         return;
     }
-    let least = addresses
+    table.retain(|_, b| b.level(budget, now) > 0.0);
+    if table.len() < max {
+        return;
+    }
+    let least = table
         .iter()
-        .map(|(address, b)| (*address, b.level(ADDRESS_FAILURES_PER_MINUTE, now)))
+        .map(|(key, b)| (key, b.level(budget, now)))
         .min_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|(address, _)| address);
+        .map(|(key, _)| key.clone());
     if let Some(least) = least {
-        addresses.remove(&least);
+        table.remove(&least);
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 

@@ -110,6 +110,17 @@ pub fn sealed_request(page: &Answer) -> String {
 /// to from the service's session id), and the polls that end it. Returns
 /// the URL the page is sent to.
 pub async fn through_page(base: &str, sealed: &str, wallet: impl FnOnce(&str) -> String) -> String {
+    through_page_presenting(base, sealed, wallet, Bytes::new()).await
+}
+
+/// As [`through_page`], the wallet presenting `claims` (a JSON object's
+/// text; empty: the mock's own claims).
+pub async fn through_page_presenting(
+    base: &str,
+    sealed: &str,
+    wallet: impl FnOnce(&str) -> String,
+    claims: Bytes,
+) -> String {
     let mut browser = Browser::default();
     let started = browser
         .request(
@@ -125,11 +136,15 @@ pub async fn through_page(base: &str, sealed: &str, wallet: impl FnOnce(&str) ->
     assert!(set.contains(&api), "{set}");
     browser.cookie = Some(set.split(';').next().unwrap().to_string());
     let session = Session::of(&started.json());
+    let content_type: &[(&str, &str)] = match claims.is_empty() {
+        true => &[],
+        false => &[("content-type", "application/json")],
+    };
     let acted = send(
         Method::POST,
         &wallet(&session.service_id),
-        &[],
-        Bytes::new(),
+        content_type,
+        claims,
     )
     .await;
     assert_eq!(acted.status, 200, "{}", super::text(&acted.body));

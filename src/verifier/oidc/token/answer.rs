@@ -64,14 +64,31 @@ pub(super) const FOREIGN_ORIGIN: TokenError = refuse(
 /// authentication"): 429, and when to try again. The code, if any, was
 /// not looked at and stays good.
 pub(super) fn throttled(wait: Duration) -> TokenError {
+    too_many(
+        "client_auth_throttled",
+        "too many failed client authentications; retry after the time Retry-After says",
+        wait,
+    )
+}
+
+/// Too many `userinfo` calls with one access token (docs/oidc.md, "The
+/// access token"): 429, and when to try again.
+pub(super) fn userinfo_throttled(wait: Duration) -> TokenError {
+    too_many(
+        "userinfo_throttled",
+        "too many userinfo requests with this access token; retry after the time Retry-After says",
+        wait,
+    )
+}
+
+/// 429 `temporarily_unavailable`, counted as `reason`, with `Retry-After`
+/// in whole seconds, at least one.
+fn too_many(reason: &'static str, description: &'static str, wait: Duration) -> TokenError {
     TokenError {
         status: StatusCode::TOO_MANY_REQUESTS,
-        reason: "client_auth_throttled",
+        reason,
         retry_after: Some(wait.as_secs_f64().ceil().max(1.0) as u64),
-        ..refuse(
-            "temporarily_unavailable",
-            "too many failed client authentications; retry after the time Retry-After says",
-        )
+        ..refuse("temporarily_unavailable", description)
     }
 }
 

@@ -2,7 +2,8 @@
 //! §3.1.3) and `userinfo` (§5.3): a relying party's backend redeems a
 //! code for an ID token over the presented claims, which whichever replica
 //! it reaches asks of the service again, and reads them again with the
-//! access token.
+//! access token, which carries them sealed: `userinfo` asks the service
+//! nothing, so no holder of access tokens spends a replica's calls to it.
 
 mod answer;
 mod client_auth;
@@ -34,7 +35,7 @@ use crate::verifier::service::CallError;
 
 use answer::{
     FOREIGN_ORIGIN, INVALID_CLIENT, INVALID_GRANT, TokenError, UNAVAILABLE, bearer_challenge,
-    bearer_error, refuse, throttled, token_answer, token_error,
+    bearer_error, refuse, throttled, token_answer, token_error, userinfo_throttled,
 };
 use client_auth::strip_scheme;
 pub use redeemed::Redeemed;
@@ -243,7 +244,7 @@ impl Inner {
     ) -> Result<Value, TokenError> {
         let authorization = &code.authorization;
         let named = provider.naming.name(claims);
-        let mut id_token = named.id_token;
+        let mut id_token = named.id_token.clone();
         id_token.insert("iss".into(), provider.issuer.as_str().into());
         id_token.insert("sub".into(), code.sub.clone().into());
         id_token.insert("aud".into(), authorization.client_id.clone().into());
@@ -263,13 +264,21 @@ impl Inner {
                 }
                 UNAVAILABLE
             })?;
-        let access = AccessToken {
-            client_id: authorization.client_id.clone(),
-            service_id: code.service_id.clone(),
-            sub: code.sub.clone(),
-            expires_at: now + TOKEN_LIFETIME,
-            grant: code.id.clone(),
-        };
+        let expires_at = now + TOKEN_LIFETIME;
+        let mut access =
+            AccessToken::new(&authorization.client_id, &code.sub, expires_at, &code.id);
+        let left_out = access.fill(&named);
+        if left_out > 0
+            && let Some(held_back) = provider.left_out.due(Instant::now())
+        {
+            // How many, never which: a claim's name can say what a
+            // credential holds.
+            tracing::warn!(
+                left_out,
+                held_back,
+                "presented claims too large for the access token are left out of userinfo (docs/oidc.md, \"The access token\"); logged at most once a minute"
+            );
+        }
         let access_token =
             sealed::seal(&self.keys.ring(), &provider.issuer, &access).map_err(|_| UNAVAILABLE)?;
         Ok(json!({
@@ -284,12 +293,12 @@ impl Inner {
     /// `GET {issuer}/userinfo` with the access token (RFC 6750 §2.1),
     /// readable by a page of the token's client's origins (and its
     /// refusals by a page of any client's).
-    pub(super) async fn userinfo(
+    pub(super) fn userinfo(
         &self,
         provider: &Provider,
         headers: &HeaderMap,
     ) -> Response<Full<Bytes>> {
-        let (mut response, client) = self.userinfo_answer(provider, headers).await;
+        let (mut response, client) = self.userinfo_answer(provider, headers);
         cors::vary(response.headers_mut());
         if let Some(origin) = headers.get(header::ORIGIN) {
             let allowed = match client.and_then(|id| provider.clients.get(&id)) {
@@ -303,8 +312,9 @@ impl Inner {
         response
     }
 
-    /// `userinfo`'s answer, and the access token's client when it opened.
-    async fn userinfo_answer(
+    /// `userinfo`'s answer, from the access token alone, and the token's
+    /// client when it opened.
+    fn userinfo_answer(
         &self,
         provider: &Provider,
         headers: &HeaderMap,
@@ -334,25 +344,19 @@ impl Inner {
                 return (refused, None);
             }
         };
-        let answer = match self.presented(&access.service_id).await {
-            Ok(claims) => {
-                let mut answer = provider.naming.name(&claims).userinfo;
-                answer.insert("sub".into(), access.sub.into());
-                token_answer(Value::Object(answer))
-            }
-            Err(error) if error == UNAVAILABLE => token_error(provider, error, false),
-            Err(_) => {
-                provider.refused("invalid_token");
-                bearer_error("invalid_token", "the presentation is no longer available")
-            }
-        };
-        (answer, Some(access.client_id))
+        if let Err(wait) = provider.userinfo_limit.take(bearer.trim(), Instant::now()) {
+            let throttled = token_error(provider, userinfo_throttled(wait), false);
+            return (throttled, Some(access.client_id));
+        }
+        let mut answer = access.claims;
+        answer.insert("sub".into(), access.sub.into());
+        (token_answer(Value::Object(answer)), Some(access.client_id))
     }
 
     /// The claims presented in the service's session `id`: as this
     /// replica saw them end, or asked of the service again, for as long as
-    /// it holds them (docs/oidc.md, "What lives where"); the code's and
-    /// the access token's own lifetimes bound how long that is asked.
+    /// it holds them (docs/oidc.md, "What lives where"); the code's own
+    /// lifetime bounds how long that is asked.
     async fn presented(&self, id: &str) -> Result<Map<String, Value>, TokenError> {
         let known = polls::lock(&self.polls).verified(id);
         let claims = match known {
@@ -364,7 +368,8 @@ impl Inner {
 
     async fn ask_claims(&self, id: &str) -> Result<Claims, TokenError> {
         // The replica's one budget for calls to the service, as the page's
-        // polls spend it: a holder of access tokens cannot spend more.
+        // polls spend it: a code is redeemed once on each replica, so its
+        // holder cannot spend more.
         if !self.budget.take() {
             return Err(UNAVAILABLE);
         }
