@@ -110,6 +110,17 @@ pub fn sealed_request(page: &Answer) -> String {
 /// to from the service's session id), and the polls that end it. Returns
 /// the URL the page is sent to.
 pub async fn through_page(base: &str, sealed: &str, wallet: impl FnOnce(&str) -> String) -> String {
+    through_page_presenting(base, sealed, wallet, Bytes::new()).await
+}
+
+/// As [`through_page`], the wallet presenting `presented` (the mock's
+/// claims when empty).
+async fn through_page_presenting(
+    base: &str,
+    sealed: &str,
+    wallet: impl FnOnce(&str) -> String,
+    presented: Bytes,
+) -> String {
     let mut browser = Browser::default();
     let started = browser
         .request(
@@ -125,13 +136,7 @@ pub async fn through_page(base: &str, sealed: &str, wallet: impl FnOnce(&str) ->
     assert!(set.contains(&api), "{set}");
     browser.cookie = Some(set.split(';').next().unwrap().to_string());
     let session = Session::of(&started.json());
-    let acted = send(
-        Method::POST,
-        &wallet(&session.service_id),
-        &[],
-        Bytes::new(),
-    )
-    .await;
+    let acted = send(Method::POST, &wallet(&session.service_id), &[], presented).await;
     assert_eq!(acted.status, 200, "{}", super::text(&acted.body));
     let status_url = format!("{base}/api/status?transactionId={}", session.handle);
     let deadline = Instant::now() + END_LIMIT;
@@ -159,6 +164,17 @@ pub async fn through_page(base: &str, sealed: &str, wallet: impl FnOnce(&str) ->
 /// A whole login at the provider at `base`: the authorization page for
 /// `query`, then [`through_page`]. Returns the URL the page is sent to.
 pub async fn login(base: &str, query: &str, wallet: impl FnOnce(&str) -> String) -> String {
+    login_presenting(base, query, wallet, &Value::Null).await
+}
+
+/// As [`login`], the wallet presenting the claims `presented` (the mock's
+/// own when `null`).
+pub async fn login_presenting(
+    base: &str,
+    query: &str,
+    wallet: impl FnOnce(&str) -> String,
+    presented: &Value,
+) -> String {
     let page = send(
         Method::GET,
         &format!("{base}/authorize?{query}"),
@@ -167,7 +183,19 @@ pub async fn login(base: &str, query: &str, wallet: impl FnOnce(&str) -> String)
     )
     .await;
     assert_eq!(page.status, 200, "{}", super::text(&page.body));
-    through_page(base, &sealed_request(&page), wallet).await
+    let body = match presented {
+        Value::Null => Bytes::new(),
+        claims => Bytes::from(claims.to_string()),
+    };
+    through_page_presenting(base, &sealed_request(&page), wallet, body).await
+}
+
+/// The discovery document of the provider at `base`.
+pub async fn discovery(base: &str) -> Value {
+    let url = format!("{base}/.well-known/openid-configuration");
+    let answer = send(Method::GET, &url, &[], Bytes::new()).await;
+    assert_eq!(answer.status, 200);
+    answer.json()
 }
 
 /// The code in a redirect that carries one.
