@@ -272,6 +272,7 @@ fn demo_provider(
 ) -> Result<crate::config::oidc::OidcConfig, Failure> {
     use crate::config::credentials::parse_private_key;
     use crate::config::issuer::{ClaimsMap, Issuer};
+    use crate::config::oidc::subject::{Sector, SubjectType};
     use crate::config::oidc::{Client, Clients, OidcConfig};
 
     let issuer = Issuer::parse(origin).map_err(|e| failed("issuer", e))?;
@@ -295,13 +296,16 @@ fn demo_provider(
         redirect_uris: vec![mock.shop_redirect_uri()],
         name: Some("Demo shop".into()),
         require_pkce: true,
+        subject_type: SubjectType::Pairwise,
+        sector: Sector::of(&[mock.shop_redirect_uri()], None),
     };
     Ok(OidcConfig {
         issuer,
         clients: Arc::new(Clients::from_list(vec![shop])),
         key: Arc::new(key),
         previous: None,
-        sub_claim: None,
+        sub_claims: Vec::new(),
+        pairwise_key: None,
         claims_map: ClaimsMap::default(),
     })
 }

@@ -26,6 +26,7 @@ mod oidc;
 mod oidc_interop;
 mod oidc_native;
 mod oidc_replicas;
+mod oidc_subjects;
 mod oidc_token;
 mod oidc_userinfo;
 mod one_byte_frames;

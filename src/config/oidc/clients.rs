@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::redirect;
+use super::subject::{Sector, SubjectType, check_sector_identifier};
 use crate::Secret;
 use crate::config::shown::is_hidden;
 use crate::target::is_loopback_host;
@@ -34,6 +35,8 @@ const FIELDS: &[&str] = &[
     "redirect_uris",
     "client_name",
     "require_pkce",
+    "subject_type",
+    "sector_identifier",
 ];
 /// Schemes a browser runs or renders in place rather than navigating to.
 const UNSAFE_SCHEMES: &[&str] = &["javascript", "data", "vbscript", "file", "blob", "about"];
@@ -52,6 +55,11 @@ pub struct Client {
     /// (RFC 9700 §2.1.1); only a confidential client may opt out, and
     /// must then send a `nonce`.
     pub require_pkce: bool,
+    /// Its `sub`, when `LANYARD_OIDC_SUB_CLAIM` names the person: the
+    /// claims' values, or pairwise (the default; OpenID Connect Core §8).
+    pub subject_type: SubjectType,
+    /// What its pairwise `sub` is computed for (OpenID Connect Core §8.1).
+    pub sector: Sector,
 }
 
 impl Client {
@@ -190,6 +198,8 @@ fn client(at: usize, entry: &Value, problems: &mut Vec<String>) -> Option<Client
     let secret = secret(fields, &mut problem);
     let require_pkce = require_pkce(fields, secret.is_some(), &mut problem);
     let redirect_uris = redirect_uris(fields, &mut problem);
+    let subject_type = subject_type(fields, &mut problem);
+    let sector_identifier = sector_identifier(fields, &mut problem);
     let name = match fields.get("client_name") {
         None => None,
         Some(Value::String(name))
@@ -215,10 +225,48 @@ fn client(at: usize, entry: &Value, problems: &mut Vec<String>) -> Option<Client
     Some(Client {
         id: id?,
         secret,
+        sector: Sector::of(&redirect_uris, sector_identifier.as_deref()),
         redirect_uris,
         name,
         require_pkce,
+        subject_type,
     })
+}
+
+/// `subject_type`: pairwise unless the client asks for public.
+fn subject_type(
+    fields: &Map<String, Value>,
+    problem: &mut impl FnMut(&str, String),
+) -> SubjectType {
+    let given = match fields.get("subject_type") {
+        None => return SubjectType::Pairwise,
+        Some(given) => given.as_str().and_then(SubjectType::parse),
+    };
+    given.unwrap_or_else(|| {
+        let why = "must be \"pairwise\" (the default) or \"public\"";
+        problem("subject_type", why.into());
+        SubjectType::Pairwise
+    })
+}
+
+/// `sector_identifier`: the host the client's sites share, when its
+/// redirect URIs are on several.
+fn sector_identifier(
+    fields: &Map<String, Value>,
+    problem: &mut impl FnMut(&str, String),
+) -> Option<String> {
+    // A value that is not a string is named as what it must be.
+    let host = match fields.get("sector_identifier") {
+        None => return None,
+        Some(value) => value.as_str().unwrap_or_default(),
+    };
+    match check_sector_identifier(host) {
+        Ok(()) => Some(host.to_string()),
+        Err(why) => {
+            problem("sector_identifier", why);
+            None
+        }
+    }
 }
 
 /// `require_pkce`: true unless a confidential client says false.
@@ -461,6 +509,41 @@ mod tests {
             vec![
                 "clients[0].require_pkce: is false for a public client, which must use PKCE (it has no client_secret)",
                 "clients[1].require_pkce: must be true or false",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_client_may_name_its_subject_type_and_its_sector() {
+        let clients = Clients::parse(
+            r#"{"clients": [
+                {"client_id": "a", "redirect_uris": ["https://a.example/cb", "https://b.example/cb"], "sector_identifier": "a.example"},
+                {"client_id": "b", "redirect_uris": ["https://b.example/cb"], "subject_type": "public"},
+                {"client_id": "c", "redirect_uris": ["https://c.example/cb"], "subject_type": "pairwise"}
+            ]}"#,
+        )
+        .unwrap();
+        let a = clients.get("a").unwrap();
+        assert_eq!(a.subject_type, SubjectType::Pairwise, "the default");
+        assert_eq!(a.sector, Sector::Host("a.example".into()));
+        assert_eq!(clients.get("b").unwrap().subject_type, SubjectType::Public);
+        let c = clients.get("c").unwrap();
+        assert_eq!(c.sector, Sector::Host("c.example".into()));
+        let problems = Clients::parse(
+            r#"{"clients": [
+                {"client_id": "a", "redirect_uris": ["https://a.example/cb"], "subject_type": "Public"},
+                {"client_id": "b", "redirect_uris": ["https://b.example/cb"], "sector_identifier": "https://b.example/sector.json"},
+                {"client_id": "c", "redirect_uris": ["https://c.example/cb"], "sector_identifier": 5, "subject_type": true}
+            ]}"#,
+        )
+        .unwrap_err();
+        assert_eq!(
+            problems,
+            vec![
+                "clients[0].subject_type: must be \"pairwise\" (the default) or \"public\"",
+                "clients[1].sector_identifier: must be a host name in lower case, like `shop.example`: the host the client's sites share, not a URL",
+                "clients[2].subject_type: must be \"pairwise\" (the default) or \"public\"",
+                "clients[2].sector_identifier: must be a host name in lower case, like `shop.example`: the host the client's sites share, not a URL",
             ]
         );
     }

@@ -5,9 +5,12 @@
 //! - `clients`: the clients file.
 //! - `redirect`: a redirect URI's canonical form, and how a request's is
 //!   matched against the registered ones.
+//! - `subject`: how `sub` is made: its claims, the pairwise key, a
+//!   client's subject type and sector.
 
 pub mod clients;
 mod redirect;
+pub mod subject;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,14 +21,15 @@ use super::credentials::{
 };
 use super::issuer::{ClaimsMap, Issuer};
 use super::settings::{
-    OIDC_CLAIMS_MAP, OIDC_CLIENTS_FILE, OIDC_ISSUER, OIDC_PREVIOUS_KEY_FILE, OIDC_SIGNING_KEY,
-    OIDC_SIGNING_KEY_FILE, OIDC_SUB_CLAIM,
+    OIDC_CLAIMS_MAP, OIDC_CLIENTS_FILE, OIDC_ISSUER, OIDC_PAIRWISE_KEY, OIDC_PAIRWISE_KEY_FILE,
+    OIDC_PREVIOUS_KEY_FILE, OIDC_SIGNING_KEY, OIDC_SIGNING_KEY_FILE, OIDC_SUB_CLAIM,
 };
 use super::sources::{Layers, Reported, Source, Sourced, io_reason};
 use crate::Secret;
 use crate::files::read_small;
 
 pub use clients::{Client, Clients};
+use subject::{PairwiseKey, SubClaims, SubjectType};
 
 /// A PEM key file, at most: an 8192-bit key with a certificate beside it.
 const MAX_KEY_FILE_BYTES: u64 = 64 * 1024;
@@ -39,9 +43,12 @@ pub struct OidcConfig {
     pub key: Arc<SigningKey>,
     /// The key before it, published until what it signed has expired.
     pub previous: Option<RsaPublic>,
-    /// The presented claim that becomes `sub`; `None`: a fresh value per
-    /// login.
-    pub sub_claim: Option<String>,
+    /// The presented claims whose values make `sub`, in order; none: a
+    /// fresh value per login.
+    pub sub_claims: Vec<String>,
+    /// What pairwise `sub`s are hashed under; given whenever a client's
+    /// `sub` is pairwise.
+    pub pairwise_key: Option<PairwiseKey>,
     pub claims_map: ClaimsMap,
 }
 
@@ -53,6 +60,32 @@ enum KeySource {
 }
 
 impl KeySource {
+    /// The one of the two given, or `None` with its problem recorded.
+    fn given(
+        l: &mut Layers<'_>,
+        file: Option<Sourced<PathBuf>>,
+        value: Option<Sourced<Secret>>,
+    ) -> Option<KeySource> {
+        match (file, value) {
+            (Some(file), None) => Some(KeySource::File(file)),
+            (None, Some(value)) => Some(KeySource::Value(value)),
+            (Some(file), Some(_)) => {
+                let why = format!("{} is set too; set one of them", OIDC_SIGNING_KEY.env);
+                l.problem(OIDC_SIGNING_KEY_FILE.env, &file.source, &why);
+                None
+            }
+            (None, None) => {
+                l.errors.push(format!(
+                    "{}: {}; or set {}",
+                    OIDC_SIGNING_KEY_FILE.env,
+                    needs_issuer("the RSA key ID tokens are signed with"),
+                    OIDC_SIGNING_KEY.env
+                ));
+                None
+            }
+        }
+    }
+
     fn env(&self) -> &'static str {
         match self {
             KeySource::File(_) => OIDC_SIGNING_KEY_FILE.env,
@@ -99,8 +132,20 @@ pub(super) struct OidcSettings {
     clients: Option<Sourced<PathBuf>>,
     key: Option<KeySource>,
     previous: Option<Sourced<PathBuf>>,
-    sub_claim: Option<String>,
+    /// `Err`: given, but not claim names (recorded).
+    sub_claims: Result<Option<Sourced<SubClaims>>, Reported>,
+    /// `Err`: given, but not a key (recorded).
+    pairwise_key: Result<Option<GivenKey>, Reported>,
     claims_map: ClaimsMap,
+}
+
+/// The pairwise key as given, and by which of its two settings from
+/// where.
+#[derive(Debug, Clone)]
+struct GivenKey {
+    env: &'static str,
+    source: Source,
+    key: PairwiseKey,
 }
 
 impl OidcSettings {
@@ -116,7 +161,8 @@ impl OidcSettings {
             source: key.source,
         });
         let previous = l.optional(&OIDC_PREVIOUS_KEY_FILE);
-        let sub_claim = l.optional(&OIDC_SUB_CLAIM);
+        let sub_claims = l.given(&OIDC_SUB_CLAIM);
+        let pairwise_key = pairwise_key(l);
         let claims_map = l.optional(&OIDC_CLAIMS_MAP);
         let issuer = match issuer {
             Ok(Some(issuer)) => Some(issuer),
@@ -134,7 +180,16 @@ impl OidcSettings {
                     previous
                         .as_ref()
                         .map(|s| (OIDC_PREVIOUS_KEY_FILE.env, &s.source)),
-                    sub_claim.as_ref().map(|s| (OIDC_SUB_CLAIM.env, &s.source)),
+                    sub_claims
+                        .as_ref()
+                        .ok()
+                        .and_then(Option::as_ref)
+                        .map(|s| (OIDC_SUB_CLAIM.env, &s.source)),
+                    pairwise_key
+                        .as_ref()
+                        .ok()
+                        .and_then(Option::as_ref)
+                        .map(|given| (given.env, &given.source)),
                     claims_map
                         .as_ref()
                         .map(|s| (OIDC_CLAIMS_MAP.env, &s.source)),
@@ -149,38 +204,20 @@ impl OidcSettings {
                 return None;
             }
         };
-        let needs = |what: &str| format!("is required with {} ({what})", OIDC_ISSUER.env);
         if clients.is_none() {
             l.errors.push(format!(
                 "{}: {}",
                 OIDC_CLIENTS_FILE.env,
-                needs("the relying parties allowed to use the provider")
+                needs_issuer("the relying parties allowed to use the provider")
             ));
         }
-        let key = match (key_file, key_value) {
-            (Some(file), None) => Some(KeySource::File(file)),
-            (None, Some(value)) => Some(KeySource::Value(value)),
-            (Some(file), Some(_)) => {
-                let why = format!("{} is set too; set one of them", OIDC_SIGNING_KEY.env);
-                l.problem(OIDC_SIGNING_KEY_FILE.env, &file.source, &why);
-                None
-            }
-            (None, None) => {
-                l.errors.push(format!(
-                    "{}: {}; or set {}",
-                    OIDC_SIGNING_KEY_FILE.env,
-                    needs("the RSA key ID tokens are signed with"),
-                    OIDC_SIGNING_KEY.env
-                ));
-                None
-            }
-        };
         Some(OidcSettings {
             issuer,
             clients,
-            key,
+            key: KeySource::given(l, key_file, key_value),
             previous,
-            sub_claim: sub_claim.map(|given| given.value),
+            sub_claims,
+            pairwise_key,
             claims_map: claims_map.map(|given| given.value).unwrap_or_default(),
         })
     }
@@ -197,6 +234,9 @@ impl OidcSettings {
     ) -> Option<OidcConfig> {
         let before = l.errors.len();
         let clients = self.clients.as_ref().and_then(|file| read_clients(l, file));
+        if let (Some(clients), Some(file)) = (&clients, &self.clients) {
+            self.check_subjects(l, clients, file);
+        }
         let key = self.key.as_ref().and_then(|source| {
             let key = source.load(l, limit)?;
             if key.public().is_none() {
@@ -231,10 +271,93 @@ impl OidcSettings {
             clients: Arc::new(clients?),
             key: Arc::new(key?.0),
             previous: previous.map(|(public, _)| public),
-            sub_claim: self.sub_claim.clone(),
+            sub_claims: match &self.sub_claims {
+                Ok(Some(claims)) => claims.value.0.clone(),
+                _ => Vec::new(),
+            },
+            pairwise_key: match &self.pairwise_key {
+                Ok(Some(given)) => Some(given.key.clone()),
+                _ => None,
+            },
             claims_map: self.claims_map.clone(),
         })
     }
+
+    /// Records what keeps `clients` from their `sub`s: with
+    /// `LANYARD_OIDC_SUB_CLAIM`, a pairwise client needs one sector
+    /// (OpenID Connect Core §8.1) and the pairwise key; without it, no
+    /// key is used, and one given is refused rather than ignored.
+    fn check_subjects(&self, l: &mut Layers<'_>, clients: &Clients, file: &Sourced<PathBuf>) {
+        let sub_claims = match &self.sub_claims {
+            Ok(Some(sub_claims)) => sub_claims,
+            // Recorded already.
+            Err(Reported) => return,
+            Ok(None) => {
+                if let Ok(Some(given)) = &self.pairwise_key {
+                    let why = format!(
+                        "set, but {} is not: without it every login's `sub` is a fresh value, and no key makes it",
+                        OIDC_SUB_CLAIM.env
+                    );
+                    l.problem(given.env, &given.source, &why);
+                }
+                return;
+            }
+        };
+        let pairwise: Vec<&Client> = clients
+            .iter()
+            .filter(|client| client.subject_type == SubjectType::Pairwise)
+            .collect();
+        for client in &pairwise {
+            if let Some(why) = client.sector.problem() {
+                let why = format!("{}: client `{}`: {why}", file.value.display(), client.id);
+                l.problem(OIDC_CLIENTS_FILE.env, &file.source, &why);
+            }
+        }
+        if !pairwise.is_empty() && matches!(self.pairwise_key, Ok(None)) {
+            l.errors.push(format!(
+                "{}: is required with {} ({}) while a client's `sub` is pairwise, as it is unless its entry says \"subject_type\": \"public\"; make one with `head -c 32 /dev/urandom | base64`, or set {}",
+                OIDC_PAIRWISE_KEY.env,
+                OIDC_SUB_CLAIM.env,
+                sub_claims.source,
+                OIDC_PAIRWISE_KEY_FILE.env
+            ));
+        }
+    }
+}
+
+/// Why a setting the provider needs is missing.
+fn needs_issuer(what: &str) -> String {
+    format!("is required with {} ({what})", OIDC_ISSUER.env)
+}
+
+/// The pairwise key file's bytes, at most: base64 of a long key.
+const MAX_PAIRWISE_KEY_FILE_BYTES: u64 = 4096;
+
+/// The pairwise key, given or read from its file (one or the other);
+/// never quoted in a problem.
+fn pairwise_key(l: &mut Layers<'_>) -> Result<Option<GivenKey>, Reported> {
+    let given = l.given(&OIDC_PAIRWISE_KEY)?.map(|given| GivenKey {
+        env: OIDC_PAIRWISE_KEY.env,
+        source: given.source,
+        key: given.value,
+    });
+    let Some(file) = l.given(&OIDC_PAIRWISE_KEY_FILE)? else {
+        return Ok(given);
+    };
+    if given.is_some() {
+        let why = format!("{} is set too; set one of them", OIDC_PAIRWISE_KEY.env);
+        l.problem(OIDC_PAIRWISE_KEY_FILE.env, &file.source, &why);
+        return Err(Reported);
+    }
+    let read = read_small(&file.value, MAX_PAIRWISE_KEY_FILE_BYTES, "a key file")
+        .map_err(|err| format!("cannot be read: {}", io_reason(&err)))
+        .and_then(|bytes| PairwiseKey::parse(&String::from_utf8_lossy(&bytes)));
+    let key = recorded(l, OIDC_PAIRWISE_KEY_FILE.env, &file, read).ok_or(Reported)?;
+    Ok(Some(GivenKey {
+        env: OIDC_PAIRWISE_KEY_FILE.env,
+        source: file.source,
+        key,
+    }))
 }
 
 /// Why the provider's keys are never the service account's.

@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 
 use crate::config::declaration::{DefaultValue, Setting};
-use crate::config::issuer::{ClaimsMap, Issuer, parse_claim_name};
+use crate::config::issuer::{ClaimsMap, Issuer};
+use crate::config::oidc::subject::{PairwiseKey, SubClaims};
 use crate::config::values::read_path;
 
 /// `LANYARD_OIDC_ISSUER`: set, `lanyard verifier` is also a provider.
@@ -71,14 +72,40 @@ pub const OIDC_PREVIOUS_KEY_FILE: Setting<PathBuf> = Setting {
 };
 
 /// `LANYARD_OIDC_SUB_CLAIM`.
-pub const OIDC_SUB_CLAIM: Setting<String> = Setting {
+pub const OIDC_SUB_CLAIM: Setting<SubClaims> = Setting {
     key: "oidc_sub_claim",
     env: "LANYARD_OIDC_SUB_CLAIM",
     flag: Some("--oidc-sub-claim"),
-    value_name: Some("CLAIM"),
-    help: "The presented claim that becomes the ID token's `sub`",
+    value_name: Some("CLAIM,..."),
+    help: "The presented claims that name the person; the ID token's `sub` is made of them",
     default: DefaultValue::Described("a fresh opaque value per login"),
-    read: parse_claim_name,
+    read: SubClaims::parse,
+    secret: false,
+};
+
+/// `LANYARD_OIDC_PAIRWISE_KEY`: environment or config file only, never a
+/// flag (a flag's value shows in the process list).
+pub const OIDC_PAIRWISE_KEY: Setting<PairwiseKey> = Setting {
+    key: "oidc_pairwise_key",
+    env: "LANYARD_OIDC_PAIRWISE_KEY",
+    flag: None,
+    value_name: None,
+    help: "The key pairwise `sub`s are hashed under: base64 of 32+ bytes",
+    default: DefaultValue::None,
+    read: PairwiseKey::parse,
+    secret: true,
+};
+
+/// `LANYARD_OIDC_PAIRWISE_KEY_FILE`: the same, from a file (a mounted
+/// Secret).
+pub const OIDC_PAIRWISE_KEY_FILE: Setting<PathBuf> = Setting {
+    key: "oidc_pairwise_key_file",
+    env: "LANYARD_OIDC_PAIRWISE_KEY_FILE",
+    flag: Some("--oidc-pairwise-key-file"),
+    value_name: Some("PATH"),
+    help: "A file holding LANYARD_OIDC_PAIRWISE_KEY",
+    default: DefaultValue::None,
+    read: read_path,
     secret: false,
 };
 

@@ -7,6 +7,8 @@ use super::*;
 use base64::Engine as _;
 use serde_json::json;
 
+use crate::config::oidc::subject::{Sector, SubjectType};
+
 const ISSUER: &str = "https://login.example.com/wallet";
 /// The shop's secret, which no message may quote.
 const SECRET: &str = "the-shops-secret-0123456789";
@@ -15,6 +17,11 @@ const CLIENTS: &str = "LANYARD_OIDC_CLIENTS_FILE";
 const KEY_FILE: &str = "LANYARD_OIDC_SIGNING_KEY_FILE";
 const KEY_VALUE: &str = "LANYARD_OIDC_SIGNING_KEY";
 const PREVIOUS: &str = "LANYARD_OIDC_PREVIOUS_KEY_FILE";
+const SUB_CLAIM: &str = "LANYARD_OIDC_SUB_CLAIM";
+const PAIRWISE_KEY: &str = "LANYARD_OIDC_PAIRWISE_KEY";
+const PAIRWISE_KEY_FILE: &str = "LANYARD_OIDC_PAIRWISE_KEY_FILE";
+/// A pairwise key: base64 of 32 bytes, which no message may quote.
+const PAIRWISE: &str = "cGFpcndpc2Uta2V5LW9mLXRoZS10ZXN0LTAxMjM0NTY=";
 
 /// A setting's name with where its value came from, the environment.
 fn from_env(env: &str) -> String {
@@ -50,7 +57,7 @@ impl Files {
             &clients,
             clients_json(json!([
                 {"client_id": "shop", "client_secret": SECRET, "redirect_uris": ["https://shop.example/cb"], "client_name": "The Shop"},
-                {"client_id": "spa", "redirect_uris": ["http://127.0.0.1:3000/cb"]},
+                {"client_id": "spa", "redirect_uris": ["http://127.0.0.1:3000/cb"], "subject_type": "public"},
             ])),
         )
         .unwrap();
@@ -126,7 +133,8 @@ fn a_provider_loads_with_its_issuer_clients_and_keys() {
     let config = files
         .load(&[
             (PREVIOUS, &files.previous_public),
-            ("LANYARD_OIDC_SUB_CLAIM", "document_number"),
+            (SUB_CLAIM, "nationality, document_number"),
+            (PAIRWISE_KEY, PAIRWISE),
             ("LANYARD_OIDC_CLAIMS_MAP", "portrait="),
         ])
         .unwrap();
@@ -148,7 +156,12 @@ fn a_provider_loads_with_its_issuer_clients_and_keys() {
         previous.public(),
         "its public key alone"
     );
-    assert_eq!(oidc.sub_claim.as_deref(), Some("document_number"));
+    assert_eq!(oidc.sub_claims, ["nationality", "document_number"]);
+    assert!(oidc.pairwise_key.is_some());
+    assert_eq!(shop.subject_type, SubjectType::Pairwise, "the default");
+    assert_eq!(shop.sector, Sector::Host("shop.example".into()));
+    let spa = oidc.clients.get("spa").unwrap();
+    assert_eq!(spa.subject_type, SubjectType::Public);
     assert_eq!(oidc.claims_map.0, [("portrait".to_string(), None)]);
     let shown = format!("{config:?}");
     assert!(
@@ -157,6 +170,7 @@ fn a_provider_loads_with_its_issuer_clients_and_keys() {
     );
     let key_line = files.key_pem.lines().nth(1).unwrap();
     assert!(!shown.contains(key_line), "the key shown");
+    assert!(!shown.contains(PAIRWISE), "the pairwise key shown");
 
     // The key as PEM text, the previous one as its private key; `check`
     // reads the provider too, and `run` does not.
@@ -373,12 +387,15 @@ fn the_previous_key_is_the_one_before_never_the_current_or_the_accounts() {
 #[test]
 fn a_provider_setting_without_the_issuer_is_refused_by_name() {
     let files = Files::new();
+    let pairwise_file = files.write("pairwise.key", PAIRWISE);
     let alone = [
         (CLIENTS, files.clients.as_str()),
         (KEY_FILE, files.key.as_str()),
         (KEY_VALUE, files.key_pem.as_str()),
         (PREVIOUS, files.previous.as_str()),
-        ("LANYARD_OIDC_SUB_CLAIM", "document_number"),
+        (SUB_CLAIM, "document_number"),
+        (PAIRWISE_KEY, PAIRWISE),
+        (PAIRWISE_KEY_FILE, pairwise_file.as_str()),
         ("LANYARD_OIDC_CLAIMS_MAP", "portrait="),
     ];
     let why = "set, but LANYARD_OIDC_ISSUER is not: the OpenID Connect provider is off without its issuer";
@@ -394,10 +411,12 @@ fn a_provider_setting_without_the_issuer_is_refused_by_name() {
         assert_eq!(err.lines(), [format!("{}: {why}", from_env(env))]);
         assert!(!err.to_string().contains("PRIVATE KEY"), "{err}");
     }
+    // Every one at once, but the pairwise key once: given twice, that is
+    // its problem.
     let mut all = vec![(ISSUER_ENV, "")];
-    all.extend(alone);
+    all.extend(alone.iter().filter(|(env, _)| *env != PAIRWISE_KEY_FILE));
     let err = files.load(&all).unwrap_err();
-    assert_eq!(err.lines().len(), alone.len(), "{err}");
+    assert_eq!(err.lines().len(), alone.len() - 1, "{err}");
 }
 
 #[test]
@@ -448,4 +467,61 @@ fn every_problem_with_the_provider_shows_in_one_run() {
     assert_eq!(err.lines().len(), 2, "{err}");
     assert!(err.lines()[0].contains("LANYARD_OIDC_SIGNING_KEY is set too"));
     assert!(err.lines()[1].contains("client ids must be unique"));
+}
+
+/// A pairwise `sub` needs its key, given once; the key alone, without
+/// claims to hash, is refused rather than ignored; and no problem quotes
+/// it.
+#[test]
+fn the_pairwise_key_is_given_once_and_only_with_the_claims_it_hashes() {
+    let files = Files::new();
+    let key_file = files.write("pairwise.key", format!("{PAIRWISE}\n"));
+    let loaded = files.load(&[
+        (SUB_CLAIM, "document_number"),
+        (PAIRWISE_KEY_FILE, &key_file),
+    ]);
+    let from_file = loaded.unwrap().oidc.unwrap().pairwise_key;
+    let given = files.load(&[(SUB_CLAIM, "document_number"), (PAIRWISE_KEY, PAIRWISE)]);
+    assert_eq!(from_file, given.unwrap().oidc.unwrap().pairwise_key);
+
+    let missing = the_problem(&files, &[(SUB_CLAIM, "document_number")]);
+    assert!(
+        missing.starts_with(&format!(
+            "{PAIRWISE_KEY}: is required with {SUB_CLAIM} (environment variable {SUB_CLAIM}) while a client's `sub` is pairwise"
+        )),
+        "{missing}"
+    );
+    let short = files.write("short.key", "c2hvcnQ=");
+    for (pairs, expected) in [
+        (
+            vec![(PAIRWISE_KEY, PAIRWISE)],
+            format!("{}: set, but {SUB_CLAIM} is not", from_env(PAIRWISE_KEY)),
+        ),
+        (
+            vec![
+                (SUB_CLAIM, "a"),
+                (PAIRWISE_KEY, PAIRWISE),
+                (PAIRWISE_KEY_FILE, &key_file),
+            ],
+            format!("{}: {PAIRWISE_KEY} is set too", from_env(PAIRWISE_KEY_FILE)),
+        ),
+        (
+            vec![(SUB_CLAIM, "a"), (PAIRWISE_KEY_FILE, &short)],
+            format!(
+                "{}: {short} is not base64 of 32 bytes",
+                from_env(PAIRWISE_KEY_FILE)
+            ),
+        ),
+        (
+            vec![(SUB_CLAIM, "a"), (PAIRWISE_KEY, "c2hvcnQ=")],
+            format!("{}: is not base64 of 32 bytes", from_env(PAIRWISE_KEY)),
+        ),
+    ] {
+        let problem = the_problem(&files, &pairs);
+        assert!(problem.starts_with(&expected), "{problem}");
+        assert!(
+            !problem.contains(PAIRWISE) && !problem.contains("c2hvcnQ"),
+            "{problem}"
+        );
+    }
 }

@@ -24,15 +24,10 @@ pub const MAX_ID_TOKEN_CLAIM: usize = 1024;
 /// The presented claims an ID token carries together, at most, as JSON;
 /// the claims past it, in the order presented, are in `userinfo` only.
 pub const MAX_ID_TOKEN_CLAIMS: usize = 4096;
-/// The longest `sub` (OpenID Connect Core §2: at most 255 ASCII
-/// characters).
-const MAX_SUB: usize = 255;
 
 /// How presented claims are named, from the settings.
 #[derive(Debug, Clone, Default)]
 pub struct Naming {
-    /// `LANYARD_OIDC_SUB_CLAIM`.
-    pub sub_claim: Option<String>,
     /// `LANYARD_OIDC_CLAIMS_MAP`.
     pub map: ClaimsMap,
 }
@@ -82,28 +77,6 @@ impl Naming {
             named.userinfo.insert(name.to_string(), value.clone());
         }
         named
-    }
-
-    /// The `sub` the presented claims give, when a claim is set for it:
-    /// a string, or a number as written, of at most 255 ASCII characters.
-    /// `Ok(None)`: none is set, and the login gets a fresh one. `Err`: the
-    /// claim is set and these claims have no usable one.
-    pub fn sub(&self, presented: &Map<String, Value>) -> Result<Option<String>, ()> {
-        let Some(claim) = &self.sub_claim else {
-            return Ok(None);
-        };
-        let sub = match presented.get(claim) {
-            Some(Value::String(text)) => text.clone(),
-            Some(Value::Number(number)) => number.to_string(),
-            _ => return Err(()),
-        };
-        match !sub.is_empty()
-            && sub.len() <= MAX_SUB
-            && sub.bytes().all(|b| (0x20..0x7f).contains(&b))
-        {
-            true => Ok(Some(sub)),
-            false => Err(()),
-        }
     }
 }
 
@@ -162,7 +135,6 @@ mod tests {
         assert_eq!(named.userinfo, named.id_token);
 
         let naming = Naming {
-            sub_claim: None,
             map: ClaimsMap::parse(
                 "email_verified=email_verified,mail_checked=phone_number_verified",
             )
@@ -182,7 +154,6 @@ mod tests {
     #[test]
     fn the_map_renames_and_leaves_out_before_the_standard_names() {
         let naming = Naming {
-            sub_claim: None,
             map: ClaimsMap::parse("birth_date=date_of_birth,document_number=").unwrap(),
         };
         let named = naming.name(&object(json!({
@@ -214,22 +185,5 @@ mod tests {
         );
         assert!(!named.id_token.contains_key("field_9"));
         assert_eq!(named.userinfo.len(), 12);
-    }
-
-    #[test]
-    fn sub_comes_from_its_claim_when_one_is_set() {
-        let presented = object(
-            json!({"document_number": "X1", "n": 42, "o": {"a": 1}, "long": "x".repeat(300)}),
-        );
-        assert_eq!(Naming::default().sub(&presented), Ok(None));
-        let by = |claim: &str| Naming {
-            sub_claim: Some(claim.into()),
-            map: ClaimsMap::default(),
-        };
-        assert_eq!(by("document_number").sub(&presented), Ok(Some("X1".into())));
-        assert_eq!(by("n").sub(&presented), Ok(Some("42".into())));
-        for unusable in ["o", "long", "missing"] {
-            assert_eq!(by(unusable).sub(&presented), Err(()), "{unusable}");
-        }
     }
 }

@@ -17,6 +17,7 @@
 //! - `session`: what a login changes in `/api/start` and `/api/status`.
 //! - `token`: the token endpoint and `userinfo`.
 //! - `claims`: the presented claims as relying parties read them.
+//! - `subject`: `sub`, public or pairwise.
 //! - `throttle`: failed client authentications, counted and bounded.
 //! - `userinfo_limit`: `userinfo` calls, counted per access token.
 //! - `cors`: which browser pages may call the token endpoint and
@@ -30,6 +31,7 @@ mod cors;
 mod sealed;
 mod session;
 mod signer;
+mod subject;
 mod throttle;
 mod token;
 mod userinfo_limit;
@@ -49,6 +51,7 @@ use super::api::{Refusal, unix_now};
 use super::errors::VerifierError;
 use super::limits::{Client as Address, client_address};
 use crate::config::issuer::Issuer;
+use crate::config::oidc::subject::SubjectType;
 use crate::config::oidc::{Clients, OidcConfig};
 use crate::metrics::OidcMetrics;
 
@@ -58,6 +61,7 @@ pub use userinfo_limit::USERINFO_PER_MINUTE;
 
 use claims::Naming;
 use signer::Signer;
+use subject::Subjects;
 use throttle::Throttle;
 use token::Redeemed;
 use userinfo_limit::UserinfoLimit;
@@ -74,6 +78,7 @@ pub struct Provider {
     clients: Arc<Clients>,
     signer: Signer,
     naming: Naming,
+    subjects: Subjects,
     /// Codes this replica has redeemed, until they expire, and the logins
     /// revoked here because a code of theirs came again.
     redeemed: Mutex<Redeemed>,
@@ -123,14 +128,14 @@ impl Provider {
     ) -> Result<Provider, String> {
         let signer = Signer::new(config.key.clone(), config.previous.as_ref(), signing_limit)?;
         Ok(Provider {
-            discovery: discovery(&config.issuer),
+            discovery: discovery(&config.issuer, &subject_types(config)),
             issuer: config.issuer.clone(),
             clients: config.clients.clone(),
             signer,
             naming: Naming {
-                sub_claim: config.sub_claim.clone(),
                 map: config.claims_map.clone(),
             },
+            subjects: Subjects::new(&config.sub_claims, config.pairwise_key.as_ref()),
             redeemed: Mutex::new(Redeemed::default()),
             throttle: Throttle::default(),
             userinfo_limit: UserinfoLimit::default(),
@@ -173,9 +178,24 @@ impl Provider {
     }
 }
 
+/// The subject types the clients get (OpenID Connect Core §8): with
+/// claims that name the person, each client's, pairwise first; without,
+/// a fresh `sub` per login, which is no client's in particular and is
+/// said as `public`, as it always was.
+fn subject_types(config: &OidcConfig) -> Vec<&'static str> {
+    if config.sub_claims.is_empty() {
+        return vec![SubjectType::Public.as_str()];
+    }
+    [SubjectType::Pairwise, SubjectType::Public]
+        .into_iter()
+        .filter(|kind| config.clients.iter().any(|c| c.subject_type == *kind))
+        .map(SubjectType::as_str)
+        .collect()
+}
+
 /// The discovery document (OpenID Connect Discovery §3): what is served,
 /// and nothing that is not.
-fn discovery(issuer: &Issuer) -> Bytes {
+fn discovery(issuer: &Issuer, subject_types: &[&str]) -> Bytes {
     let document = json!({
         "issuer": issuer.as_str(),
         "authorization_endpoint": issuer.endpoint("/authorize"),
@@ -186,7 +206,7 @@ fn discovery(issuer: &Issuer) -> Bytes {
         "response_types_supported": ["code"],
         "response_modes_supported": ["query"],
         "grant_types_supported": ["authorization_code"],
-        "subject_types_supported": ["public"],
+        "subject_types_supported": subject_types,
         "id_token_signing_alg_values_supported": ["RS256"],
         "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post", "none"],
         "code_challenge_methods_supported": ["S256"],

@@ -91,7 +91,7 @@ impl Provider {
     }
 
     /// A verified login: a code for the client, or `access_denied` when
-    /// the claim that names the person is not there.
+    /// the claims that name the person are not there.
     fn verified(
         &self,
         keys: &KeyRing,
@@ -101,10 +101,14 @@ impl Provider {
         auth_time: u64,
     ) -> LoginEnding {
         let presented: Map<String, Value> = serde_json::from_str(claims).unwrap_or_default();
-        let sub = match self.naming.sub(&presented) {
-            Ok(Some(sub)) => Ok(sub),
-            Ok(None) => sealed::random_id(),
-            Err(()) => Err("the presented credential has no claim that names the person".into()),
+        let client = self.clients.get(&authorization.client_id);
+        let sub = match client.map(|client| self.subjects.sub(client, &presented)) {
+            Some(Ok(Some(sub))) => Ok(sub),
+            Some(Ok(None)) => sealed::random_id(),
+            Some(Err(())) => {
+                Err("the presented credential has no claims that name the person".into())
+            }
+            None => Err("the client is no longer registered".into()),
         };
         let now = unix_now();
         let code = sub.and_then(|sub| {

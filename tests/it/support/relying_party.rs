@@ -174,6 +174,17 @@ pub async fn through_page_presenting(
 /// A whole login at the provider at `base`: the authorization page for
 /// `query`, then [`through_page`]. Returns the URL the page is sent to.
 pub async fn login(base: &str, query: &str, wallet: impl FnOnce(&str) -> String) -> String {
+    login_presenting(base, query, wallet, &Value::Null).await
+}
+
+/// As [`login`], the wallet presenting the claims `presented` (the mock's
+/// own when `null`).
+pub async fn login_presenting(
+    base: &str,
+    query: &str,
+    wallet: impl FnOnce(&str) -> String,
+    presented: &Value,
+) -> String {
     let page = send(
         Method::GET,
         &format!("{base}/authorize?{query}"),
@@ -182,7 +193,19 @@ pub async fn login(base: &str, query: &str, wallet: impl FnOnce(&str) -> String)
     )
     .await;
     assert_eq!(page.status, 200, "{}", super::text(&page.body));
-    through_page(base, &sealed_request(&page), wallet).await
+    let body = match presented {
+        Value::Null => Bytes::new(),
+        claims => Bytes::from(claims.to_string()),
+    };
+    through_page_presenting(base, &sealed_request(&page), wallet, body).await
+}
+
+/// The discovery document of the provider at `base`.
+pub async fn discovery(base: &str) -> Value {
+    let url = format!("{base}/.well-known/openid-configuration");
+    let answer = send(Method::GET, &url, &[], Bytes::new()).await;
+    assert_eq!(answer.status, 200);
+    answer.json()
 }
 
 /// The code in a redirect that carries one.
