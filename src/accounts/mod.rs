@@ -203,6 +203,14 @@ impl Routes {
     /// The account for a request's path (after the base URL's prefix).
     pub fn pick(&self, path: &str) -> Result<&Arc<Account>, NoAccount> {
         if !self.by_path {
+            // The base URL's prefix is a boundary whatever the routing
+            // (docs/proxy.md); plain dot-segments were refused before.
+            if let Some(unreadable) = organization::hidden_dot_segment(path) {
+                return Err(NoAccount::Unreadable(
+                    unreadable.why,
+                    unreadable.shown_segment(),
+                ));
+            }
             return self.default.as_ref().ok_or(NoAccount::ForPath);
         }
         match organization::route(path) {

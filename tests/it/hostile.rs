@@ -506,6 +506,51 @@ async fn paths_that_could_leave_the_base_prefix_are_refused() {
     assert_eq!(answer.json()["path"], "/prefix/v1/file.json");
 }
 
+/// Dot-segments as a lenient upstream reads them, with one account and no
+/// directory: one that trims whitespace and control characters (IIS,
+/// older Spring MVC), decodes twice, decodes IIS's `%u` escapes or
+/// overlong UTF-8, or normalises compatibility forms (NFKC) could resolve
+/// these above the base URL's prefix.
+#[tokio::test]
+async fn dot_segments_hidden_from_a_strict_reading_are_refused_with_one_account() {
+    let upstream = TestUpstream::start(None).await;
+    let base = format!("{}/prefix", upstream.url);
+    let running = sidecar::start(mock().await, &base, &[]).await;
+    running.ready().await;
+    for path in [
+        "/a/..%20/other",
+        "/a/%20../other",
+        "/a/..%09/other",
+        "/a/..%0d%0a/other",
+        "/a/..%C2%A0/other",
+        "/a/%EF%BC%8E%EF%BC%8E/other",
+        "/a/%E2%80%A5/other",
+        "/a/%u002e%u002e/other",
+        "/a/%C0%AE%C0%AE/other",
+        "/a/%252e%252e/other",
+        "/a/..%E2%80%8B/other",
+    ] {
+        let request = format!("GET {path} HTTP/1.1\r\nhost: lanyard\r\nconnection: close\r\n\r\n");
+        let answer = exchange(&running, request.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{path}: {answer}");
+        assert!(answer.contains("lanyard-error: bad_request"), "{path}");
+        // The message names the segment, as sent.
+        let segment = path.split('/').nth(2).unwrap();
+        assert!(answer.contains(segment), "{path}: {answer}");
+    }
+    assert_eq!(upstream.requests(), 0, "a request escaped the prefix");
+    // Encoded slashes and text that is not ASCII are still forwarded with
+    // one account: APIs name things with them.
+    for (path, forwarded) in [
+        ("/v1/group%2Fproject", "/prefix/v1/group%2Fproject"),
+        ("/v1/caf%C3%A9", "/prefix/v1/caf%C3%A9"),
+        ("/v1/a..b/%20x", "/prefix/v1/a..b/%20x"),
+    ] {
+        let answer = get(&format!("{}{path}", running.proxy)).await;
+        assert_eq!(answer.json()["path"], forwarded, "{path}");
+    }
+}
+
 #[tokio::test]
 async fn an_absolute_form_target_with_no_path_keeps_its_query() {
     let (_upstream, running) = sidecar_with(&[]).await;

@@ -19,6 +19,8 @@ pub const PERCENT_U: &str = "the path holds a %uXXXX escape, which IIS decodes i
 pub const OVERLONG: &str = "the path holds an overlong UTF-8 form (such as %C0%AE), which a lenient decoder reads as an ASCII character; lanyard does not forward it";
 pub const SEPARATOR: &str = "the path has an encoded / or \\, a \\, or a compatibility form of either (／, ＼), which an upstream could read as another organization's path; lanyard does not forward it";
 pub const HIDDEN_DOT: &str = "the path has a dot-segment hidden by encoding, whitespace, a control character or a compatibility form of . (．, ․, ‥), which an upstream could resolve into another organization's path (RFC 3986 §5.2.4); lanyard does not forward it";
+/// The same, for a path not routed by organization.
+pub const HIDDEN_DOT_BASE: &str = "the path has a dot-segment hidden by encoding, whitespace, a control character or a compatibility form of . (．, ․, ‥), which an upstream could resolve above the service's base path (RFC 3986 §5.2.4); lanyard does not forward it";
 
 /// Why one decoding of a segment before the organization, or at its
 /// place, could read as another segment to a lenient upstream: any

@@ -180,6 +180,31 @@ fn reading(segment: &str) -> Reading {
     Reading::Unclear
 }
 
+/// The first segment of `path` that hides a dot-segment from a strict
+/// reading, at any depth an upstream decodes to (whitespace or control
+/// characters around dots, compatibility forms of `.`, IIS's `%u`
+/// escapes, overlong UTF-8, escapes past what lanyard reads), and why: the
+/// rule for a path not routed by organization, which such a segment could
+/// take above the base URL's prefix. Encoded separators pass, as APIs name
+/// things with them; an organization's path refuses them in [`route`].
+pub fn hidden_dot_segment(path: &str) -> Option<Unreadable<'_>> {
+    let plain = path.is_ascii() && !path.contains('%');
+    if plain {
+        return None;
+    }
+    path.split('/').find_map(|segment| {
+        let why = match hidden_in(segment)? {
+            lenient::SEPARATOR => return None,
+            lenient::HIDDEN_DOT => lenient::HIDDEN_DOT_BASE,
+            why => why,
+        };
+        Some(Unreadable {
+            why,
+            segment: Some(segment),
+        })
+    })
+}
+
 /// The first segment of `path` that hides a separator or a dot-segment
 /// from a strict reading, at any depth an upstream decodes to, and why.
 /// (Dot-segments as sent are refused for every path, before this.)
