@@ -17,7 +17,7 @@ pub const DOTS: &str = "a segment before the organization is dots alone, which a
 /// Why a segment anywhere in the path is refused.
 pub const PERCENT_U: &str = "the path holds a %uXXXX escape, which IIS decodes into any character; lanyard does not forward it";
 pub const OVERLONG: &str = "the path holds an overlong UTF-8 form (such as %C0%AE), which a lenient decoder reads as an ASCII character; lanyard does not forward it";
-pub const SEPARATOR: &str = "the path has an encoded / or \\, a \\, or a compatibility form of either (／, ＼), which an upstream could read as another organization's path; lanyard does not forward it";
+pub const SEPARATOR: &str = "the path has an encoded / or \\, a \\, or a compatibility or look-alike form of either (／, ＼, ∕, ⁄, ∖), which an upstream could read as another organization's path; lanyard does not forward it";
 pub const HIDDEN_DOT: &str = "the path has a dot-segment hidden by encoding, whitespace, a control character or a compatibility form of . (．, ․, ‥), which an upstream could resolve into another organization's path (RFC 3986 §5.2.4); lanyard does not forward it";
 /// The same, for a path not routed by organization.
 pub const HIDDEN_DOT_BASE: &str = "the path has a dot-segment hidden by encoding, whitespace, a control character or a compatibility form of . (．, ․, ‥), which an upstream could resolve above the service's base path (RFC 3986 §5.2.4); lanyard does not forward it";
@@ -56,9 +56,12 @@ pub fn hidden_form(text: &[u8], depth: usize, plain_dots: bool) -> Option<&'stat
         return Some(OVERLONG);
     }
     if !text.is_ascii()
-        && String::from_utf8_lossy(text)
+        && (String::from_utf8_lossy(text)
             .nfkc()
             .any(|c| c == '/' || c == '\\')
+            || String::from_utf8_lossy(text)
+                .chars()
+                .any(|c| BEST_FIT_SEPARATORS.contains(&c)))
     {
         return Some(SEPARATOR);
     }
@@ -68,6 +71,13 @@ pub fn hidden_form(text: &[u8], depth: usize, plain_dots: bool) -> Option<&'stat
         _ => None,
     }
 }
+
+/// Slashes that NFKC leaves alone but Windows' best-fit mapping (a
+/// server converting a path to an ANSI code page) turns into `/` or `\`:
+/// ∕ (U+2215), ⁄ (U+2044), ∖ (U+2216), ⧵ (U+29F5), ⧸ (U+29F8), ⧹ (U+29F9).
+const BEST_FIT_SEPARATORS: [char; 6] = [
+    '\u{2215}', '\u{2044}', '\u{2216}', '\u{29F5}', '\u{29F8}', '\u{29F9}',
+];
 
 /// How many dots the segment is to an upstream that normalises it (NFKC),
 /// drops its `;parameters` and ignores whitespace, control and invisible

@@ -328,6 +328,20 @@ async fn a_segment_an_upstream_could_read_leniently_is_refused_naming_it() {
             format!("/organizations%C0%AF{b}/x"),
             &format!("organizations%C0%AF{b}"),
         ),
+        // Slashes that Windows' best-fit mapping turns into `/` or `\`
+        // (∕ U+2215, ⁄ U+2044, ∖ U+2216), which NFKC leaves alone.
+        (
+            format!("/organizations%E2%88%95{b}/x"),
+            &format!("organizations%E2%88%95{b}"),
+        ),
+        (
+            format!("/organizations%E2%81%84{b}/x"),
+            &format!("organizations%E2%81%84{b}"),
+        ),
+        (
+            format!("/organizations%E2%88%96{b}/x"),
+            &format!("organizations%E2%88%96{b}"),
+        ),
         // Dot-segments hidden anywhere in the path.
         (format!("/x/..%20/organizations/{b}/x"), "..%20"),
         (format!("/x/..%09/organizations/{b}/x"), "..%09"),
