@@ -23,6 +23,7 @@ mod log_format;
 mod memory;
 mod mock_api;
 mod oidc;
+mod oidc_browser_app;
 mod oidc_interop;
 mod oidc_native;
 mod oidc_replicas;
