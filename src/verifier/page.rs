@@ -166,7 +166,9 @@ fn language_headers(headers: &mut http::HeaderMap, lang: &str) {
 
 /// The page for an OpenID Connect login (docs/oidc.md): the same page,
 /// its files and API under the issuer's path `base`, carrying the sealed
-/// authorization request for `/api/start`, and saying who asks. Never
+/// authorization request for `/api/start` and for its language switch
+/// (so that a request posted to the authorization endpoint survives the
+/// switch, its parameters kept out of URLs), and saying who asks. Never
 /// stored: it holds this request alone.
 pub fn login_page(
     rendered: &Rendered,
@@ -175,6 +177,7 @@ pub fn login_page(
     request: &str,
     asker: &str,
 ) -> Response<Full<Bytes>> {
+    let switch: String = form_urlencoded::byte_serialize(authorization.as_bytes()).collect();
     let page = rendered
         .html
         .replace("href=\"/assets/", &format!("href=\"{base}/assets/"))
@@ -185,7 +188,11 @@ pub fn login_page(
                 r#"<body data-base="{base}/" data-authorization="{authorization}" data-request="{request}">"#
             ),
         )
-        .replace(r#"<p id="asker" hidden></p>"#, &rendered.asker(asker));
+        .replace(r#"<p id="asker" hidden></p>"#, &rendered.asker(asker))
+        .replace(
+            r#"href="?lang="#,
+            &format!(r#"href="?authorization={switch}&amp;lang="#),
+        );
     let mut response = html(page);
     language_headers(response.headers_mut(), &rendered.lang);
     response

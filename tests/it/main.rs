@@ -26,6 +26,7 @@ mod oidc;
 mod oidc_browser_app;
 mod oidc_interop;
 mod oidc_native;
+mod oidc_page;
 mod oidc_replicas;
 mod oidc_token;
 mod one_byte_frames;
