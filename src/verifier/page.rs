@@ -168,7 +168,8 @@ fn language_headers(headers: &mut http::HeaderMap, lang: &str) {
 /// its files and API under the issuer's path `base`, carrying the sealed
 /// authorization request for `/api/start` and for its language switch
 /// (so that a request posted to the authorization endpoint survives the
-/// switch, its parameters kept out of URLs), and saying who asks. Never
+/// switch, its parameters kept out of URLs), and saying who asks and,
+/// beside the QR code, the `site` (its host) the login returns to. Never
 /// stored: it holds this request alone.
 pub fn login_page(
     rendered: &Rendered,
@@ -176,7 +177,9 @@ pub fn login_page(
     authorization: &str,
     request: &str,
     asker: &str,
+    site: Option<&str>,
 ) -> Response<Full<Bytes>> {
+    let site = site.map_or_else(String::new, |host| rendered.site(host));
     let switch: String = form_urlencoded::byte_serialize(authorization.as_bytes()).collect();
     let page = rendered
         .html
@@ -189,6 +192,7 @@ pub fn login_page(
             ),
         )
         .replace(r#"<p id="asker" hidden></p>"#, &rendered.asker(asker))
+        .replace(r#"<div id="qr"></div>"#, &format!(r#"<div id="qr"></div>{site}"#))
         .replace(
             r#"href="?lang="#,
             &format!(r#"href="?authorization={switch}&amp;lang="#),

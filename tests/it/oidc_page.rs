@@ -2,7 +2,8 @@
 //! a login whose request the relying party posted survives the page's
 //! language switch, which carries the request sealed, never its
 //! parameters, and still ends at the relying party with its `state`,
-//! `nonce` and PKCE intact.
+//! `nonce` and PKCE intact; beside the QR code it names the host of the
+//! site the login returns to.
 
 use crate::oidc::Provider;
 use crate::support;
@@ -108,4 +109,28 @@ async fn a_switch_with_a_request_not_sealed_here_gets_lanyards_error_page() {
             support::text(&answer.body)
         );
     }
+}
+
+/// Beside the QR code the page names the host the login returns to: a
+/// person shown the code on another site than the one they use can tell
+/// (docs/oidc.md, "Threats"), in every language.
+#[tokio::test]
+async fn the_qr_code_names_the_host_of_the_site_that_asks() {
+    let provider = Provider::start(&[]).await;
+    let page = provider.authorize(&shop_query("")).await;
+    let html = support::text(&page.body);
+    assert!(
+        html.contains(r#"<div id="qr"></div><p id="qr-site">Scan it only if you started signing in to <strong class="isolated" dir="ltr">shop.example</strong> yourself.</p>"#),
+        "{html}"
+    );
+    let german = provider
+        .authorize(&format!("{}&ui_locales=de", shop_query("")))
+        .await;
+    let html = support::text(&german.body);
+    assert!(
+        html.contains(
+            r#"<strong class="isolated" dir="ltr">shop.example</strong> selbst begonnen"#
+        ),
+        "{html}"
+    );
 }

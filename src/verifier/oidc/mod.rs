@@ -283,7 +283,22 @@ impl Inner {
             .pages
             .choose(asked.as_deref(), ui_locales.as_deref().or(accept));
         let request = authorization.fingerprint();
-        super::page::login_page(rendered, provider.path(), &sealed, &request, name)
+        // The host the login returns to, beside the QR code: a person
+        // shown the code on another site can tell (docs/oidc.md,
+        // "Threats"). A native app's own scheme has none.
+        let site = authorization
+            .redirect_uri
+            .parse::<http::Uri>()
+            .ok()
+            .and_then(|uri| uri.host().map(str::to_string));
+        super::page::login_page(
+            rendered,
+            provider.path(),
+            &sealed,
+            &request,
+            name,
+            site.as_deref(),
+        )
     }
 
     /// A relying party's authorization request, checked and sealed for
