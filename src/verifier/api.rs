@@ -188,7 +188,7 @@ impl Inner {
             return Err(VerifierError::UnknownSession.into());
         }
         let id = sealed.service_id.as_str();
-        let now = Instant::now();
+        let now = self.clock.now();
         let left = Duration::from_secs(sealed.expires_at.saturating_sub(unix_now()));
         let (expires, age) = (now + left, self.session_ttl.saturating_sub(left));
         let (lookup, newly) = polls::lock(&self.polls).lookup(id, expires, age, now);
@@ -196,7 +196,7 @@ impl Inner {
         self.count_login(&sealed, newly.as_ref());
         match lookup {
             Lookup::Ended(ending) => return Ok(self.ended(&keys, &sealed, &ending)),
-            Lookup::Pending => return Ok(pending(expires)),
+            Lookup::Pending => return Ok(pending(expires, &self.clock)),
             Lookup::Ask => {}
         }
         // Released when this poll ends however it ends: answered, failed,
@@ -206,10 +206,10 @@ impl Inner {
         // (the service slow for everyone): one more call would only queue,
         // so this poll answers what is known, and the page polls again.
         let Ok(_permit) = self.calls.try_acquire() else {
-            return Ok(pending(expires));
+            return Ok(pending(expires, &self.clock));
         };
         if !self.budget.take() {
-            return Ok(pending(expires));
+            return Ok(pending(expires, &self.clock));
         }
         let progress = match self.ask(id).await {
             Ok(progress) => progress,
@@ -219,13 +219,14 @@ impl Inner {
                 // other failure may pass: the session stays pending, and
                 // the page polls again.
                 if let CallError::Answered(StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) = err {
-                    let (_, newly) = asking.record(Progress::Ended(Ending::Failed), Instant::now());
+                    let (_, newly) =
+                        asking.record(Progress::Ended(Ending::Failed), self.clock.now());
                     self.count_ending(newly.as_ref());
                 }
                 return Err(VerifierError::from_call(&err).into());
             }
         };
-        let (view, newly) = asking.record(progress, Instant::now());
+        let (view, newly) = asking.record(progress, self.clock.now());
         if let Some(ending) = &newly {
             tracing::info!(
                 transaction_id = id,
@@ -237,7 +238,7 @@ impl Inner {
         self.count_login(&sealed, newly.as_ref());
         Ok(match view {
             Lookup::Ended(ending) => self.ended(&keys, &sealed, &ending),
-            Lookup::Ask | Lookup::Pending => pending(expires),
+            Lookup::Ask | Lookup::Pending => pending(expires, &self.clock),
         })
     }
 
@@ -295,7 +296,7 @@ impl Inner {
         // sight of the ending, however much later the code is made.
         let seen = polls::lock(&self.polls).verified_at(&sealed.service_id);
         let since = seen.map_or(0, |at| {
-            Instant::now().saturating_duration_since(at).as_secs()
+            self.clock.now().saturating_duration_since(at).as_secs()
         });
         let auth_time = unix_now().saturating_sub(since);
         let login = self
@@ -466,8 +467,8 @@ pub(super) fn unix_now() -> u64 {
         .map_or(0, |since| since.as_secs())
 }
 
-fn pending(expires: Instant) -> Response<Full<Bytes>> {
-    let left = expires.saturating_duration_since(Instant::now()).as_secs();
+fn pending(expires: Instant, clock: &super::Clock) -> Response<Full<Bytes>> {
+    let left = expires.saturating_duration_since(clock.now()).as_secs();
     json_answer(json!({"status": "pending", "expires_in": left}).to_string())
 }
 

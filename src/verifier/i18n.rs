@@ -60,7 +60,7 @@ pub const SCRIPT_MESSAGES: &[&str] = &[
 ];
 
 /// The placeables of the messages above, as the script fills them in.
-const PLACEABLES: &[&str] = &["asker", "status", "reason", "name"];
+const PLACEABLES: &[&str] = &["asker", "site", "status", "reason", "name"];
 
 /// One language of the page, its messages formatted.
 pub struct Language {

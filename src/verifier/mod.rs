@@ -15,6 +15,7 @@
 //! - `service`: the calls to the service, with the token and its 401 rule.
 //! - `binding`: the sealed handle and the signed cookie that bind a
 //!   session to its page and browser, and the keys they are made with.
+//! - `clock`: the time the API reads, which tests may put ahead.
 //! - `polls`: what one replica remembers to spare the service: the poll
 //!   spacing, the call in flight, the ending; bounded.
 //! - `limits`: how fast sessions may be started, per client and in all.
@@ -27,6 +28,7 @@
 mod api;
 mod assumptions;
 mod binding;
+mod clock;
 mod errors;
 mod i18n;
 mod limits;
@@ -37,6 +39,7 @@ mod service;
 
 pub use assumptions::{Claims, MAX_CLAIMS_BYTES, MAX_REQUEST_URI};
 pub use binding::MAX_HANDLE;
+pub use clock::Clock;
 pub use oidc::{MAX_ACCESS_TOKEN, USERINFO_PER_MINUTE};
 pub use page::{CONTENT_SECURITY_POLICY, PERMISSIONS_POLICY, security_headers};
 pub use polls::{MAX_SESSIONS, SERVICE_POLL_SPACING};
@@ -116,6 +119,8 @@ pub struct VerifierConfig {
     /// The relying party's brand for the page
     /// (`LANYARD_VERIFIER_BRAND_FILE`).
     pub brand: Option<Arc<crate::config::brand::Brand>>,
+    /// The time the page's API reads.
+    pub clock: Clock,
 }
 
 impl VerifierConfig {
@@ -152,6 +157,7 @@ impl VerifierConfig {
             oidc: config.oidc.clone(),
             signing_timeout: config.token_timeout,
             brand: config.verifier_brand.clone(),
+            clock: Clock::default(),
         }
     }
 }
@@ -184,6 +190,7 @@ struct Inner {
     /// The page, in every language.
     pages: page::Pages,
     brand: Option<Arc<crate::config::brand::Brand>>,
+    clock: Clock,
 }
 
 impl Verifier {
@@ -230,6 +237,7 @@ impl Verifier {
                 repeating: Throttle::new(throttle::EVERY_MINUTE),
                 unopened: Throttle::new(throttle::EVERY_MINUTE),
                 oidc,
+                clock: settings.clock.clone(),
             }),
         })
     }
@@ -244,7 +252,7 @@ impl Verifier {
             loop {
                 ticks.tick().await;
                 let Some(inner) = inner.upgrade() else { return };
-                polls::lock(&inner.polls).sweep(tokio::time::Instant::now());
+                polls::lock(&inner.polls).sweep(inner.clock.now());
                 inner.limits.forget_idle_clients();
                 if let Some(provider) = &inner.oidc {
                     provider.sweep();

@@ -166,7 +166,10 @@ fn language_headers(headers: &mut http::HeaderMap, lang: &str) {
 
 /// The page for an OpenID Connect login (docs/oidc.md): the same page,
 /// its files and API under the issuer's path `base`, carrying the sealed
-/// authorization request for `/api/start`, and saying who asks. Never
+/// authorization request for `/api/start` and for its language switch
+/// (so that a request posted to the authorization endpoint survives the
+/// switch, its parameters kept out of URLs), and saying who asks and,
+/// beside the QR code, the `site` (its host) the login returns to. Never
 /// stored: it holds this request alone.
 pub fn login_page(
     rendered: &Rendered,
@@ -174,7 +177,10 @@ pub fn login_page(
     authorization: &str,
     request: &str,
     asker: &str,
+    site: Option<&str>,
 ) -> Response<Full<Bytes>> {
+    let site = site.map_or_else(String::new, |host| rendered.site(host));
+    let switch: String = form_urlencoded::byte_serialize(authorization.as_bytes()).collect();
     let page = rendered
         .html
         .replace("href=\"/assets/", &format!("href=\"{base}/assets/"))
@@ -185,7 +191,12 @@ pub fn login_page(
                 r#"<body data-base="{base}/" data-authorization="{authorization}" data-request="{request}">"#
             ),
         )
-        .replace(r#"<p id="asker" hidden></p>"#, &rendered.asker(asker));
+        .replace(r#"<p id="asker" hidden></p>"#, &rendered.asker(asker))
+        .replace(r#"<div id="qr"></div>"#, &format!(r#"<div id="qr"></div>{site}"#))
+        .replace(
+            r#"href="?lang="#,
+            &format!(r#"href="?authorization={switch}&amp;lang="#),
+        );
     let mut response = html(page);
     language_headers(response.headers_mut(), &rendered.lang);
     response

@@ -45,7 +45,7 @@ impl Provider {
     /// Starts `tests/interop/server.mjs` with the client's public key
     /// registered, and waits for it to say where it listens.
     fn start(public_key_pem: &Path) -> Provider {
-        support::node::ensure_packages(&interop_dir(), "oidc-provider");
+        support::node::ensure_packages(&interop_dir());
         let mut child = Command::new("node")
             .arg(interop_dir().join("server.mjs"))
             .current_dir(manifest_dir())

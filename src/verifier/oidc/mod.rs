@@ -60,6 +60,7 @@ pub use sealed::MAX_ACCESS_TOKEN;
 pub use userinfo_limit::USERINFO_PER_MINUTE;
 
 use claims::Naming;
+use sealed::Authorization;
 use signer::Signer;
 use subject::Subjects;
 use throttle::Throttle;
@@ -296,30 +297,18 @@ impl Inner {
         query: &[u8],
         headers: &http::HeaderMap,
     ) -> Response<Full<Bytes>> {
-        let checked = authorize::check(query, &provider.clients, unix_now());
-        let authorization = match checked {
-            Ok(authorization) => authorization,
-            Err(refused) => {
-                provider.refused(refused.reason());
-                tracing::debug!(reason = refused.reason(), "authorization request refused");
-                return match refused {
-                    Refused::Page(why) => error_page(why, provider.path()),
-                    Refused::Redirect(redirect) => found(&provider.error_location(&redirect)),
-                };
-            }
+        let shown = match switched(query) {
+            Some(sealed) => self.reopened(provider, sealed),
+            None => self.requested(provider, query),
         };
-        let keys = self.keys.ring();
-        let Ok(sealed) = sealed::seal(&keys, &provider.issuer, &authorization) else {
-            return error_page(
-                "This service cannot start a login right now. Please try again.",
-                provider.path(),
-            );
+        let (authorization, sealed) = match shown {
+            Ok(shown) => shown,
+            Err(refusal) => return *refusal,
         };
         let client = provider.clients.get(&authorization.client_id);
         let name = client
             .and_then(|c| c.name.as_deref())
             .unwrap_or(&authorization.client_id);
-        provider.count("started");
         let accept = headers
             .get(header::ACCEPT_LANGUAGE)
             .and_then(|value| value.to_str().ok());
@@ -329,8 +318,79 @@ impl Inner {
             .pages
             .choose(asked.as_deref(), ui_locales.as_deref().or(accept));
         let request = authorization.fingerprint();
-        super::page::login_page(rendered, provider.path(), &sealed, &request, name)
+        // The host the login returns to, beside the QR code: a person
+        // shown the code on another site can tell (docs/oidc.md,
+        // "Threats"). A native app's own scheme has none.
+        let site = authorization
+            .redirect_uri
+            .parse::<http::Uri>()
+            .ok()
+            .and_then(|uri| uri.host().map(str::to_string));
+        super::page::login_page(
+            rendered,
+            provider.path(),
+            &sealed,
+            &request,
+            name,
+            site.as_deref(),
+        )
     }
+
+    /// A relying party's authorization request, checked and sealed for
+    /// the page to carry.
+    fn requested(
+        &self,
+        provider: &Provider,
+        query: &[u8],
+    ) -> Result<(Authorization, String), Box<Response<Full<Bytes>>>> {
+        let checked = authorize::check(query, &provider.clients, unix_now());
+        let authorization = match checked {
+            Ok(authorization) => authorization,
+            Err(refused) => {
+                provider.refused(refused.reason());
+                tracing::debug!(reason = refused.reason(), "authorization request refused");
+                return Err(Box::new(match refused {
+                    Refused::Page(why) => error_page(why, provider.path()),
+                    Refused::Redirect(redirect) => found(&provider.error_location(&redirect)),
+                }));
+            }
+        };
+        let keys = self.keys.ring();
+        let Ok(sealed) = sealed::seal(&keys, &provider.issuer, &authorization) else {
+            return Err(Box::new(error_page(
+                "This service cannot start a login right now. Please try again.",
+                provider.path(),
+            )));
+        };
+        provider.count("started");
+        Ok((authorization, sealed))
+    }
+
+    /// The request the page's language switch carries, sealed as the page
+    /// had it: the same login, shown again.
+    fn reopened(
+        &self,
+        provider: &Provider,
+        sealed: String,
+    ) -> Result<(Authorization, String), Box<Response<Full<Bytes>>>> {
+        match provider.reopen(&self.keys.ring(), &sealed) {
+            Some(authorization) => Ok((authorization, sealed)),
+            None => {
+                tracing::debug!("a language switch's sealed request refused");
+                Err(Box::new(error_page(session::STALE_LOGIN, provider.path())))
+            }
+        }
+    }
+}
+
+/// The sealed request of the page's language switch
+/// (`authorization=…&lang=…`), which no relying party's request has: the
+/// switch carries the request sealed rather than its parameters, so that
+/// a request posted to keep `state` and `nonce` out of URLs stays so.
+fn switched(query: &[u8]) -> Option<String> {
+    form_urlencoded::parse(query)
+        .find(|(name, _)| name == "authorization")
+        .map(|(_, value)| value.into_owned())
 }
 
 /// The language the login page is asked in: the page's switch (`lang`),

@@ -15,6 +15,10 @@ use crate::verifier::assumptions::Ending;
 use crate::verifier::binding::{KeyRing, Sealed};
 use crate::verifier::errors::VerifierError;
 
+/// Why a page's sealed request is refused.
+pub const STALE_LOGIN: &str =
+    "This login has expired or is not valid here. Go back to the application and start again.";
+
 /// What the page is told when a login's session ended: its status, and
 /// the URL to send the browser to.
 #[derive(Debug, PartialEq, Eq)]
@@ -31,26 +35,27 @@ impl LoginEnding {
 
 impl Provider {
     /// The authorization request a page's `/api/start?authorization=`
-    /// carries, as the session handle is to hold it: sealed by a replica
-    /// with these keys, not expired, for a client and redirect URI still
-    /// registered.
+    /// carries, as the session handle is to hold it ([`Provider::reopen`]).
     pub fn take_authorization(
         &self,
         keys: &KeyRing,
         sealed: &str,
     ) -> Result<String, VerifierError> {
-        let stale = VerifierError::BadRequest(
-            "This login has expired or is not valid here. Go back to the application and start again.",
-        );
-        let authorization: Authorization = sealed::open(keys, &self.issuer, sealed).ok_or(stale)?;
+        self.reopen(keys, sealed)
+            .and_then(|authorization| authorization.to_handle_text())
+            .ok_or(VerifierError::BadRequest(STALE_LOGIN))
+    }
+
+    /// The authorization request a page carries, sealed: sealed by a
+    /// replica with these keys, not expired, for a client and redirect
+    /// URI still registered.
+    pub fn reopen(&self, keys: &KeyRing, sealed: &str) -> Option<Authorization> {
+        let authorization: Authorization = sealed::open(keys, &self.issuer, sealed)?;
         let registered = self
             .clients
             .get(&authorization.client_id)
             .is_some_and(|client| client.allows_redirect(&authorization.redirect_uri));
-        if authorization.expires_at <= unix_now() || !registered {
-            return Err(stale);
-        }
-        authorization.to_handle_text().ok_or(stale)
+        (authorization.expires_at > unix_now() && registered).then_some(authorization)
     }
 
     /// Where the browser of a login's session goes now that it ended;

@@ -24,6 +24,8 @@ pub struct Rendered {
     pub body: bytes::Bytes,
     /// The `asker` sentence, HTML-escaped, around where the name goes.
     asker: (String, String),
+    /// The `qr-site` sentence, HTML-escaped, around where the host goes.
+    site: (String, String),
 }
 
 /// The page in every language, in the order of [`Languages::all`].
@@ -71,6 +73,18 @@ impl Rendered {
             self.asker.1
         )
     }
+
+    /// The sentence beside the QR code naming the site that asks by its
+    /// `host`, against a QR code relayed from another site (docs/oidc.md,
+    /// "Threats").
+    pub fn site(&self, host: &str) -> String {
+        format!(
+            r#"<p id="qr-site">{}<strong class="isolated" dir="ltr">{}</strong>{}</p>"#,
+            self.site.0,
+            escape_html(host),
+            self.site.1
+        )
+    }
 }
 
 fn render(language: &Language, languages: &Languages, brand: Option<&Brand>) -> Rendered {
@@ -88,9 +102,12 @@ fn render(language: &Language, languages: &Languages, brand: Option<&Brand>) -> 
     html.push_str(rest);
     let asker = escape_html(language.message("asker"));
     let (before, after) = asker.split_once("{asker}").unwrap_or(("", &asker));
+    let site = escape_html(language.message("qr-site"));
+    let (site_before, site_after) = site.split_once("{site}").unwrap_or(("", &site));
     Rendered {
         lang: language.tag(),
         asker: (before.to_string(), after.to_string()),
+        site: (site_before.to_string(), site_after.to_string()),
         body: bytes::Bytes::from(html.clone()),
         html,
     }
@@ -215,6 +232,7 @@ mod tests {
                     .contains(r#"<script type="application/json" id="messages">{"#)
             );
             assert!(!rendered.asker("x").contains("{asker}"));
+            assert!(!rendered.site("x").contains("{site}"));
         }
         let en = pages.choose(None, None);
         assert!(en.html.contains("<h1>Verify a credential</h1>"));

@@ -473,9 +473,12 @@
     poll(mine, session.transaction_id, expiresAt);
   }
 
-  // The language switch keeps what the page was asked with (a login's
-  // request) and only changes the language.
+  // The language switch keeps what the page was asked with and only
+  // changes the language. A login's page comes with its switch carrying
+  // the login's request, sealed: the page may have been posted, and then
+  // its URL has none.
   function switchKeepsTheRequest() {
+    if (authorization()) return;
     for (const link of document.querySelectorAll('nav.languages a[hreflang]')) {
       const url = new URL(location.href);
       url.searchParams.set('lang', link.getAttribute('hreflang'));

@@ -18,6 +18,7 @@ pub mod flood;
 pub mod h2raw;
 pub mod logs;
 pub mod node;
+pub mod oidc_scripts;
 pub mod raw;
 pub mod relying_party;
 pub mod replicas;

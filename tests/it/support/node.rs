@@ -28,23 +28,24 @@ pub fn install_hint(dir: &Path) -> String {
 }
 
 /// Makes sure node works and `dir`'s packages are installed, judged by
-/// `package` being at the version package.json pins, running `npm ci` in
-/// `dir` at most once per test binary. Fails the test, saying what to do,
-/// when it cannot.
-pub fn ensure_packages(dir: &Path, package: &str) {
+/// every package that package.json pins being at its version (a checkout
+/// that gained a package since its last `npm ci` gets it), running `npm
+/// ci` in `dir` at most once per test binary. Fails the test, saying what
+/// to do, when it cannot.
+pub fn ensure_packages(dir: &Path) {
     static READY: Mutex<BTreeMap<PathBuf, Result<(), String>>> = Mutex::new(BTreeMap::new());
     // Held while installing, so a second test waits for the first's
     // `npm ci` instead of racing it.
     let mut ready = READY.lock().unwrap_or_else(PoisonError::into_inner);
     let outcome = ready
         .entry(dir.to_path_buf())
-        .or_insert_with(|| install(dir, package));
+        .or_insert_with(|| install(dir));
     if let Err(why) = outcome {
         panic!("{why}");
     }
 }
 
-fn install(dir: &Path, package: &str) -> Result<(), String> {
+fn install(dir: &Path) -> Result<(), String> {
     let node = tool_version("node", dir)?;
     let major = node
         .trim_start_matches('v')
@@ -54,9 +55,8 @@ fn install(dir: &Path, package: &str) -> Result<(), String> {
     if major.is_none_or(|m| m < MIN_NODE_MAJOR) {
         return Err(format!("node is {node}; {}", install_hint(dir)));
     }
-    let pinned = pinned_version(dir, package)?;
-    let installed = dir.join("node_modules").join(package).join("package.json");
-    if package_version(&installed).as_deref() == Some(pinned.as_str()) {
+    let pinned = pinned_versions(dir)?;
+    if unlike_pinned(dir, &pinned).is_none() {
         return Ok(());
     }
     tool_version("npm", dir)?;
@@ -75,13 +75,28 @@ fn install(dir: &Path, package: &str) -> Result<(), String> {
             String::from_utf8_lossy(&out.stderr)
         ));
     }
-    match package_version(&installed) {
-        Some(v) if v == pinned => Ok(()),
-        other => Err(format!(
-            "`npm ci` in {} succeeded but node_modules/{package} is {other:?}, expected {pinned}",
+    match unlike_pinned(dir, &pinned) {
+        None => Ok(()),
+        Some((package, installed, wanted)) => Err(format!(
+            "`npm ci` in {} succeeded but node_modules/{package} is {installed:?}, expected {wanted}",
             relative(dir)
         )),
     }
+}
+
+/// The first of `pinned` (name, version) whose installed version in
+/// `dir`'s node_modules is another or none: the name, what is installed
+/// and what is pinned.
+fn unlike_pinned(
+    dir: &Path,
+    pinned: &[(String, String)],
+) -> Option<(String, Option<String>, String)> {
+    pinned.iter().find_map(|(package, wanted)| {
+        let path = dir.join("node_modules").join(package).join("package.json");
+        let installed = package_version(&path);
+        (installed.as_deref() != Some(wanted.as_str()))
+            .then(|| (package.clone(), installed, wanted.clone()))
+    })
 }
 
 /// Runs `program --version`, failing clearly when it is not installed.
@@ -110,17 +125,23 @@ fn package_version(path: &Path) -> Option<String> {
     json.get("version")?.as_str().map(str::to_string)
 }
 
-/// The version of `package` that `dir`'s package.json pins.
-fn pinned_version(dir: &Path, package: &str) -> Result<String, String> {
+/// Every package that `dir`'s package.json pins, with its version.
+fn pinned_versions(dir: &Path) -> Result<Vec<(String, String)>, String> {
     let path = dir.join("package.json");
     let text = std::fs::read_to_string(&path)
         .map_err(|err| format!("cannot read {}: {err}", path.display()))?;
     let json: serde_json::Value = serde_json::from_str(&text)
         .map_err(|err| format!("{} is not JSON: {err}", path.display()))?;
-    json["dependencies"][package]
-        .as_str()
-        .map(str::to_string)
-        .ok_or_else(|| format!("{} does not pin {package}", path.display()))
+    let pinned: Vec<(String, String)> = json["dependencies"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(name, version)| Some((name.clone(), version.as_str()?.to_string())))
+        .collect();
+    match pinned.is_empty() {
+        true => Err(format!("{} pins no package", path.display())),
+        false => Ok(pinned),
+    }
 }
 
 /// `dir` as the repository names it, for messages.
@@ -169,7 +190,7 @@ pub const CHROMIUM: &str = "/usr/bin/chromium";
 /// chromium is known to be there.
 pub fn browser() -> PathBuf {
     let dir = dir("browser");
-    ensure_packages(&dir, "playwright-core");
+    ensure_packages(&dir);
     assert!(
         Path::new(CHROMIUM).is_file(),
         "{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium), \

@@ -30,6 +30,8 @@ pub struct Running {
     /// `http://127.0.0.1:PORT`, no trailing slash.
     pub url: String,
     pub admin: String,
+    /// The clock the verifier's API reads, which a test may put ahead.
+    pub clock: lanyard::verifier::Clock,
     _dir: tempfile::TempDir,
 }
 
@@ -66,7 +68,13 @@ pub async fn start_shared(
     };
     let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let verifier = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let process = Process::start(Components::verifier(&setup, admin, verifier)).unwrap();
+    let components = Components::verifier(&setup, admin, verifier);
+    let clock = components
+        .verifier
+        .as_ref()
+        .map(|(_, config)| config.clock.clone())
+        .expect("the verifier's components");
+    let process = Process::start(components).unwrap();
     super::wait_for(
         &mut process.default_tokens().state(),
         Duration::from_secs(10),
@@ -79,6 +87,7 @@ pub async fn start_shared(
         process,
         mock,
         credentials,
+        clock,
         _dir: dir,
     }
 }

@@ -27,6 +27,8 @@ wallet-button = فتح محفظتي
 show-qr = محفظتي على جهاز آخر: عرض رمز QR
 hide-qr = إخفاء رمز QR
 scan-qr = يُرجى مسح هذا الرمز باستخدام تطبيق المحفظة.
+# { $site } is the host of the site that asks, as its address names it.
+qr-site = لا تمسحه إلا إذا كنت أنت من بدأ تسجيل الدخول إلى { $site }.
 qr-label = رمز QR للمسح باستخدام محفظتك
 same-device = محفظتي على هذا الجهاز
 result-title = المعلومات المقدمة

@@ -24,6 +24,8 @@ wallet-button = Meine Wallet öffnen
 show-qr = Meine Wallet ist auf einem anderen Gerät: QR-Code anzeigen
 hide-qr = QR-Code ausblenden
 scan-qr = Scannen Sie diesen Code mit Ihrer Wallet-App.
+# { $site } is the host of the site that asks, as its address names it.
+qr-site = Scannen Sie ihn nur, wenn Sie die Anmeldung bei { $site } selbst begonnen haben.
 qr-label = QR-Code zum Scannen mit Ihrer Wallet
 same-device = Meine Wallet ist auf diesem Gerät
 result-title = Vorgelegte Angaben

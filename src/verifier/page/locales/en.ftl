@@ -29,6 +29,8 @@ wallet-button = Open my wallet
 show-qr = My wallet is on another device: show a QR code
 hide-qr = Hide the QR code
 scan-qr = Scan this code with your wallet app.
+# { $site } is the host of the site that asks, as its address names it.
+qr-site = Scan it only if you started signing in to { $site } yourself.
 qr-label = QR code to scan with your wallet
 same-device = My wallet is on this device
 result-title = Presented claims

@@ -24,6 +24,8 @@ wallet-button = Abrir mi cartera
 show-qr = Mi cartera está en otro dispositivo: mostrar un código QR
 hide-qr = Ocultar el código QR
 scan-qr = Escanee este código con la aplicación de su cartera.
+# { $site } is the host of the site that asks, as its address names it.
+qr-site = Escanéelo solo si usted mismo empezó a iniciar sesión en { $site }.
 qr-label = Código QR para escanear con su cartera
 same-device = Mi cartera está en este dispositivo
 result-title = Datos presentados

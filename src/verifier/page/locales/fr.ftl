@@ -26,6 +26,8 @@ wallet-button = Ouvrir mon portefeuille
 show-qr = Mon portefeuille est sur un autre appareil : afficher un code QR
 hide-qr = Masquer le code QR
 scan-qr = Scannez ce code avec l’application de votre portefeuille.
+# { $site } is the host of the site that asks, as its address names it.
+qr-site = Ne le scannez que si vous avez vous-même commencé à vous connecter à { $site }.
 qr-label = Code QR à scanner avec votre portefeuille
 same-device = Mon portefeuille est sur cet appareil
 result-title = Données présentées

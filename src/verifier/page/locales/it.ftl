@@ -24,6 +24,8 @@ wallet-button = Apri il mio portafoglio
 show-qr = Il mio portafoglio è su un altro dispositivo: mostra un codice QR
 hide-qr = Nascondi il codice QR
 scan-qr = Scansioni questo codice con l’app del suo portafoglio.
+# { $site } is the host of the site that asks, as its address names it.
+qr-site = Lo scansioni solo se ha avviato lei stesso l’accesso a { $site }.
 qr-label = Codice QR da scansionare con il suo portafoglio
 same-device = Il mio portafoglio è su questo dispositivo
 result-title = Dati presentati

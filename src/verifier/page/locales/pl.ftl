@@ -27,6 +27,8 @@ wallet-button = Otwórz mój portfel
 show-qr = Mój portfel jest na innym urządzeniu: pokaż kod QR
 hide-qr = Ukryj kod QR
 scan-qr = Proszę zeskanować ten kod aplikacją portfela.
+# { $site } is the host of the site that asks, as its address names it.
+qr-site = Proszę go skanować tylko wtedy, gdy samodzielnie rozpoczęto logowanie w { $site }.
 qr-label = Kod QR do zeskanowania portfelem
 same-device = Mój portfel jest na tym urządzeniu
 result-title = Przedstawione dane
