@@ -2,15 +2,27 @@
 //! redirect URI registered without a port takes the port the app listens
 //! on, at every step of the login: the authorization page, the page's
 //! `/api/start`, the final redirect, and the token request (RFC 8252
-//! §7.3).
+//! §7.3). First as requests over sockets, then in a real browser:
+//! `tests/oidc/native.mjs` is the app (panva's `openid-client` behind a
+//! loopback listener) and Debian's headless Chromium its system browser,
+//! in which the person presents in the mock wallet, and in which a
+//! redirect URI in any other form stays on lanyard's error page.
+//!
+//! The browser tests need Node.js 20+ and npm (`npm ci` runs in
+//! `tests/oidc` on first use, tests/it/support/node.rs) and Debian's
+//! chromium; scripts/test installs them.
 
 use crate::support;
 use crate::support::relying_party::{self, ISSUER, enc, param, params_of};
 use crate::support::sidecar::send;
 use crate::support::verifier;
 
+use std::process::Stdio;
+use std::time::Duration;
+
 use bytes::Bytes;
 use http::Method;
+use serde_json::Value;
 
 /// RFC 7636 Appendix B.
 const VERIFIER: &str = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
@@ -89,4 +101,214 @@ async fn a_native_app_logs_in_on_the_loopback_port_it_listens_on() {
         assert_eq!(page.status, 400, "{refused}");
         assert!(page.headers.get("location").is_none(), "{refused}");
     }
+}
+
+/// A whole sign-in in Chromium: its start, the page's polls (every 1 to
+/// 5 s), the wallet, the code's redemption. About 5 s on two cores when
+/// idle.
+const BROWSER_TIMEOUT: Duration = Duration::from_secs(120);
+/// The client the browser tests register, as the page names it.
+const NATIVE_APP_NAME: &str = "Native App";
+
+/// The provider with the native app's client, registered on the loopback
+/// IP without a port, and `localhost` exactly on its default port.
+async fn native_provider(dir: &std::path::Path) -> verifier::Running {
+    let clients = serde_json::json!({"clients": [
+        {
+            "client_id": "native",
+            "redirect_uris": [REGISTERED, "http://localhost/native/cb"],
+            "client_name": NATIVE_APP_NAME,
+        },
+    ]});
+    let clients = support::write(dir, "clients.json", &clients.to_string());
+    let key = relying_party::key_file(dir, "oidc.pem");
+    let settings = [
+        ("LANYARD_OIDC_ISSUER", ISSUER),
+        ("LANYARD_OIDC_CLIENTS_FILE", clients.to_str().unwrap()),
+        ("LANYARD_OIDC_SIGNING_KEY_FILE", key.as_str()),
+    ];
+    verifier::start(support::mock().await, None, &settings).await
+}
+
+/// Runs `tests/oidc/native.mjs`, the native app and Chromium as its
+/// system browser, against `running` with `vars`: its one report, which
+/// must be `event`.
+async fn native_app(running: &verifier::Running, vars: &[(&str, &str)], event: &str) -> Value {
+    let dir = support::node::dir("oidc");
+    support::node::ensure_packages(&dir);
+    assert!(
+        std::path::Path::new(support::node::CHROMIUM).is_file(),
+        "{} is missing: install Debian's chromium, or run scripts/test, which does",
+        support::node::CHROMIUM
+    );
+    let base = format!("{}{}", running.url, relying_party::ISSUER_PATH);
+    let child = tokio::process::Command::new("node")
+        .arg(dir.join("native.mjs"))
+        .current_dir(&dir)
+        .envs(vars.iter().copied())
+        .env("OIDC_BASE", &base)
+        .env("OIDC_ISSUER", ISSUER)
+        .env("OIDC_CLIENT_ID", "native")
+        .env("OIDC_TEST_CHROMIUM", support::node::CHROMIUM)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|err| {
+            panic!(
+                "cannot run node: {err}\n{}",
+                support::node::install_hint(&dir)
+            )
+        });
+    let output = tokio::time::timeout(BROWSER_TIMEOUT, child.wait_with_output())
+        .await
+        .expect("native.mjs ends within its timeout")
+        .unwrap();
+    let stderr = support::text(&output.stderr);
+    let report = support::text(&output.stdout)
+        .lines()
+        .last()
+        .and_then(|line| serde_json::from_str::<Value>(line).ok())
+        .unwrap_or(Value::Null);
+    assert!(
+        report["event"] == event && output.status.success(),
+        "native.mjs ({}) reported {report:#} instead of `{event}`; its stderr:\n{stderr}",
+        output.status
+    );
+    report
+}
+
+/// RFC 8252 §7.3 in a real browser: the app listens on a port the system
+/// gave it, and Chromium takes the person from lanyard's page to that
+/// port; the app redeems the code with that same redirect URI and gets
+/// an ID token for itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_native_app_signs_in_through_chromium_on_the_loopback_port_it_listens_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let running = native_provider(dir.path()).await;
+    let outcome = native_app(&running, &[], "signed_in").await;
+
+    let port = outcome["port"].as_u64().expect("the app's port");
+    let redirect_uri = format!("http://127.0.0.1:{port}/native/cb");
+    assert_eq!(
+        outcome["redirect_uri"],
+        redirect_uri.as_str(),
+        "{outcome:#}"
+    );
+    assert!(
+        outcome["page_text"]
+            .as_str()
+            .is_some_and(|text| text.contains(NATIVE_APP_NAME)),
+        "the authorization page does not name the app: {outcome:#}"
+    );
+    // Chromium came back to the app's own port, once, with the code, the
+    // state it sent and lanyard's iss (RFC 9207), which openid-client
+    // checked before redeeming.
+    let callback = &outcome["callback"];
+    assert_eq!(
+        callback["origin"],
+        format!("http://127.0.0.1:{port}"),
+        "{outcome:#}"
+    );
+    assert_eq!(callback["pathname"], "/native/cb", "{outcome:#}");
+    assert!(
+        callback["code"].as_str().is_some_and(|c| !c.is_empty()),
+        "{outcome:#}"
+    );
+    assert_eq!(callback["state"], outcome["expected_state"], "{outcome:#}");
+    assert_eq!(callback["iss"], ISSUER, "{outcome:#}");
+    assert_eq!(
+        outcome["app_requests"].as_array().map(Vec::len),
+        Some(1),
+        "{outcome:#}"
+    );
+    // The token request named the port too (RFC 6749 §4.1.3), with the
+    // PKCE verifier and no secret.
+    let sent = &outcome["token_request"];
+    assert_eq!(sent["grant_type"], "authorization_code", "{outcome:#}");
+    assert_eq!(sent["client_id"], "native", "{outcome:#}");
+    assert_eq!(sent["redirect_uri"], redirect_uri.as_str(), "{outcome:#}");
+    assert_eq!(sent["code_verifier_sent"], true, "{outcome:#}");
+    let id_token = &outcome["id_token"];
+    assert_eq!(id_token["iss"], ISSUER, "{outcome:#}");
+    assert_eq!(id_token["aud"], "native", "{outcome:#}");
+    assert_eq!(id_token["nonce"], outcome["expected_nonce"], "{outcome:#}");
+    assert!(
+        id_token["sub"].as_str().is_some_and(|s| !s.is_empty()),
+        "{outcome:#}"
+    );
+}
+
+/// What a port-less loopback registration does not stretch to, each in
+/// Chromium: lanyard's error page, even for a request that a provider
+/// which took the redirect URI would send straight back to it
+/// (`prompt=none`), and the app's listener never hears of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chromium_shows_lanyard_s_error_page_for_a_non_canonical_loopback_redirect() {
+    let dir = tempfile::tempdir().unwrap();
+    let running = native_provider(dir.path()).await;
+    let refused = serde_json::json!([
+        "http://user@127.0.0.1:{port}/native/cb",
+        "http://127.0.0.1:0/native/cb",
+        "http://127.0.0.1:0{port}/native/cb",
+        "HTTP://127.0.0.1:{port}/native/cb",
+        "http://127.0.0.1:{port}/native/cb#app",
+        "http://[0:0:0:0:0:0:0:1]:{port}/native/cb",
+        // Registered exactly: on its default port only (RFC 8252 §8.3).
+        "http://localhost:{port}/native/cb",
+    ]);
+    let outcome = native_app(
+        &running,
+        &[("NATIVE_REFUSED", &refused.to_string())],
+        "refused",
+    )
+    .await;
+
+    assert_eq!(
+        outcome["heard"],
+        serde_json::json!([]),
+        "the app heard of a refused login: {outcome:#}"
+    );
+    let shown = outcome["shown"].as_array().expect("what Chromium showed");
+    assert_eq!(
+        shown.len(),
+        2 * refused.as_array().unwrap().len(),
+        "{outcome:#}"
+    );
+    let authorize = format!("{}{}/authorize?", running.url, relying_party::ISSUER_PATH);
+    for page in shown {
+        assert_eq!(page["status"], 400, "{page:#}");
+        assert!(
+            page["url"]
+                .as_str()
+                .is_some_and(|url| url.starts_with(&authorize)),
+            "Chromium left lanyard's page: {page:#}"
+        );
+        assert_eq!(page["title"], "This login cannot go on", "{page:#}");
+        assert!(
+            page["text"]
+                .as_str()
+                .is_some_and(|text| text.contains("not one registered for the application")),
+            "{page:#}"
+        );
+    }
+    // The app's own redirect URI with `prompt=none` comes straight back
+    // to its listener: hearing nothing above was not deafness.
+    let control = &outcome["control"];
+    let back = format!(
+        "http://127.0.0.1:{}/native/cb?error=login_required&",
+        outcome["port"]
+    );
+    assert!(
+        control["url"]
+            .as_str()
+            .is_some_and(|url| url.starts_with(&back)),
+        "{outcome:#}"
+    );
+    assert_eq!(
+        control["heard"].as_array().map(Vec::len),
+        Some(1),
+        "{outcome:#}"
+    );
 }
