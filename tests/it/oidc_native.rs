@@ -13,12 +13,10 @@
 //! chromium; scripts/test installs them.
 
 use crate::support;
+use crate::support::oidc_scripts::Script;
 use crate::support::relying_party::{self, ISSUER, enc, param, params_of};
 use crate::support::sidecar::send;
 use crate::support::verifier;
-
-use std::process::Stdio;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http::Method;
@@ -103,10 +101,6 @@ async fn a_native_app_logs_in_on_the_loopback_port_it_listens_on() {
     }
 }
 
-/// A whole sign-in in Chromium: its start, the page's polls (every 1 to
-/// 5 s), the wallet, the code's redemption. About 5 s on two cores when
-/// idle.
-const BROWSER_TIMEOUT: Duration = Duration::from_secs(120);
 /// The client the browser tests register, as the page names it.
 const NATIVE_APP_NAME: &str = "Native App";
 
@@ -134,48 +128,16 @@ async fn native_provider(dir: &std::path::Path) -> verifier::Running {
 /// system browser, against `running` with `vars`: its one report, which
 /// must be `event`.
 async fn native_app(running: &verifier::Running, vars: &[(&str, &str)], event: &str) -> Value {
-    let dir = support::node::dir("oidc");
-    support::node::ensure_packages(&dir);
-    assert!(
-        std::path::Path::new(support::node::CHROMIUM).is_file(),
-        "{} is missing: install Debian's chromium, or run scripts/test, which does",
-        support::node::CHROMIUM
-    );
     let base = format!("{}{}", running.url, relying_party::ISSUER_PATH);
-    let child = tokio::process::Command::new("node")
-        .arg(dir.join("native.mjs"))
-        .current_dir(&dir)
-        .envs(vars.iter().copied())
-        .env("OIDC_BASE", &base)
-        .env("OIDC_ISSUER", ISSUER)
-        .env("OIDC_CLIENT_ID", "native")
-        .env("OIDC_TEST_CHROMIUM", support::node::CHROMIUM)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|err| {
-            panic!(
-                "cannot run node: {err}\n{}",
-                support::node::install_hint(&dir)
-            )
-        });
-    let output = tokio::time::timeout(BROWSER_TIMEOUT, child.wait_with_output())
-        .await
-        .expect("native.mjs ends within its timeout")
-        .unwrap();
-    let stderr = support::text(&output.stderr);
-    let report = support::text(&output.stdout)
-        .lines()
-        .last()
-        .and_then(|line| serde_json::from_str::<Value>(line).ok())
-        .unwrap_or(Value::Null);
-    assert!(
-        report["event"] == event && output.status.success(),
-        "native.mjs ({}) reported {report:#} instead of `{event}`; its stderr:\n{stderr}",
-        output.status
-    );
+    let mut all = vars.to_vec();
+    all.extend([
+        ("OIDC_BASE", base.as_str()),
+        ("OIDC_ISSUER", ISSUER),
+        ("OIDC_CLIENT_ID", "native"),
+    ]);
+    let mut app = Script::start("native.mjs", &all);
+    let report = app.next(event, String::new).await;
+    app.finish().await;
     report
 }
 
