@@ -219,9 +219,8 @@ impl Inner {
                 // other failure may pass: the session stays pending, and
                 // the page polls again.
                 if let CallError::Answered(StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) = err {
-                    let (_, newly) =
-                        asking.record(Progress::Ended(Ending::Failed), self.clock.now());
-                    self.count_ending(newly.as_ref());
+                    let failed = asking.record(Progress::Ended(Ending::Failed), self.clock.now());
+                    self.count_ending(failed.1.as_ref());
                 }
                 return Err(VerifierError::from_call(&err).into());
             }

@@ -68,7 +68,7 @@ pub struct StartLimits {
     everyone: RateLimiter<NotKeyed, InMemoryState, TokioClock>,
 }
 
-/// governor's time, read from tokio's clock (STYLE.md 21), so that the
+/// governor's time, read from tokio's clock (docs/tests.md), so that the
 /// limits run on the paused clock in tests like every other timing rule.
 /// governor counts in `std::time::Instant`s; tokio's converts to one.
 #[derive(Debug, Clone, Copy, Default)]

@@ -1,5 +1,5 @@
-//! The verifier's API rules called without a socket (STYLE.md 22), on
-//! tokio's paused clock (STYLE.md 21): what a request may read, every
+//! The verifier's API rules called without a socket, on tokio's paused
+//! clock (docs/tests.md): what a request may read, every
 //! refusal's shape and headers, a session's expiry and its poll spacing.
 //! The service sits on a closed loopback port, so a rule that would ask it
 //! shows as `upstream_unreachable`, counted in the metrics; the end-to-end

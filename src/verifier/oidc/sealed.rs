@@ -78,8 +78,9 @@ pub struct Code {
 
 /// An access token: what `userinfo` answers, for whom. It carries the
 /// claims themselves, so that `userinfo` on any replica answers without
-/// asking the service (docs/oidc.md, "The access token").
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// asking the service (docs/oidc.md, "The access token"). Its `Debug`
+/// names how many claims it carries, never their values.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AccessToken {
     #[serde(rename = "c")]
     pub client_id: String,
@@ -94,6 +95,18 @@ pub struct AccessToken {
     /// The claims `userinfo` answers, named for relying parties.
     #[serde(rename = "k")]
     pub claims: Map<String, Value>,
+}
+
+impl std::fmt::Debug for AccessToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AccessToken")
+            .field("client_id", &self.client_id)
+            .field("sub", &self.sub)
+            .field("expires_at", &self.expires_at)
+            .field("grant", &self.grant)
+            .field("claims", &format_args!("[{} redacted]", self.claims.len()))
+            .finish()
+    }
 }
 
 impl AccessToken {
@@ -226,6 +239,17 @@ pub fn random_id() -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_access_tokens_debug_names_no_claim_value() {
+        let mut token = AccessToken::new("shop", "sub-1", 1, "grant");
+        token
+            .claims
+            .insert("document_number".into(), Value::from("X1234567"));
+        let shown = format!("{token:?}");
+        assert!(!shown.contains("X1234567"), "{shown}");
+        assert!(shown.contains("[1 redacted]"), "{shown}");
+    }
 
     fn authorization() -> Authorization {
         Authorization {
