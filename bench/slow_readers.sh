@@ -9,8 +9,8 @@
 #   bench/slow_readers.sh [options]
 #
 #   --scenarios "L"     which scenarios to run, by name, or `verifier` for
-#                       a b c and `proxy` for the four proxy-* (default
-#                       "verifier proxy": all seven, about 8 minutes)
+#                       a b c and `proxy` for the seven proxy-* (default
+#                       "verifier proxy": all ten, about 9 minutes)
 #   --binary PATH       the lanyard binary under test (default
 #                       target/release/lanyard, built unless --no-build)
 #   --baseline PATH     also run every scenario against another lanyard
@@ -76,6 +76,11 @@
 #                     REFUSED_STREAM sent again a second later, as a
 #                     client may (RFC 9113 8.7), until its head arrives or
 #                     60 s have passed; "refused" counts every refusal
+#   proxy-h2-upload   1,000 HTTP/2 connections x 1 POST of a 1 MiB body to
+#                     /sink, where the upstream reads nothing and never
+#                     answers: each client sends what lanyard's windows
+#                     let it, and those beyond the 256 upstream
+#                     connections wait for one with their bodies unread
 #   proxy-h1          1,000 HTTP/1.1 connections, one GET of /large each,
 #                     each socket's receive buffer 4 KiB (SO_RCVBUF, as a
 #                     client that means to hold the answer sets it); each
@@ -112,7 +117,7 @@ caller_dir=$PWD
 cd "$(dirname "$0")/.."
 
 verifier_scenarios="a b c"
-proxy_scenarios="proxy-h2 proxy-h2-retry proxy-h2-chunked proxy-h2-chunked-retry proxy-h1 proxy-neighbour"
+proxy_scenarios="proxy-h2 proxy-h2-retry proxy-h2-chunked proxy-h2-chunked-retry proxy-h2-upload proxy-h1 proxy-neighbour"
 scenarios="verifier proxy"
 rss_limit_mib=4096
 lanyard_bin=
@@ -174,7 +179,7 @@ for scenario in $scenarios; do
     case $scenario in
     verifier) read -ra more <<<"$verifier_scenarios" && runs_asked+=("${more[@]}") ;;
     proxy) read -ra more <<<"$proxy_scenarios" && runs_asked+=("${more[@]}") ;;
-    a | b | c | proxy-h2 | proxy-h2-retry | proxy-h2-chunked | proxy-h2-chunked-retry | proxy-h1 | proxy-neighbour) runs_asked+=("$scenario") ;;
+    a | b | c | proxy-h2 | proxy-h2-retry | proxy-h2-chunked | proxy-h2-chunked-retry | proxy-h2-upload | proxy-h1 | proxy-neighbour) runs_asked+=("$scenario") ;;
     *) die_usage "--scenarios: no scenario '$scenario' (a b c $proxy_scenarios, verifier, proxy)" ;;
     esac
 done
@@ -245,6 +250,7 @@ scenario_args() {
     proxy-h2-retry) echo "--shape h2 $flood --streams 100 --window 0 --retry-refused" ;;
     proxy-h2-chunked) echo "--shape h2 $flood --streams 100 --chunked --window 1" ;;
     proxy-h2-chunked-retry) echo "--shape h2 $flood --streams 100 --chunked --window 1 --retry-refused" ;;
+    proxy-h2-upload) echo "--shape h2 $flood --streams 1 --upload-kib 1024" ;;
     proxy-h1) echo "--shape h1 $flood --recv-buffer 4096" ;;
     proxy-neighbour)
         echo "--shape neighbour --addresses 3 --connections 3 --streams 100 --window 4096" \
@@ -331,7 +337,8 @@ if ((${#proxy_runs[@]})); then
     echo "The proxy (lanyard run), answers of 256 KiB from a loopback upstream."
     echo "proxy-h2: 1,000 connections (32 addresses) x 100 streams, window 0;"
     echo "proxy-h2-chunked: the same, chunked answers, window 1 byte; -retry: refused"
-    echo "streams sent again a second later, every refusal counted; proxy-h1:"
+    echo "streams sent again a second later, every refusal counted; proxy-h2-upload:"
+    echo "1,000 connections x 1 POST of 1 MiB that the upstream never reads; proxy-h1:"
     echo "1,000 HTTP/1.1 connections, 4 KiB receive buffers, heads read only;"
     echo "proxy-neighbour: 3 connections x 100 slow streams (4 KiB a second each)"
     echo "beside a neighbour's GETs, timed alone and beside them (p50/p99 ms)."

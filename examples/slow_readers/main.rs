@@ -11,7 +11,7 @@
 //!     verifier: [--claims-kib K]
 //!     h2, h1, neighbour: [--answer-kib K] [--chunked] [--window BYTES]
 //!         [--retry-refused] [--recv-buffer BYTES] [--read-every MS]
-//!         [--neighbours N]
+//!         [--neighbours N] [--upload-kib K]
 //! ```
 //!
 //! One process: the embedded mock as the token service (and, for the
@@ -34,7 +34,11 @@
 //!   never more: the answers' heads arrive, their bodies do not. With
 //!   `--retry-refused`, a stream refused with `REFUSED_STREAM` is sent
 //!   again a second later (each refusal counted), until its head arrives
-//!   or 60 s have passed.
+//!   or 60 s have passed. With `--upload-kib K`, each stream is instead a
+//!   POST of a K KiB body to `/sink`, where the upstream reads nothing
+//!   and never answers: the client sends as much of the body as
+//!   lanyard's windows let it (`body_bytes` counts it), so what lanyard
+//!   holds of request bodies that do not move shows in its RSS.
 //! - `h1`: `--connections` HTTP/1.1 connections, each with a receive
 //!   buffer of `--recv-buffer` bytes if given (`SO_RCVBUF`; the kernel's
 //!   default otherwise), send one GET of a large answer, read its head
@@ -80,7 +84,7 @@
 //!   run; `killed_at_rss_limit` when its VmRSS passed `--rss-limit-mib`
 //!   (default 4096), a guard for the machine, not a measurement;
 //! - `answer_bytes` (the answer's size), `body_bytes` (what came through
-//!   the clients' windows).
+//!   the clients' windows, or with `--upload-kib`, through lanyard's).
 //!
 //! The child is then killed. Exit 1, with a message on stderr, when the
 //! setup fails before the clients: the child not starting, no token, the
@@ -118,7 +122,7 @@ const HEADS_WAIT: Duration = Duration::from_secs(60);
 const USAGE: &str = "usage: slow_readers --lanyard PATH [--shape verifier|h2|h1|neighbour] \
     [--connections N] [--addresses A] [--streams S] [--hold SECONDS] [--rss-limit-mib M] \
     [--env K=V]... [--claims-kib K] [--answer-kib K] [--chunked] [--window BYTES] \
-    [--retry-refused] [--recv-buffer BYTES] [--read-every MS] [--neighbours N]";
+    [--retry-refused] [--recv-buffer BYTES] [--read-every MS] [--neighbours N] [--upload-kib K]";
 
 struct Args {
     lanyard: PathBuf,
@@ -135,6 +139,8 @@ struct Args {
     recv_buffer: Option<u32>,
     read_every: Duration,
     neighbours: usize,
+    /// `h2`: each stream a POST of this many KiB to `/sink` instead.
+    upload_kib: Option<usize>,
     hold: Duration,
     rss_limit_kib: u64,
     env: Vec<(String, String)>,
@@ -156,6 +162,7 @@ fn parse_args() -> Result<Args, String> {
         recv_buffer: None,
         read_every: Duration::from_millis(1000),
         neighbours: 4,
+        upload_kib: None,
         hold: Duration::from_secs(10),
         rss_limit_kib: 4096 * 1024,
         env: Vec::new(),
@@ -199,6 +206,7 @@ fn parse_args() -> Result<Args, String> {
             "--recv-buffer" => args.recv_buffer = Some(bytes(value()?)?),
             "--read-every" => args.read_every = Duration::from_millis(number(value()?)? as u64),
             "--neighbours" => args.neighbours = number(value()?)?,
+            "--upload-kib" => args.upload_kib = Some(number(value()?)?),
             "--hold" => args.hold = Duration::from_secs(number(value()?)? as u64),
             "--rss-limit-mib" => args.rss_limit_kib = number(value()?)? as u64 * 1024,
             "--env" => {

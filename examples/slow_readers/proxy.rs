@@ -84,7 +84,11 @@ pub async fn run(args: &Args, shape: Shape) -> Result<String, String> {
         Err(message) => return Err(format!("{message}\n{}", child.log_tail())),
     };
     let (stop, sampled) = child::sample(child.take(), args.rss_limit_kib);
-    let path = if args.chunked { "/chunked" } else { "/large" };
+    let path = match (args.upload_kib, args.chunked) {
+        (Some(_), _) => "/sink",
+        (None, true) => "/chunked",
+        (None, false) => "/large",
+    };
     // HTTP/1.1 has one answer per connection.
     let total = match shape {
         Shape::H1 => args.connections,
@@ -185,15 +189,25 @@ async fn h2_all(
     give_back_after: Option<Duration>,
     counts: &Arc<Counts>,
 ) -> Vec<h2::client::SendRequest<Bytes>> {
+    let upload = args.upload_kib.map(|kib| kib * 1024);
     let request = || {
-        Request::get(format!("http://{to}{path}"))
-            .body(())
-            .expect("a valid request")
+        let method = match upload {
+            Some(_) => Method::POST,
+            None => Method::GET,
+        };
+        let mut request = Request::builder()
+            .method(method)
+            .uri(format!("http://{to}{path}"));
+        if let Some(bytes) = upload {
+            request = request.header(http::header::CONTENT_LENGTH, bytes);
+        }
+        request.body(()).expect("a valid request")
     };
     let reader = Reader {
         initial: args.window,
         give_back_after,
         retry_refused: args.retry_refused,
+        upload,
     };
     streams::open_all(
         args.connections,

@@ -31,7 +31,13 @@ pub struct Reader {
     /// later, as RFC 9113 §8.7 lets a client, until its head arrives or
     /// [`HEADS_WAIT`] has passed.
     pub retry_refused: bool,
+    /// Send a body of this many bytes with each request, as fast as the
+    /// server's windows let it; counted in `body_bytes`.
+    pub upload: Option<usize>,
 }
+
+/// What an upload's body is sliced from: no allocation per frame.
+static ZEROS: [u8; 16 * 1024] = [0; 16 * 1024];
 
 /// How long a client waits before it sends a refused stream again.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
@@ -208,6 +214,30 @@ async fn open(
     Ok(requests)
 }
 
+/// Sends `bytes` of body on `body` as fast as the server's windows let it;
+/// stops at the end, or when the stream ends first.
+async fn upload(mut body: h2::SendStream<Bytes>, bytes: usize, counts: Arc<Counts>) {
+    let mut left = bytes;
+    while left > 0 {
+        body.reserve_capacity(left.min(ZEROS.len()));
+        let Some(Ok(granted)) = std::future::poll_fn(|cx| body.poll_capacity(cx)).await else {
+            return;
+        };
+        let chunk = granted.min(left).min(ZEROS.len());
+        if chunk == 0 {
+            continue;
+        }
+        left -= chunk;
+        if body
+            .send_data(Bytes::from_static(&ZEROS[..chunk]), left == 0)
+            .is_err()
+        {
+            return;
+        }
+        counts.body_bytes.fetch_add(chunk as u64, Ordering::Relaxed);
+    }
+}
+
 /// A copy of `request` (which has no body) to send.
 fn again(request: &Request<()>) -> Request<()> {
     let mut copy = Request::new(());
@@ -230,7 +260,10 @@ async fn hold(
     let response = loop {
         let head = async {
             let mut ready = requests.clone().ready().await?;
-            let (response, _) = ready.send_request(again(&request), true)?;
+            let (response, body) = ready.send_request(again(&request), reader.upload.is_none())?;
+            if let Some(bytes) = reader.upload {
+                tokio::spawn(upload(body, bytes, counts.clone()));
+            }
             response.await
         };
         let err = match tokio::time::timeout_at(deadline, head).await {

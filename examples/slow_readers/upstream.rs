@@ -1,8 +1,9 @@
 //! The proxy's upstream: an HTTP/1.1 server on loopback whose answers
 //! are large, with a length (`/large`) or chunked (`/chunked`: no
 //! `Content-Length`, so hyper sends `Transfer-Encoding: chunked`), and
-//! small elsewhere (a neighbour's `/small`). Every answer is a slice of
-//! one shared buffer, so the upstream costs the same whatever is held.
+//! small elsewhere (a neighbour's `/small`); `/sink` reads none of its
+//! request's body and never answers. Every answer is a slice of one
+//! shared buffer, so the upstream costs the same whatever is held.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -37,6 +38,7 @@ pub async fn start(answer: Bytes) -> Result<SocketAddr, String> {
             };
             let answer = answer.clone();
             let service = service_fn(move |request: Request<Incoming>| {
+                let sink = request.uri().path() == "/sink";
                 let body = match request.uri().path() {
                     "/large" => Either::Left(Full::new(answer.clone())),
                     "/chunked" => Either::Right(Chunked {
@@ -45,7 +47,14 @@ pub async fn start(answer: Bytes) -> Result<SocketAddr, String> {
                     }),
                     _ => Either::Left(Full::new(Bytes::from_static(b"ok"))),
                 };
-                async move { Ok::<_, Infallible>(Response::new(body)) }
+                async move {
+                    if sink {
+                        // Holds the request, and with it the body unread,
+                        // until lanyard gives up on it.
+                        std::future::pending::<()>().await;
+                    }
+                    Ok::<_, Infallible>(Response::new(body))
+                }
             });
             tokio::spawn(async move {
                 let _ = http1::Builder::new()

@@ -56,6 +56,7 @@ pub async fn run(args: &Args) -> Result<String, String> {
         initial: 0,
         give_back_after: None,
         retry_refused: false,
+        upload: None,
     };
     let holders = streams::open_all(
         args.connections,

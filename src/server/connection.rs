@@ -40,6 +40,16 @@ const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// the memory formula's per-stream term).
 const MAX_SEND_BUFFER: usize = 16 * 1024;
 
+/// How much of its request bodies an HTTP/2 client may send before lanyard
+/// has passed them on, per stream and per connection: RFC 9113's initial
+/// window (§6.9.2), where hyper's default is 1 MiB of each. A body waits
+/// here while its request waits for an upstream connection, or while the
+/// upstream does not read it, so what a connection's unread bodies hold
+/// stays within the memory formula's per-connection term (docs/proxy.md
+/// "Limits"), as an HTTP/1.1 connection's read buffer does. The window
+/// comes back as the body moves on, one window per round trip.
+const RECEIVE_WINDOW: u32 = 65_535;
+
 /// An HTTP/2 connection's settings, from the listener's limits.
 struct Http2Settings {
     keep_alive: Duration,
@@ -118,6 +128,8 @@ impl Protocols {
             .keep_alive_interval(self.http2.keep_alive)
             .keep_alive_timeout(self.http2.keep_alive)
             .max_concurrent_streams(self.http2.streams)
+            .initial_stream_window_size(RECEIVE_WINDOW)
+            .initial_connection_window_size(RECEIVE_WINDOW)
             .max_send_buf_size(MAX_SEND_BUFFER)
             .max_header_list_size(self.http2.max_header_list_size);
         http2

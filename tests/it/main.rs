@@ -40,6 +40,7 @@ mod proxy;
 mod proxy_edges;
 mod readiness;
 mod refresher;
+mod request_bodies;
 mod requests;
 mod rotation;
 mod slow_clients;
