@@ -374,16 +374,19 @@ echo
 echo "Each run's other results: the answers' statuses, streams lost (ended with"
 echo "their connection before a head), closed later (their connection ended"
 echo "after the head), read to the end, with no head within 60 s, RSS at the"
-echo "hold's end, the reset codes of refused streams, the answer's size, the"
+echo "hold's end, the machine's TCP buffers at their highest (/proc/net/sockstat:"
+echo "lanyard's sockets and its peers', out of every RSS but charged by a cgroup v2"
+echo "limit to each socket's owner), the reset codes of refused streams, the answer's size, the"
 echo "bytes read, and how the child ended; for proxy-neighbour, its requests."
 for run in "${runs[@]}"; do
     read -r scenario name <<<"$run"
     out=$work/$scenario-$name.out
-    printf "  %s %s statuses=%s lost=%s closed_later=%s completed=%s unresolved=%s connections_closed=%s rss_end=%s MiB refused_reasons=%s answer_bytes=%s body_bytes=%s child=%s\n" \
+    printf "  %s %s statuses=%s lost=%s closed_later=%s completed=%s unresolved=%s connections_closed=%s rss_end=%s MiB tcp_mem_peak=%s MiB refused_reasons=%s answer_bytes=%s body_bytes=%s child=%s\n" \
         "$scenario" "$name" "$(field statuses "$out")" "$(field streams_lost "$out")" \
         "$(field streams_closed_later "$out")" "$(field streams_completed "$out")" \
         "$(field streams_unresolved "$out")" "$(field connections_closed "$out")" \
-        "$(mib_cell "$(field rss_end_kib "$out")")" "$(field refused_reasons "$out")" \
+        "$(mib_cell "$(field rss_end_kib "$out")")" "$(mib_cell "$(field tcp_mem_peak_kib "$out")")" \
+        "$(field refused_reasons "$out")" \
         "$(field answer_bytes "$out")" "$(field body_bytes "$out")" "$(field child "$out")"
     if [[ $scenario == proxy-neighbour ]]; then
         for phase in alone beside; do

@@ -194,11 +194,30 @@ pub fn status_kib(pid: u32, field: &str) -> Option<u64> {
         .ok()
 }
 
+/// The kernel's TCP buffers in all, in KiB: `/proc/net/sockstat`'s
+/// `TCP: ... mem PAGES`.
+fn tcp_mem_kib() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/net/sockstat").ok()?;
+    let tcp = stat.lines().find(|line| line.starts_with("TCP:"))?;
+    let pages: u64 = tcp
+        .split_whitespace()
+        .skip_while(|f| *f != "mem")
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(pages * 4)
+}
+
 #[derive(Clone)]
 pub struct Sampled {
     pub peak_kib: u64,
     pub last_kib: u64,
     pub vm_hwm_kib: u64,
+    /// The machine's TCP buffers at their highest (`/proc/net/sockstat`):
+    /// lanyard's sockets, and its clients' and upstream's, on loopback.
+    /// Not in any RSS, but what a cgroup v2 memory limit charges each
+    /// socket's owner for.
+    pub tcp_mem_peak_kib: u64,
     pub child: String,
 }
 
@@ -225,6 +244,7 @@ pub fn sample(
         peak_kib: 0,
         last_kib: 0,
         vm_hwm_kib: 0,
+        tcp_mem_peak_kib: 0,
         child: "running".into(),
     });
     tokio::spawn(async move {
@@ -251,7 +271,9 @@ pub fn sample(
             };
             let hwm = status_kib(pid, "VmHWM").unwrap_or_default();
             let over = rss > limit_kib;
+            let tcp = tcp_mem_kib().unwrap_or_default();
             tx.send_modify(|s| {
+                s.tcp_mem_peak_kib = s.tcp_mem_peak_kib.max(tcp);
                 s.last_kib = rss;
                 s.peak_kib = s.peak_kib.max(rss);
                 s.vm_hwm_kib = hwm;

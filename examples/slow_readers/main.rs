@@ -72,7 +72,9 @@
 //!   neither head nor end within 60 s;
 //! - `connections_opened`, `connections_closed` (within the hold);
 //! - `rss_before_kib`, `rss_peak_kib` (the highest sample or VmHWM, which
-//!   is also the start's), `rss_end_kib` (the last sample), `vm_hwm_kib`;
+//!   is also the start's), `rss_end_kib` (the last sample), `vm_hwm_kib`,
+//!   `tcp_mem_peak_kib` (the machine's TCP buffers at their highest, from
+//!   `/proc/net/sockstat`: lanyard's sockets and its peers');
 //!   for the proxy's shapes, `kib_per_stream` (peak less before, over the
 //!   streams neither refused nor lost; `-` with `--retry-refused`) or,
 //!   for `h1`, `kib_per_connection`;

@@ -158,10 +158,11 @@ pub async fn run(args: &Args, shape: Shape) -> Result<String, String> {
     };
     Ok(format!(
         "streams={total} {result} rss_before_kib={rss_before} rss_peak_kib={} rss_end_kib={} \
-         vm_hwm_kib={} {per_unit} answer_bytes={} {neighbour} child={}",
+         vm_hwm_kib={} tcp_mem_peak_kib={} {per_unit} answer_bytes={} {neighbour} child={}",
         last.peak(),
         last.last_kib,
         last.vm_hwm_kib,
+        last.tcp_mem_peak_kib,
         args.answer_kib * 1024,
         last.child,
     ))

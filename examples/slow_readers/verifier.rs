@@ -83,10 +83,11 @@ pub async fn run(args: &Args) -> Result<String, String> {
     drop(holders);
     Ok(format!(
         "streams={total} {result} rss_before_kib={rss_before} rss_peak_kib={} rss_end_kib={} \
-         vm_hwm_kib={} answer_bytes={} child={}",
+         vm_hwm_kib={} tcp_mem_peak_kib={} answer_bytes={} child={}",
         last.peak(),
         last.last_kib,
         last.vm_hwm_kib,
+        last.tcp_mem_peak_kib,
         session.answer_bytes,
         last.child,
     ))

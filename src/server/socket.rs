@@ -6,8 +6,19 @@ use std::fmt;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 
+use socket2::SockRef;
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio_util::either::Either;
+
+/// Each accepted connection's kernel send buffer (`SO_SNDBUF`; Linux
+/// doubles it for its bookkeeping). Left to itself, the kernel grows a TCP
+/// socket's up to `net.ipv4.tcp_wmem`'s 4 MiB for a client that stops
+/// reading, and a Unix socket's is 208 KiB: an answer's unread bytes sit
+/// there, out of lanyard's RSS, but a cgroup v2 memory limit counts them
+/// as lanyard's. Capped, a connection holds at most this twice over, and
+/// the rest of an answer waits upstream, timed (docs/proxy.md "Limits").
+/// An answer still leaves in writes of up to this size.
+const SEND_BUFFER: usize = 32 * 1024;
 
 /// A listener, registered with the runtime that accepts on it.
 #[derive(Debug)]
@@ -69,10 +80,14 @@ impl Listener {
                 // Requests are small and latency-bound; Nagle only adds
                 // delay.
                 let _ = stream.set_nodelay(true);
+                // Best effort, as Nagle's: a socket that refuses keeps the
+                // kernel's size.
+                let _ = SockRef::from(&stream).set_send_buffer_size(SEND_BUFFER);
                 Ok((Either::Left(stream), Peer::Tcp(addr)))
             }
             Listener::Unix(listener) => {
                 let (stream, _) = listener.accept().await?;
+                let _ = SockRef::from(&stream).set_send_buffer_size(SEND_BUFFER);
                 Ok((Either::Right(stream), Peer::Unix))
             }
         }

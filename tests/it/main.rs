@@ -18,6 +18,7 @@ mod frames;
 mod hostile;
 mod hsm;
 mod interop_oidc_provider;
+mod kernel_buffers;
 mod listeners;
 mod log_format;
 mod memory;
