@@ -46,25 +46,12 @@ pub enum ProxyError {
     /// The path's organization cannot be read plainly (empty, encoded),
     /// or an upstream could read one lanyard does not; why, and the
     /// segment that makes it so, shown escaped and bounded
-    /// (`proxy::organization::Unreadable::shown_segment`). Answered as
+    /// (`accounts::organization::Unreadable::shown_segment`). Answered as
     /// `bad_request`.
     UnreadableOrganization(&'static str, Option<Box<str>>),
     /// The listener holds `LANYARD_MAX_CONNECTIONS` connections already.
     /// Not in docs/proxy.md "Errors made by lanyard itself", which has no connection limit.
     TooManyConnections,
-}
-
-impl From<crate::accounts::NoAccount> for ProxyError {
-    fn from(no: crate::accounts::NoAccount) -> Self {
-        use crate::accounts::NoAccount;
-        match no {
-            NoAccount::ForOrganization(organization) => {
-                ProxyError::NoAccountForOrganization(organization.into())
-            }
-            NoAccount::ForPath => ProxyError::NoAccountForPath,
-            NoAccount::Unreadable(why, segment) => ProxyError::UnreadableOrganization(why, segment),
-        }
-    }
 }
 
 impl ProxyError {
@@ -115,7 +102,7 @@ impl ProxyError {
     /// values a sentence names come from the request's own path: an
     /// organization id, which holds only the characters an id has, or a
     /// refused segment, at most 64 characters with every one but
-    /// printable ASCII escaped (`proxy::organization`).
+    /// printable ASCII escaped (`accounts::organization`).
     pub fn message(&self) -> Cow<'static, str> {
         let fixed = match self {
             ProxyError::TokenUnavailable => {

@@ -8,8 +8,11 @@
 //! file is added, changed or removed.
 //!
 //! - this file: [`Account`], the route table and its rule.
+//! - `organization`: which organization a path names, read as strictly as
+//!   an upstream might read it loosely.
 //! - `watch`: the directory's watcher.
 
+pub mod organization;
 mod watch;
 
 #[cfg(test)]
@@ -23,12 +26,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
+use organization::Route;
 use tokio::sync::Semaphore;
 use tokio::task::AbortHandle;
 
 use crate::config::accounts::{AccountFile, AccountsDir};
 use crate::metrics::Metrics;
-use crate::proxy::organization::{self, Route};
 use crate::token::refresher::{self, Keeping};
 use crate::token::{
     Demand, ExchangeOptions, Exchanger, RefreshPolicy, RejectionRule, TokenClient, TokenHandle,

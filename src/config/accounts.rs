@@ -24,7 +24,7 @@ const MAX_ORGANIZATION: usize = 128;
 
 /// An organization id as a path carries it plainly (docs/service.md
 /// §2.8): RFC 3986 unreserved characters only. A request for any other
-/// could not be told from a path trick (`proxy::organization`), so a file
+/// could not be told from a path trick (`accounts::organization`), so a file
 /// naming one is refused rather than loaded to serve nothing.
 pub fn is_organization_id(id: &str) -> bool {
     id.len() <= MAX_ORGANIZATION && super::verifier::is_path_segment(id)

@@ -4,9 +4,8 @@
 //! The request path loads the token lock-free and never waits for the token
 //! endpoint, except after the upstream answered 401: then the token is
 //! renewed once for every request that saw it, and each request whose body
-//! can be replayed is retried once. A replayable idempotent request is also
-//! sent again once when the upstream closed a pooled connection under it
-//! without answering.
+//! can be replayed is retried once (an idempotent one also once when the
+//! upstream closed a pooled connection under it without answering).
 //!
 //! - `absolute`: the absolute-form check.
 //! - [`body`]: request bodies: whole or streamed, the replay copy and its budget.
@@ -15,7 +14,6 @@
 mod absolute;
 mod body;
 mod headers;
-pub mod organization;
 
 pub use body::{MAX_REPLAY_BODY, StreamedBody, UpstreamBody};
 pub use headers::strip_hop_by_hop;
@@ -36,7 +34,7 @@ use tokio::time::Instant;
 use absolute::accepts_target;
 use body::{BodyPlan, ReplayBudget, Reservation, plan_body};
 
-use crate::accounts::{Account, Accounts};
+use crate::accounts::{Account, Accounts, NoAccount};
 use crate::client_body::{ClientBody, ClientBodyError};
 use crate::config::Config;
 use crate::error::{FORBIDDEN_HINT, ProxyError};
@@ -589,5 +587,17 @@ impl<'a> InFlightGauge<'a> {
 impl Drop for InFlightGauge<'_> {
     fn drop(&mut self) {
         self.0.proxy_in_flight.dec();
+    }
+}
+
+impl From<NoAccount> for ProxyError {
+    fn from(no: NoAccount) -> Self {
+        match no {
+            NoAccount::ForOrganization(organization) => {
+                ProxyError::NoAccountForOrganization(organization.into())
+            }
+            NoAccount::ForPath => ProxyError::NoAccountForPath,
+            NoAccount::Unreadable(why, segment) => ProxyError::UnreadableOrganization(why, segment),
+        }
     }
 }

@@ -1,4 +1,4 @@
-//! The organization a path names (`lanyard::proxy::organization::route`),
+//! The organization a path names (`lanyard::accounts::organization::route`),
 //! against a model of what a lenient upstream could read in it: a path
 //! built of segments written every way an upstream may read loosely is
 //! read by a family of upstreams, each some combination of the readings
@@ -10,7 +10,7 @@
 //! `/organizations/X/…`, lanyard refuses the path or routes it to X.
 
 use super::*;
-use lanyard::proxy::organization::{Route, route};
+use lanyard::accounts::organization::{Route, route};
 use lanyard::target::has_dot_segment;
 use unicode_normalization::UnicodeNormalization;
 

@@ -1,4 +1,4 @@
-//! The reading of `proxy::organization`, one test per way a path is written.
+//! The reading of `accounts::organization`, one test per way a path is written.
 
 use super::*;
 
