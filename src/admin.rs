@@ -152,7 +152,7 @@ impl NotReady {
     }
 }
 
-/// The readiness rule (CONTRACT §5): not ready while shutting down, while
+/// The readiness rule (docs/admin.md, `/readyz`): not ready while shutting down, while
 /// no usable token is held, or while the held token has less than
 /// [`READY_MIN_REMAINING`] to go and its renewal is not on course. A
 /// renewal on schedule, however near the retirement, never makes the pod

@@ -29,10 +29,10 @@ pub enum ProxyError {
     /// echo the token back.
     MethodNotAllowed,
     /// The target, joined to the base URL's path, is longer than a URI
-    /// may be. Not in docs/proxy.md "Errors made by lanyard itself", which is silent on it.
+    /// may be (`uri_too_long`, 414).
     UriTooLong,
     /// The client's request body could not be read (the client went away
-    /// or broke the framing). Not in docs/proxy.md "Errors made by lanyard itself", which is silent on it.
+    /// or broke the framing).
     BadRequest,
     /// The path has a `.` or `..` segment, which an upstream normalising
     /// it would resolve above the base URL's prefix. Answered as
@@ -50,7 +50,6 @@ pub enum ProxyError {
     /// `bad_request`.
     UnreadableOrganization(&'static str, Option<Box<str>>),
     /// The listener holds `LANYARD_MAX_CONNECTIONS` connections already.
-    /// Not in docs/proxy.md "Errors made by lanyard itself", which has no connection limit.
     TooManyConnections,
 }
 

@@ -1,7 +1,7 @@
 //! lanyard: a token sidecar for the credential issuance and verification
 //! service. It holds a service account's private key, keeps a bearer token
 //! fresh, and forwards local requests to the service with that token; the
-//! same token machinery serves the seed's verification page.
+//! same token machinery serves the service's verification page (docs/verifier.md).
 //!
 //! # Layout
 //!
@@ -20,7 +20,7 @@
 //! - [`access`]: settings into the connector, the token exchanger and the credentials watch: how lanyard reaches the service.
 //! - [`commands`]: what `lanyard token`, `check` and `healthcheck` do.
 //! - [`process`]: the process composed of its components (token refresher, admin listener, and the proxy, the verifier or both, each from its own config type) and the drain that stops them; `lanyard run` and `lanyard verifier`.
-//! - [`verifier`]: the seed's verification page and its API, its assumptions about the service in one place.
+//! - [`verifier`]: the reference verification page and its API, its assumptions about the service in one place.
 //! - [`demo`]: `lanyard demo`: the mock, with the proxy and the verifier wired to it.
 //! - `failure`: how a command failed, and its exit code.
 //! - `files`: the small files lanyard reads, regular files only and bounded.

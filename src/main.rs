@@ -55,7 +55,7 @@ fn main() -> ExitCode {
 
     // One thread carries the token refresher and the commands; the admin
     // listener has a thread of its own, and the proxy LANYARD_WORKER_THREADS
-    // threads (app.rs).
+    // threads (src/process/threads.rs).
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -37,7 +37,8 @@ use crate::token::{Exchanger, TokenHandle};
 /// atomic swap of the `..data` symlink in the mount's root, which a watch
 /// on the file never sees, and a rename over the file replaces the inode a
 /// watch would be on. Reading a file of a few kilobytes every two seconds
-/// costs nothing, and keeps well inside the contract's 10 s.
+/// costs nothing, and takes a rotated key up within 2 s (docs/tokens.md
+/// "Credential rotation").
 pub const POLL_INTERVAL: Duration = Duration::from_secs(2);
 /// A changed file is read again after this long and used only once two
 /// reads agree, so a writer caught half-way is not reported as broken.

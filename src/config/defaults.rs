@@ -15,7 +15,7 @@ pub const DEFAULT_ADMIN_LISTEN: SocketAddr =
 /// `lanyard demo`'s admin listener, on loopback like the rest of the demo.
 pub const DEMO_ADMIN_LISTEN: SocketAddr =
     SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 1), 9090));
-/// The seed's reference application listens on 8080 in its container
+/// The reference application listens on 8080 in its container
 /// (docs/service.md §8), on every interface: browsers reach it.
 pub const DEFAULT_VERIFIER_LISTEN: SocketAddr =
     SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 8080));
@@ -26,7 +26,7 @@ pub const DEMO_VERIFIER_LISTEN: SocketAddr =
 /// Long enough to find a phone, open the wallet and consent; short enough
 /// that an abandoned session stops being polled and held soon.
 pub const DEFAULT_VERIFIER_SESSION_TTL: Duration = Duration::from_secs(300);
-/// The seed suggests one hour, and its token endpoint refuses longer.
+/// docs/service.md suggests one hour, and its token endpoint refuses longer.
 pub const DEFAULT_ASSERTION_TTL: Duration = Duration::from_secs(3600);
 /// Upper bound of the assertion lifetime: the service refuses longer (see
 /// docs/tokens.md "Token exchange").

@@ -1,7 +1,7 @@
 //! The issuance operations of docs/service.md §5.5 on credential items, under
 //! `.../organizations/{ORG_ID}/projects/{PROJECT_ID}/credentials`.
 //!
-//! The seed gives only the scopes (§4.4, §3.2); paths, payloads, states and
+//! docs/service.md gives only the scopes (§4.4, §3.2); paths, payloads, states and
 //! moves here are illustrative. States: `pending` (created, awaiting
 //! approval), `issued`, `on_hold`, `revoked` (final).
 //!

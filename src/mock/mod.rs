@@ -11,8 +11,8 @@
 //! [`WALLET_PREFIX`]) completes sessions, as JSON for scripts and as a page
 //! a person clicks through for the verifier's demo. "The shop" (under
 //! [`SHOP_PREFIX`]) is the demo's relying party: a page that logs a person
-//! in with the verifier's OpenID Connect provider. Payload shapes the seed
-//! leaves unspecified are illustrative; `docs/mock-service.md` documents
+//! in with the verifier's OpenID Connect provider. Payload shapes
+//! docs/service.md leaves unspecified are illustrative; `docs/mock-service.md` documents
 //! every endpoint.
 //!
 //! - this file: [`MockService`], the handle tests and the demo hold, the

@@ -1,7 +1,7 @@
 //! Verification on the rule path of docs/service.md §4.3, and the simulated wallet
 //! that completes a session.
 //!
-//! The seed fixes only the rule path, `transaction_id`, a `status` and the
+//! docs/service.md fixes only the rule path, `transaction_id`, a `status` and the
 //! presented claims (§2.6); the methods, the other fields and the status
 //! values here are illustrative: `pending`, then `verified` or `declined`.
 //!

@@ -22,8 +22,8 @@ fn header_budget(limits: &Limits) -> usize {
 }
 
 /// One accept loop's part in a group that serves one listener from
-/// several threads: the group members the connection limit and keeps the
-/// threads' numbers of connections even.
+/// several threads: the group's members share the listener's connection
+/// limit and keep their threads' numbers of connections even.
 ///
 /// Threads woken together by a new connection race to accept it, and the
 /// one with the least to do wins, so the connections of a burst pile up

@@ -1,5 +1,5 @@
-//! Everything the verifier assumes where the seed is silent, in one place
-//! (docs/verifier.md "Assumptions"). The seed gives the rule path
+//! Everything the verifier assumes where docs/service.md is silent, in one
+//! place (docs/verifier.md "Assumptions"). docs/service.md gives the rule path
 //! (docs/service.md §4.3), that a session is identified by
 //! `transaction_id` and polled for a `status` and the claims (§2.6, §4.2),
 //! and that the reference application turns `WALLET_BASE_URL` into a

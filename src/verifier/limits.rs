@@ -1,6 +1,6 @@
 //! How fast sessions may be started, per client and in all, and how fast
 //! one replica calls the service, starts and polls together (docs/verifier.md
-//! "Limits of the verifier"). The service's rate limits exist though the seed
+//! "Limits of the verifier"). The service's rate limits exist though docs/service.md
 //! does not give them (docs/service.md §8); one client's flood must not
 //! spend them. The limiters are governor's GCRA, the starts keyed by
 //! client; the rates are settings (`LANYARD_VERIFIER_CLIENT_STARTS`,

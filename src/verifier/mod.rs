@@ -1,4 +1,4 @@
-//! `lanyard verifier`: the seed's reference verification application
+//! `lanyard verifier`: the service's reference verification application
 //! (docs/service.md §4.2), a page and its backend, on lanyard's own token
 //! machinery (docs/verifier.md).
 //!
@@ -11,7 +11,7 @@
 //! answers any session, through restarts (docs/verifier.md "Running many").
 //!
 //! - `api`: the two calls, `/api/start` and `/api/status`.
-//! - `assumptions`: what the seed does not show, each assumption once.
+//! - `assumptions`: what docs/service.md does not show, each assumption once.
 //! - `service`: the calls to the service, with the token and its 401 rule.
 //! - `binding`: the sealed handle and the signed cookie that bind a
 //!   session to its page and browser, and the keys they are made with.

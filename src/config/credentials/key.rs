@@ -19,7 +19,7 @@ use crate::Secret;
 use crate::config::settings::TOKEN_TIMEOUT;
 use crate::hsm::{HsmError, HsmKey, Proof};
 
-/// The seed's reference key size, and the floor for RS256 today.
+/// The reference key size of docs/service.md, and the floor for RS256 today.
 pub const MIN_KEY_BITS: usize = crate::hsm::MIN_KEY_BITS;
 
 /// The account's RSA private key, checked once at start-up.

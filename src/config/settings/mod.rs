@@ -25,9 +25,19 @@ mod limits;
 mod oidc;
 mod verifier;
 
-pub use limits::*;
-pub use oidc::*;
-pub use verifier::*;
+pub use limits::{
+    BODY_TIMEOUT, EXPIRY_MARGIN, HEADER_TIMEOUT, MAX_CONNECTIONS, MAX_HEADER_BYTES,
+    MAX_UPSTREAM_CONNECTIONS, SEND_TIMEOUT, SHUTDOWN_GRACE, TOKEN_TIMEOUT, UPSTREAM_TIMEOUT,
+    WORKER_THREADS,
+};
+pub use oidc::{
+    OIDC_CLAIMS_MAP, OIDC_CLIENTS_FILE, OIDC_ISSUER, OIDC_PAIRWISE_KEY, OIDC_PAIRWISE_KEY_FILE,
+    OIDC_PREVIOUS_KEY_FILE, OIDC_SIGNING_KEY, OIDC_SIGNING_KEY_FILE, OIDC_SUB_CLAIM,
+};
+pub use verifier::{
+    VERIFIER_BRAND_FILE, VERIFIER_CLIENT_STARTS, VERIFIER_FORWARDED_HOPS, VERIFIER_SERVICE_CALLS,
+    VERIFIER_SESSION_KEY, VERIFIER_SESSION_KEY_FILE, VERIFIER_SESSION_TTL, VERIFIER_STARTS,
+};
 
 /// The config file itself is located by flag or environment only.
 pub const CONFIG_ENV: &str = "LANYARD_CONFIG";
@@ -88,7 +98,7 @@ pub const SETTINGS: &[&dyn AnySetting] = &[
     &DEMO,
 ];
 
-/// `SERVICE_API_URL`: the `{base_url}` of the seed, where requests go.
+/// `SERVICE_API_URL`: the `{base_url}` of docs/service.md, where requests go.
 pub const SERVICE_API_URL: Setting<TargetUrl> = Setting {
     key: "service_api_url",
     env: "SERVICE_API_URL",
@@ -185,7 +195,7 @@ pub const ORGANIZATION_ID: Setting = Setting {
     secret: false,
 };
 
-/// `ORG_ID`, as the seed's reference application names it.
+/// `ORG_ID`, as docs/service.md's reference application names it.
 pub const ORG_ID: Setting = Setting {
     key: "org_id",
     env: "ORG_ID",

@@ -95,7 +95,7 @@ pub const VERIFIER_STARTS: Setting<Rate> = Setting {
 
 /// `LANYARD_VERIFIER_SERVICE_CALLS`: one budget for the calls a replica
 /// makes to the service, starts and polls together; the service's own
-/// rate limits exist though the seed does not give them.
+/// rate limits exist though docs/service.md does not give them.
 pub const VERIFIER_SERVICE_CALLS: Setting<Rate> = Setting {
     key: "verifier_service_calls",
     env: "LANYARD_VERIFIER_SERVICE_CALLS",
