@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
-use crate::Failure;
 use crate::access::ServiceAccess;
 use crate::config::DemoConfig;
+use crate::failure::Failure;
 use crate::otel::Telemetry;
 use crate::process::{
     Components, Process, ProxyListener, Signals, bind, bind_admin, bind_admin_on, bind_proxy,
@@ -292,7 +292,7 @@ fn demo_provider(
     });
     let shop = Client {
         id: DEMO_SHOP_CLIENT.into(),
-        secret: Some(crate::Secret::new(secret)),
+        secret: Some(crate::secret::Secret::new(secret)),
         redirect_uris: vec![mock.shop_redirect_uri()],
         name: Some("Demo shop".into()),
         require_pkce: true,

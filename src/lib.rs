@@ -71,5 +71,4 @@ pub mod verifier;
 pub use failure::Failure;
 pub use secret::{Secret, keep_memory_private};
 
-/// Sent on every outbound request lanyard makes on its own behalf.
-pub const USER_AGENT: &str = concat!("lanyard/", env!("CARGO_PKG_VERSION"));
+pub use outbound::USER_AGENT;

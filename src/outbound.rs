@@ -14,6 +14,9 @@ use rustls::RootCertStore;
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 
+/// Sent on every outbound request lanyard makes on its own behalf.
+pub const USER_AGENT: &str = concat!("lanyard/", env!("CARGO_PKG_VERSION"));
+
 /// How long an idle outbound connection is kept: below the idle timeouts
 /// common in front of APIs (AWS ALB 60 s, nginx 75 s), so that lanyard
 /// closes first and rarely races an upstream closing a connection just as

@@ -1,7 +1,7 @@
 //! The readiness rule, table by table, on plain durations: no runtime.
 
 use super::*;
-use crate::Secret;
+use crate::secret::Secret;
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)

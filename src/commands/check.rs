@@ -10,11 +10,11 @@ use bytes::Bytes;
 use http::{Request, StatusCode, header};
 use http_body_util::Empty;
 
-use crate::Secret;
 use crate::config::credentials::{Credentials, RsaPublic, SigningKey};
 use crate::config::oidc::OidcConfig;
 use crate::config::{Config, RunConfig};
 use crate::outbound::{self, FailureKind};
+use crate::secret::Secret;
 use crate::target::TargetUrl;
 
 use crate::access::ServiceAccess;
@@ -304,7 +304,7 @@ impl Probe {
                 header::AUTHORIZATION,
                 format!("Bearer {}", self.token.expose()),
             )
-            .header(header::USER_AGENT, crate::USER_AGENT)
+            .header(header::USER_AGENT, crate::outbound::USER_AGENT)
             .body(Empty::new())
             .map_err(|_| format!("{url} is not a valid URL"))?;
         let started = Instant::now();

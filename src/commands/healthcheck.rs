@@ -98,7 +98,7 @@ async fn get_readyz(addr: SocketAddr) -> Result<(StatusCode, Bytes), String> {
     tokio::spawn(connection);
     let request = Request::get("/readyz")
         .header(header::HOST, addr.to_string())
-        .header(header::USER_AGENT, crate::USER_AGENT)
+        .header(header::USER_AGENT, crate::outbound::USER_AGENT)
         .body(Empty::<Bytes>::new())
         .map_err(|err| unreachable(err.to_string()))?;
     let response = sender

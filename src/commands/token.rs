@@ -2,12 +2,12 @@
 
 use std::sync::Arc;
 
-use crate::Secret;
 use crate::config::credentials::Credentials;
 use crate::config::{Account, AccountSet, ConfigError, TokenConfig};
+use crate::secret::Secret;
 
-use crate::Failure;
 use crate::access::ServiceAccess;
+use crate::failure::Failure;
 use crate::token::Exchanger;
 
 /// `lanyard token`: one token, for scripts: the default account's, or with

@@ -396,7 +396,7 @@ fn credential_settings(l: &mut Layers<'_>) -> CredentialSettings {
         file: l.optional(&CREDENTIALS_FILE),
         client_id: l.optional(&CLIENT_ID),
         private_key: l.optional(&PRIVATE_KEY).map(|key| Sourced {
-            value: crate::Secret::new(key.value),
+            value: crate::secret::Secret::new(key.value),
             source: key.source,
         }),
         iam_audience: l.optional(&IAM_AUDIENCE),

@@ -5,7 +5,7 @@ use aws_lc_rs::rsa::{KeyPair, KeySize};
 use aws_lc_rs::signature::KeyPair as _;
 use base64::Engine as _;
 
-use crate::Secret;
+use crate::secret::Secret;
 
 /// A fresh RSA key pair.
 #[derive(Debug)]

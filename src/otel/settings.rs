@@ -16,8 +16,8 @@ use std::time::Duration;
 use http::uri::{PathAndQuery, Uri};
 use http::{HeaderName, HeaderValue};
 
-use crate::Secret;
 use crate::config::Env;
+use crate::secret::Secret;
 
 pub const SDK_DISABLED: &str = "OTEL_SDK_DISABLED";
 pub const TRACES_EXPORTER: &str = "OTEL_TRACES_EXPORTER";

@@ -39,12 +39,12 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use crate::Failure;
 use crate::access::{self, ServiceAccess};
 use crate::accounts::{Accounts, DirectoryReloads};
 use crate::admin::Admin;
 use crate::config::accounts::AccountsDir;
 use crate::config::{Config, RunConfig, VerifierSetup};
+use crate::failure::Failure;
 use crate::metrics::{self, Metrics};
 use crate::outbound::Connector;
 use crate::proxy::{self, ProxyConfig};

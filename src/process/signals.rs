@@ -1,8 +1,8 @@
 //! Signals, and `lanyard run` and `lanyard verifier` until one asks them
 //! to stop.
 
-use crate::Failure;
 use crate::config::{RunConfig, VerifierSetup};
+use crate::failure::Failure;
 use crate::otel::Telemetry;
 
 use super::*;

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 
-use crate::Failure;
 use crate::config::ListenAddr;
+use crate::failure::Failure;
 use crate::proxy::{self, Proxy};
 use crate::server::{self, Drained, Handler, Listener, StdListener};
 

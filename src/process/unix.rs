@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 
 use tokio::net::UnixListener;
 
-use crate::Failure;
 use crate::config::{ConfigError, FileMode};
+use crate::failure::Failure;
 
 /// The socket file lanyard made, removed when this is dropped (once the
 /// proxy has drained), unless something else has replaced it since.

@@ -10,8 +10,8 @@ use jsonwebtoken::{Algorithm, Header};
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::Secret;
 use crate::config::credentials::SigningKey;
+use crate::secret::Secret;
 
 /// A source of wall-clock time, so tests can pin `iat` and `exp`.
 pub trait Clock: Send + Sync {

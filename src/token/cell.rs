@@ -9,7 +9,7 @@ use arc_swap::ArcSwapOption;
 use http::HeaderValue;
 use tokio::time::Instant;
 
-use crate::Secret;
+use crate::secret::Secret;
 
 /// A bearer token with the moment lanyard stops sending it, and the
 /// `Authorization` value built once so the request path only clones it.

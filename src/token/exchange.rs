@@ -12,10 +12,10 @@ use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 
 use super::assertion::{AssertionSigner, Clock, SignError};
-use crate::Secret;
 use crate::collect::CollectError;
 use crate::config::credentials::Credentials;
 use crate::outbound::{self, Connector, FailureKind};
+use crate::secret::Secret;
 
 /// RFC 7523 §2.2.
 pub const CLIENT_ASSERTION_TYPE: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
@@ -245,7 +245,7 @@ impl Exchanger {
         let mut request = Request::post(creds.token_uri.uri().clone())
             .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
             .header(header::ACCEPT, "application/json")
-            .header(header::USER_AGENT, crate::USER_AGENT)
+            .header(header::USER_AGENT, crate::outbound::USER_AGENT)
             .body(Full::new(Bytes::from(body)))
             .map_err(|_| ExchangeError::Malformed("the token endpoint URL is unusable".into()))?;
         crate::otel::spans::propagate_token_request(request.headers_mut());

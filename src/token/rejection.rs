@@ -157,7 +157,7 @@ mod tests {
     /// An hour's token: no scheduled renewal comes during a test.
     fn token() -> Result<Issued, ExchangeError> {
         Ok(Issued {
-            access_token: crate::Secret::new("tok"),
+            access_token: crate::secret::Secret::new("tok"),
             lifetime: Duration::from_secs(3600),
             lifetime_assumed: false,
         })

@@ -53,9 +53,9 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use tokio::sync::Semaphore;
 
-use crate::Failure;
 use crate::access::ServiceAccess;
 use crate::config::{Config, SessionKeys, VerifierRates, VerifierSetup, WalletBaseUrl};
+use crate::failure::Failure;
 use crate::metrics::Metrics;
 use crate::server::{Abort, Handler, Peer};
 use crate::target::TargetUrl;

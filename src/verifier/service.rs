@@ -207,7 +207,7 @@ impl ServiceApi {
         headers.insert(header::AUTHORIZATION, token.authorization().clone());
         headers.insert(
             header::USER_AGENT,
-            HeaderValue::from_static(crate::USER_AGENT),
+            HeaderValue::from_static(crate::outbound::USER_AGENT),
         );
         headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
         trace.propagate(headers);

@@ -33,7 +33,7 @@ impl TokenSource for Fixed {
 
     async fn fetch(&self) -> Result<Issued, ExchangeError> {
         Ok(Issued {
-            access_token: crate::Secret::new("tok"),
+            access_token: crate::secret::Secret::new("tok"),
             lifetime: Duration::from_secs(3600),
             lifetime_assumed: false,
         })

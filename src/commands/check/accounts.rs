@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 
-use crate::Secret;
 use crate::access;
 use crate::accounts::MAX_TOKEN_REQUESTS_IN_FLIGHT;
 use crate::config::Config;
 use crate::config::accounts::{AccountFile, AccountsDir};
 use crate::outbound::Connector;
+use crate::secret::Secret;
 use crate::token::{Exchanger, SystemClock, TokenClient};
 
 use super::{CheckReport, CheckStatus, check_token, prove_hsm_key};

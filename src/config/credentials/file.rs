@@ -10,9 +10,9 @@ use std::path::Path;
 use aws_lc_rs::hmac;
 
 use super::CredentialSettings;
-use crate::Secret;
 use crate::config::sources::{Source, io_reason};
 use crate::files::read_small;
+use crate::secret::Secret;
 
 /// A credentials file is a few kilobytes; anything much larger is not one.
 const MAX_FILE_BYTES: u64 = 1024 * 1024;

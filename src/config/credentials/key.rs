@@ -15,9 +15,9 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rustls_pki_types::pem::SectionKind;
 
-use crate::Secret;
 use crate::config::settings::TOKEN_TIMEOUT;
 use crate::hsm::{HsmError, HsmKey, Proof};
+use crate::secret::Secret;
 
 /// The reference key size of docs/service.md, and the floor for RS256 today.
 pub const MIN_KEY_BITS: usize = crate::hsm::MIN_KEY_BITS;

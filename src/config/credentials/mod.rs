@@ -26,7 +26,7 @@ use super::settings::{
     CLIENT_ID, CREDENTIALS_FILE, IAM_AUDIENCE, ORG_ID, ORGANIZATION_ID, PRIVATE_KEY, TOKEN_URI,
 };
 use super::sources::Sourced;
-use crate::Secret;
+use crate::secret::Secret;
 use crate::target::TargetUrl;
 use file::{FileFields, file_source, parse_file};
 

@@ -9,8 +9,8 @@ use serde_json::{Map, Value};
 
 use super::redirect;
 use super::subject::{Sector, SubjectType, check_sector_identifier};
-use crate::Secret;
 use crate::config::shown::is_hidden;
+use crate::secret::Secret;
 use crate::target::is_loopback_host;
 
 /// Far more relying parties than one provider serves; the file is read at

@@ -25,8 +25,8 @@ use super::settings::{
     OIDC_PREVIOUS_KEY_FILE, OIDC_SIGNING_KEY, OIDC_SIGNING_KEY_FILE, OIDC_SUB_CLAIM,
 };
 use super::sources::{Layers, Reported, Source, Sourced, io_reason};
-use crate::Secret;
 use crate::files::read_small;
+use crate::secret::Secret;
 
 pub use clients::{Client, Clients};
 use subject::{PairwiseKey, SubClaims, SubjectType};

@@ -11,8 +11,8 @@ use base64::engine::general_purpose::STANDARD;
 use http::{HeaderMap, HeaderValue, header};
 
 use super::answer::{INVALID_CLIENT, TokenError, refuse};
-use crate::Secret;
 use crate::config::oidc::{Client, Clients};
+use crate::secret::Secret;
 
 /// A client a request names, with the credentials it gave.
 pub(super) struct Claimed<'a> {
