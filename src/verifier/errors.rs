@@ -164,7 +164,8 @@ impl VerifierError {
             | CallError::Malformed(_)
             | CallError::Unusable(_)
             | CallError::TooLarge
-            | CallError::CutOff => VerifierError::ServiceFailed,
+            | CallError::CutOff
+            | CallError::RulePath => VerifierError::ServiceFailed,
             CallError::Unreachable(_) => VerifierError::ServiceUnreachable,
             CallError::Timeout(_) => VerifierError::ServiceTimeout,
         }

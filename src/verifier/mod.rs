@@ -22,6 +22,7 @@
 //! - `page`: the page's files, its headers, the QR code.
 //! - `i18n`: the page's languages, and the one a browser gets.
 //! - `errors`: the API's error answers.
+//! - `logs`: the operator's lines about failed calls to the service.
 //! - `oidc`: the OpenID Connect provider, when `LANYARD_OIDC_ISSUER` is
 //!   set (docs/oidc.md).
 
@@ -32,6 +33,7 @@ mod clock;
 mod errors;
 mod i18n;
 mod limits;
+mod logs;
 mod oidc;
 mod page;
 mod polls;
