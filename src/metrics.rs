@@ -102,11 +102,9 @@ impl OidcMetrics {
         registry.register(Box::new(metrics.authorizations.clone()))?;
         registry.register(Box::new(metrics.tokens.clone()))?;
         registry.register(Box::new(metrics.refusals.clone()))?;
-        for reason in OIDC_ATTACK_REASONS {
-            metrics
-                .refusals
-                .with_label_values(&[reason, UNKNOWN_CLIENT]);
-        }
+        // Every family shows from the first scrape, the provider on or
+        // off; the clients' own series come with the provider.
+        metrics.register_clients([UNKNOWN_CLIENT].into_iter());
         Ok(metrics)
     }
 

@@ -64,9 +64,6 @@ impl Inner {
         // An OpenID Connect login's page starts its session with the
         // request it carries, checked before anything is spent on it.
         let login = self.login_of(parts.uri.query())?;
-        let rule = self
-            .service
-            .rule(login.as_ref().and_then(|(_, rule)| rule.as_ref()));
         // The limits come before the body is read: a client stalling its
         // body spends its own starts, not a connection's time for free.
         let address = client_address(&parts.headers, client.ip(), self.forwarded_hops);
@@ -80,32 +77,11 @@ impl Inner {
         })?;
         read_small_body(body).await?;
 
-        if !self.budget.take() {
-            tracing::debug!(
-                "verification start refused: the replica's budget for service calls is spent"
-            );
-            return Err(VerifierError::Busy.into());
-        }
-        let started = match &rule {
-            Ok(rule) => {
-                // Waits for a call slot no longer than a call may take.
-                let permit =
-                    tokio::time::timeout(self.service.timeout(), self.calls.acquire()).await;
-                let Ok(Ok(_permit)) = permit else {
-                    return Err(VerifierError::Busy.into());
-                };
-                self.service.start(rule).await
-            }
-            Err(err) => Err(err.clone()),
-        };
+        let rule = login.as_ref().and_then(|(_, rule)| rule.as_ref());
         let Started {
             transaction_id,
             request_uri,
-        } = started.map_err(|err| {
-            self.log_call_failure("start", &err, rule.as_ref().ok());
-            self.count("failed");
-            VerifierError::from_call(&err)
-        })?;
+        } = self.start_session(rule).await?;
         let Some(qr_svg) = page::qr_svg(&request_uri) else {
             // request_uri's bound keeps it within a QR code's capacity.
             tracing::warn!("the service's request_uri does not fit a QR code");
@@ -131,6 +107,35 @@ impl Inner {
             response.headers_mut().insert(header::SET_COOKIE, cookie);
         }
         Ok(response)
+    }
+
+    /// A session started with the service on `rule` (the deployment's
+    /// when `None`), within the replica's budget and call slots.
+    async fn start_session(&self, rule: Option<&Rule>) -> Result<Started> {
+        if !self.budget.take() {
+            tracing::debug!(
+                "verification start refused: the replica's budget for service calls is spent"
+            );
+            return Err(VerifierError::Busy.into());
+        }
+        let rule = self.service.rule(rule);
+        let started = match &rule {
+            Ok(rule) => {
+                // Waits for a call slot no longer than a call may take.
+                let permit =
+                    tokio::time::timeout(self.service.timeout(), self.calls.acquire()).await;
+                let Ok(Ok(_permit)) = permit else {
+                    return Err(VerifierError::Busy.into());
+                };
+                self.service.start(rule).await
+            }
+            Err(err) => Err(err.clone()),
+        };
+        started.map_err(|err| {
+            self.log_call_failure("start", &err, rule.as_ref().ok());
+            self.count("failed");
+            VerifierError::from_call(&err).into()
+        })
     }
 
     /// The page's sealed handle for the service's session `service_id`,
