@@ -26,7 +26,7 @@ impl Inner {
             ),
             CallError::Answered(StatusCode::NOT_FOUND) => tracing::warn!(
                 call, %rule,
-                "the service answered 404 on the rule path: its rule id must be the UUID of a published rule of its project (RULE_ID of PROJECT_ID, or a client's rule in LANYARD_OIDC_CLIENTS_FILE; docs/service.md §2.5, §3.1)"
+                "the service answered 404 on the rule path: RULE_ID must be the UUID of a published rule of PROJECT_ID, as a client's rule_id of its project_id in LANYARD_OIDC_CLIENTS_FILE (docs/service.md §2.5, §3.1)"
             ),
             CallError::Malformed(why) => self.log_failure_throttled(
                 call,
