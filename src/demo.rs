@@ -10,6 +10,7 @@ use tokio::net::TcpListener;
 
 use crate::access::ServiceAccess;
 use crate::config::DemoConfig;
+use crate::config::oidc::rules::{Rule, Rules};
 use crate::failure::Failure;
 use crate::otel::Telemetry;
 use crate::process::{
@@ -30,6 +31,11 @@ pub const DEMO_OTHER_PROJECT: &str = "proj-other";
 pub const DEMO_SHOP_CLIENT: &str = "shop";
 /// A published rule in the demo project.
 pub const DEMO_RULE: &str = "0b7c6d2e-4a1f-4c3b-9a57-2f1e8d9c6b10";
+/// A second rule in the demo project, asking for age over 18 alone: the
+/// demo shop's `age` scope (docs/oidc.md, "Rules per client").
+pub const DEMO_AGE_RULE: &str = "3f9a1c2e-7b4d-4e6a-8c5f-9d0e1b2a3c4d";
+/// The scope that picks [`DEMO_AGE_RULE`] at the demo's provider.
+pub const DEMO_AGE_SCOPE: &str = "age";
 
 /// Where the demo serves: the admin listener, and the proxy, the verifier
 /// or both.
@@ -76,6 +82,9 @@ impl Demo {
             projects: vec![DEMO_PROJECT.into()],
         });
         mock.add_rule(DEMO_PROJECT, DEMO_RULE);
+        let mut over_18 = serde_json::Map::new();
+        over_18.insert("age_over_18".into(), true.into());
+        mock.add_rule_presenting(DEMO_PROJECT, DEMO_AGE_RULE, over_18);
 
         let service =
             TargetUrl::parse(&mock.api_url(), false).map_err(|e| failed("mock URL", e))?;
@@ -298,6 +307,14 @@ fn demo_provider(
         require_pkce: true,
         subject_type: SubjectType::Pairwise,
         sector: Sector::of(&[mock.shop_redirect_uri()], None),
+        rules: Rules::of(
+            [Rule {
+                scope: DEMO_AGE_SCOPE.into(),
+                project_id: DEMO_PROJECT.into(),
+                rule_id: DEMO_AGE_RULE.into(),
+            }],
+            None,
+        ),
     };
     Ok(OidcConfig {
         issuer,

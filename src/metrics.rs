@@ -46,13 +46,14 @@ pub struct Metrics {
     pub oidc: OidcMetrics,
 }
 
-/// The OpenID Connect provider's series (docs/oidc.md, Metrics).
+/// The OpenID Connect provider's series (docs/oidc.md, Metrics), each by
+/// `client_id`: a client of the clients file, or [`UNKNOWN_CLIENT`].
 #[derive(Debug, Clone)]
 pub struct OidcMetrics {
     /// Logins: pages shown (`started`), then how each ended.
     pub authorizations: IntCounterVec,
     /// ID tokens issued.
-    pub tokens: IntCounter,
+    pub tokens: IntCounterVec,
     /// Requests refused, by the error they got.
     pub refusals: IntCounterVec,
 }
@@ -60,6 +61,18 @@ pub struct OidcMetrics {
 /// How an OpenID Connect login ends: as a verification session does, and
 /// `started` when its page is first shown.
 pub const OIDC_OUTCOMES: [&str; 5] = VERIFIER_OUTCOMES;
+/// The `client_id` of a request that names no registered client: one
+/// series for all of them, so that no request makes a series of its own.
+pub const UNKNOWN_CLIENT: &str = "unknown";
+/// The refusals an attack or a misconfigured client shows as, each made
+/// at zero so that a rate of them reads from the start.
+const OIDC_ATTACK_REASONS: [&str; 5] = [
+    "untrusted_redirect",
+    "invalid_client",
+    "invalid_grant",
+    "client_auth_throttled",
+    "userinfo_throttled",
+];
 
 impl OidcMetrics {
     fn register(registry: &Registry) -> Result<OidcMetrics, prometheus::Error> {
@@ -67,39 +80,46 @@ impl OidcMetrics {
             authorizations: IntCounterVec::new(
                 Opts::new(
                     "lanyard_oidc_authorizations_total",
-                    "OpenID Connect logins: pages shown for an authorization request, and how each ended, by outcome.",
+                    "OpenID Connect logins: pages shown for an authorization request, and how each ended, by outcome and client.",
                 ),
-                &["outcome"],
+                &["outcome", "client_id"],
             )?,
-            tokens: IntCounter::new(
-                "lanyard_oidc_tokens_total",
-                "ID tokens the OpenID Connect provider issued.",
+            tokens: IntCounterVec::new(
+                Opts::new(
+                    "lanyard_oidc_tokens_total",
+                    "ID tokens the OpenID Connect provider issued, by client.",
+                ),
+                &["client_id"],
             )?,
             refusals: IntCounterVec::new(
                 Opts::new(
                     "lanyard_oidc_refusals_total",
-                    "OpenID Connect requests refused, by the error they got (RFC 6749 and OpenID Connect codes, untrusted_redirect for an unknown client or redirect URI, client_auth_throttled after too many failed client authentications, userinfo_throttled after too many userinfo calls with one access token).",
+                    "OpenID Connect requests refused, by the error they got (RFC 6749 and OpenID Connect codes, untrusted_redirect for an unknown client or redirect URI, client_auth_throttled after too many failed client authentications, userinfo_throttled after too many userinfo calls with one access token) and the client they named (unknown: none registered).",
                 ),
-                &["reason"],
+                &["reason", "client_id"],
             )?,
         };
         registry.register(Box::new(metrics.authorizations.clone()))?;
         registry.register(Box::new(metrics.tokens.clone()))?;
         registry.register(Box::new(metrics.refusals.clone()))?;
-        for outcome in OIDC_OUTCOMES {
-            metrics.authorizations.with_label_values(&[outcome]);
-        }
-        // The refusals an attack or a misconfigured client shows as.
-        for reason in [
-            "untrusted_redirect",
-            "invalid_client",
-            "invalid_grant",
-            "client_auth_throttled",
-            "userinfo_throttled",
-        ] {
-            metrics.refusals.with_label_values(&[reason]);
-        }
+        // Every family shows from the first scrape, the provider on or
+        // off; the clients' own series come with the provider.
+        metrics.register_clients([UNKNOWN_CLIENT].into_iter());
         Ok(metrics)
+    }
+
+    /// Makes every client's series at zero: the clients file is known
+    /// only once the provider is made.
+    pub fn register_clients<'a>(&self, clients: impl Iterator<Item = &'a str>) {
+        for client in clients {
+            for outcome in OIDC_OUTCOMES {
+                self.authorizations.with_label_values(&[outcome, client]);
+            }
+            self.tokens.with_label_values(&[client]);
+            for reason in OIDC_ATTACK_REASONS {
+                self.refusals.with_label_values(&[reason, client]);
+            }
+        }
     }
 }
 

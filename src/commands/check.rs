@@ -323,8 +323,9 @@ impl Probe {
     }
 }
 
-/// Probes the rule path when `PROJECT_ID` and `RULE_ID` are set; the
-/// organization falls back to the credentials' as `ORG_ID` does.
+/// Probes the rule path when `PROJECT_ID` and `RULE_ID` are set, and
+/// every OpenID Connect client's rule; the organization falls back to
+/// the credentials' as `ORG_ID` does.
 async fn check_rule(
     config: &Config,
     organization_id: &str,
@@ -332,22 +333,51 @@ async fn check_rule(
     probe: &Probe,
     report: &mut CheckReport,
 ) {
-    let (Some(project), Some(rule)) = (&config.project_id, &config.rule_id) else {
-        report.push(
+    let org = config.org_id.as_deref().unwrap_or(organization_id);
+    match (&config.project_id, &config.rule_id) {
+        (Some(project), Some(rule)) => {
+            let deployment = [("ORG_ID", org), ("PROJECT_ID", project), ("RULE_ID", rule)];
+            probe_rule(String::new(), deployment, base, probe, report).await;
+        }
+        _ => report.push(
             CheckStatus::Skip,
             "rule",
             "set PROJECT_ID and RULE_ID to probe the verification rule",
-        );
-        return;
-    };
-    let org = config.org_id.as_deref().unwrap_or(organization_id);
-    let unsafe_segment = [("ORG_ID", org), ("PROJECT_ID", project), ("RULE_ID", rule)]
+        ),
+    }
+    // Each client's rule, checked as the deployment's is: the account
+    // must reach every one (docs/oidc.md, "Rules per client").
+    let clients = config.oidc.iter().flat_map(|oidc| oidc.clients.iter());
+    for client in clients {
+        for rule in client.rules.iter() {
+            let whose = format!("client {}, scope {}: ", client.id, rule.scope);
+            let segments = [
+                ("ORG_ID", org),
+                ("project_id", &rule.project_id),
+                ("rule_id", &rule.rule_id),
+            ];
+            probe_rule(whose, segments, base, probe, report).await;
+        }
+    }
+}
+
+/// Probes one rule path, its segments (organization, project, rule)
+/// named as they were given, and reports it, `whose` first.
+async fn probe_rule(
+    whose: String,
+    segments: [(&str, &str); 3],
+    base: &TargetUrl,
+    probe: &Probe,
+    report: &mut CheckReport,
+) {
+    let unsafe_segment = segments
         .into_iter()
         .find_map(|(name, v)| Some((name, crate::config::path_segment_problem(v)?)));
     if let Some((name, why)) = unsafe_segment {
-        report.push(CheckStatus::Fail, "rule", format!("{name} {why}"));
+        report.push(CheckStatus::Fail, "rule", format!("{whose}{name} {why}"));
         return;
     }
+    let [(_, org), (_, project), (_, rule)] = segments;
     // Joined exactly as the proxy joins a request's path; the segments
     // were checked above, so this parses.
     let path = format!("/organizations/{org}/projects/{project}/verifications/{rule}");
@@ -364,9 +394,9 @@ async fn check_rule(
             } else {
                 CheckStatus::Fail
             };
-            report.push(status, "rule", detail);
+            report.push(status, "rule", format!("{whose}{detail}"));
         }
-        Err(why) => report.push(CheckStatus::Fail, "rule", why),
+        Err(why) => report.push(CheckStatus::Fail, "rule", format!("{whose}{why}")),
     }
 }
 

@@ -154,7 +154,7 @@ fn check_rule_path(
 }
 
 /// Why a `RULE_ID` is not a published rule's UUID, if it is not.
-fn unusable_rule_id(rule: &str) -> Option<&'static str> {
+pub(crate) fn unusable_rule_id(rule: &str) -> Option<&'static str> {
     if rule.starts_with("ver_") {
         Some(
             "is the rule's `ver_` identifier; use its Rule ID, the UUID the Generate ID action made (docs/service.md §2.5)",

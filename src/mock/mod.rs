@@ -216,7 +216,27 @@ impl MockService {
     /// path segment in any case. Registering an id again publishes it.
     pub fn add_rule(&self, project_id: impl Into<String>, rule_id: impl Into<String>) {
         let verifications = self.mock.api.verifications();
-        verifications.add_rule(project_id.into(), rule_id.into(), true);
+        verifications.add_rule(project_id.into(), rule_id.into(), true, None);
+    }
+
+    /// Registers a published rule whose sessions' wallet presents
+    /// `claims` (a JSON object) when told none: several rules, each
+    /// asking for its own credential (docs/mock-service.md).
+    pub fn add_rule_presenting(
+        &self,
+        project_id: impl Into<String>,
+        rule_id: impl Into<String>,
+        claims: serde_json::Map<String, serde_json::Value>,
+    ) {
+        let verifications = self.mock.api.verifications();
+        verifications.add_rule(project_id.into(), rule_id.into(), true, Some(claims));
+    }
+
+    /// The rule paths the latest sessions were started on (at most 256),
+    /// oldest first: `/organizations/{org}/projects/{project}/verifications/{rule}`.
+    #[cfg(feature = "test-support")]
+    pub fn sessions_started_on(&self) -> Vec<String> {
+        self.mock.api.verifications().started_on()
     }
 
     /// Registers a rule that has its id but is not yet published: the API
@@ -224,7 +244,7 @@ impl MockService {
     #[cfg(feature = "test-support")]
     pub fn add_draft_rule(&self, project_id: impl Into<String>, rule_id: impl Into<String>) {
         let verifications = self.mock.api.verifications();
-        verifications.add_rule(project_id.into(), rule_id.into(), false);
+        verifications.add_rule(project_id.into(), rule_id.into(), false, None);
     }
 
     /// The mock wallet's base URL: the demo's `WALLET_BASE_URL`, whose

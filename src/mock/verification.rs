@@ -8,7 +8,7 @@
 //! It owns its tables ([`Verifications`]): the API reaches the rule path
 //! after its checks, the wallet under `/mock/wallet` without a token.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::MutexGuard;
 
 use http::{Method, Request, StatusCode};
@@ -25,6 +25,9 @@ use super::wallet_page;
 
 /// Bounds the session table of a long demo.
 const MAX_SESSIONS: usize = 10_000;
+/// Bounds the record of the rule paths sessions were started on: the
+/// latest are what a test asks about.
+const MAX_STARTS_RECORDED: usize = 256;
 
 /// The verification surface's tables, and the mock's base URL for the
 /// wallet links it hands out.
@@ -40,6 +43,8 @@ struct Tables {
     rules: HashMap<(String, String), Rule>,
     /// Sessions by transaction id.
     sessions: HashMap<String, Session>,
+    /// The rule paths of the latest sessions started, oldest first.
+    started_on: VecDeque<String>,
 }
 
 impl Verifications {
@@ -54,15 +59,50 @@ impl Verifications {
         self.tables.lock()
     }
 
-    /// Registers a rule in a project, published or a draft; registering
-    /// an id again replaces it.
-    pub(super) fn add_rule(&self, project_id: String, rule_id: String, published: bool) {
+    /// Registers a rule in a project, published or a draft, whose
+    /// sessions' wallet presents `claims` unless told others (`None`: the
+    /// mock's full identity); registering an id again replaces it.
+    pub(super) fn add_rule(
+        &self,
+        project_id: String,
+        rule_id: String,
+        published: bool,
+        claims: Option<Map<String, Value>>,
+    ) {
         let key = (project_id, normalise_rule_id(&rule_id));
         let status = match published {
             true => RuleStatus::Published,
             false => RuleStatus::Draft,
         };
-        self.lock().rules.insert(key, Rule { rule_id, status });
+        let rule = Rule {
+            rule_id,
+            status,
+            claims,
+        };
+        self.lock().rules.insert(key, rule);
+    }
+
+    /// The rule paths the latest sessions were started on, oldest first,
+    /// as `/organizations/{org}/projects/{project}/verifications/{rule}`.
+    #[cfg(feature = "test-support")]
+    pub(super) fn started_on(&self) -> Vec<String> {
+        self.lock().started_on.iter().cloned().collect()
+    }
+
+    /// What the wallet presents for a session when told nothing: its
+    /// rule's claims.
+    fn claims_of(&self, transaction_id: &str) -> Map<String, Value> {
+        let tables = self.lock();
+        tables
+            .sessions
+            .get(transaction_id)
+            .and_then(|s| {
+                tables
+                    .rules
+                    .get(&(s.project_id.clone(), s.rule_key.clone()))
+            })
+            .and_then(|rule| rule.claims.clone())
+            .unwrap_or_else(default_claims)
     }
 
     /// `{base}/mock/wallet/{transaction_id}{suffix}`.
@@ -83,6 +123,8 @@ struct Rule {
     /// As registered, for answers.
     rule_id: String,
     status: RuleStatus,
+    /// What its sessions' wallet presents; `None`: [`default_claims`].
+    claims: Option<Map<String, Value>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -236,6 +278,13 @@ pub(super) fn start_session(
             ));
         }
         tables.sessions.insert(transaction_id.clone(), session);
+        if tables.started_on.len() == MAX_STARTS_RECORDED {
+            tables.started_on.pop_front();
+        }
+        tables.started_on.push_back(format!(
+            "/organizations/{}/projects/{}/verifications/{}",
+            scope.organization_id, scope.project_id, rule.rule_id
+        ));
     }
 
     let wallet = verifications.wallet_url(&transaction_id, "");
@@ -353,8 +402,10 @@ async fn wallet_dispatch(verifications: &Verifications, req: Request<Incoming>) 
     }
     let claims = read_json(body).await?;
     let (status, claims) = if action == "present" {
-        let claims = claims
-            .or_else(|| serde_json::value::to_raw_value(&Value::Object(default_claims())).ok());
+        let claims = claims.or_else(|| {
+            let presented = verifications.claims_of(transaction_id);
+            serde_json::value::to_raw_value(&Value::Object(presented)).ok()
+        });
         (SessionStatus::Verified, claims)
     } else {
         (SessionStatus::Declined, None)
@@ -412,7 +463,8 @@ fn wallet_request(verifications: &Verifications, transaction_id: &str, html: boo
     if html {
         return Ok(match session {
             Some(session) => {
-                wallet_page::consent(transaction_id, session.status.as_str(), &default_claims())
+                let claims = verifications.claims_of(transaction_id);
+                wallet_page::consent(transaction_id, session.status.as_str(), &claims)
             }
             None => wallet_page::problem(StatusCode::NOT_FOUND, "This mock holds no such request."),
         });

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Uri, header};
 use http_body_util::Full;
 use hyper::body::Body;
 use serde_json::json;
@@ -12,13 +12,14 @@ use tokio::time::Instant;
 
 use super::assumptions::{self, Ending, Progress, Started, Unusable};
 use super::binding::{BrowserId, KeyRing, Sealed, is_handle};
-use super::errors::VerifierError;
+use super::clock::unix_now;
+use super::errors::{Refusal, VerifierError};
 use super::limits::{Client, TooManyStarts, client_address};
 use super::page;
 use super::polls::{self, Asking, Lookup};
 use super::service::CallError;
-use super::{COOKIE, Inner, SECURE_COOKIE};
-use crate::error::FORBIDDEN_HINT;
+use super::{COOKIE, Inner, SECURE_COOKIE, oidc};
+use crate::config::oidc::rules::Rule;
 use crate::server::Peer;
 
 /// `/api/start` takes no input; a body beyond this is not the page's.
@@ -27,16 +28,6 @@ const MAX_START_BODY: usize = 1024;
 /// announces one and holds it back is holding a connection, not starting a
 /// session, and gets this long rather than `LANYARD_BODY_TIMEOUT`.
 const START_BODY_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// What a call ends with when it is not a success: the verifier's own
-/// error answer, or none (the client is gone or stalled).
-pub(super) type Refusal = crate::server::Refusal<VerifierError>;
-
-impl From<VerifierError> for Refusal {
-    fn from(error: VerifierError) -> Self {
-        Refusal::Answer(error)
-    }
-}
 
 type Result<T> = std::result::Result<T, Refusal>;
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -63,7 +54,7 @@ impl Inner {
         }
         // An OpenID Connect login's page starts its session with the
         // request it carries, checked before anything is spent on it.
-        let authorization = self.login_of(parts.uri.query())?;
+        let login = self.login_of(parts.uri.query())?;
         // The limits come before the body is read: a client stalling its
         // body spends its own starts, not a connection's time for free.
         let address = client_address(&parts.headers, client.ip(), self.forwarded_hops);
@@ -77,28 +68,11 @@ impl Inner {
         })?;
         read_small_body(body).await?;
 
-        if !self.budget.take() {
-            tracing::debug!(
-                "verification start refused: the replica's budget for service calls is spent"
-            );
-            return Err(VerifierError::Busy.into());
-        }
-        let started = {
-            // Waits for a call slot no longer than a call may take.
-            let permit = tokio::time::timeout(self.service.timeout(), self.calls.acquire()).await;
-            let Ok(Ok(_permit)) = permit else {
-                return Err(VerifierError::Busy.into());
-            };
-            self.service.start().await
-        };
+        let rule = login.as_ref().and_then(|(_, rule)| rule.as_ref());
         let Started {
             transaction_id,
             request_uri,
-        } = started.map_err(|err| {
-            self.log_call_failure("start", &err);
-            self.count("failed");
-            VerifierError::from_call(&err)
-        })?;
+        } = self.start_session(rule).await?;
         let Some(qr_svg) = page::qr_svg(&request_uri) else {
             // request_uri's bound keeps it within a QR code's capacity.
             tracing::warn!("the service's request_uri does not fit a QR code");
@@ -106,6 +80,7 @@ impl Inner {
             return Err(VerifierError::ServiceFailed.into());
         };
 
+        let authorization = login.map(|(text, _)| text);
         let (handle, set_cookie) =
             self.bind(&parts.headers, &transaction_id, authorization, base)?;
         self.count("started");
@@ -123,6 +98,35 @@ impl Inner {
             response.headers_mut().insert(header::SET_COOKIE, cookie);
         }
         Ok(response)
+    }
+
+    /// A session started with the service on `rule` (the deployment's
+    /// when `None`), within the replica's budget and call slots.
+    async fn start_session(&self, rule: Option<&Rule>) -> Result<Started> {
+        if !self.budget.take() {
+            tracing::debug!(
+                "verification start refused: the replica's budget for service calls is spent"
+            );
+            return Err(VerifierError::Busy.into());
+        }
+        let rule = self.service.rule(rule);
+        let started = match &rule {
+            Ok(rule) => {
+                // Waits for a call slot no longer than a call may take.
+                let permit =
+                    tokio::time::timeout(self.service.timeout(), self.calls.acquire()).await;
+                let Ok(Ok(_permit)) = permit else {
+                    return Err(VerifierError::Busy.into());
+                };
+                self.service.start(rule).await
+            }
+            Err(err) => Err(err.clone()),
+        };
+        started.map_err(|err| {
+            self.log_call_failure("start", &err, rule.as_ref().ok());
+            self.count("failed");
+            VerifierError::from_call(&err).into()
+        })
     }
 
     /// The page's sealed handle for the service's session `service_id`,
@@ -188,12 +192,16 @@ impl Inner {
             return Err(VerifierError::UnknownSession.into());
         }
         let id = sealed.service_id.as_str();
+        let login = oidc::login_in(&sealed);
+        let rule = self
+            .service
+            .rule(login.as_ref().and_then(|l| l.rule.as_ref()));
         let now = self.clock.now();
         let left = Duration::from_secs(sealed.expires_at.saturating_sub(unix_now()));
         let (expires, age) = (now + left, self.session_ttl.saturating_sub(left));
         let (lookup, newly) = polls::lock(&self.polls).lookup(id, expires, age, now);
         self.count_ending(newly.as_ref());
-        self.count_login(&sealed, newly.as_ref());
+        self.count_login(login.as_ref(), newly.as_ref());
         match lookup {
             Lookup::Ended(ending) => return Ok(self.ended(&keys, &sealed, &ending)),
             Lookup::Pending => return Ok(pending(expires, &self.clock)),
@@ -211,10 +219,14 @@ impl Inner {
         if !self.budget.take() {
             return Ok(pending(expires, &self.clock));
         }
-        let progress = match self.ask(id).await {
+        let asked = match &rule {
+            Ok(rule) => self.ask(rule, id).await,
+            Err(err) => Err(err.clone()),
+        };
+        let progress = match asked {
             Ok(progress) => progress,
             Err(err) => {
-                self.log_call_failure("poll", &err);
+                self.log_call_failure("poll", &err, rule.as_ref().ok());
                 // The account is refused: polling again cannot help. Any
                 // other failure may pass: the session stays pending, and
                 // the page polls again.
@@ -234,7 +246,7 @@ impl Inner {
             );
         }
         self.count_ending(newly.as_ref());
-        self.count_login(&sealed, newly.as_ref());
+        self.count_login(login.as_ref(), newly.as_ref());
         Ok(match view {
             Lookup::Ended(ending) => self.ended(&keys, &sealed, &ending),
             Lookup::Ask | Lookup::Pending => pending(expires, &self.clock),
@@ -245,19 +257,20 @@ impl Inner {
     /// end it read as endings: a 404 (the service no longer knows it) as
     /// expired, and an answer it can never use as failed, alike on every
     /// replica since asking again gives the same.
-    async fn ask(&self, id: &str) -> std::result::Result<Progress, CallError> {
-        match self.service.progress(id).await {
+    async fn ask(&self, rule: &Uri, id: &str) -> std::result::Result<Progress, CallError> {
+        match self.service.progress(rule, id).await {
             Err(CallError::Answered(StatusCode::NOT_FOUND)) => {
                 self.log_failure_throttled(
                     "poll",
                     "the service answered 404 to a poll: the session ended there (expired). If every session ends so on its first poll, the poll request differs from docs/verifier.md, Assumptions 2",
+                    Some(rule),
                 );
                 Ok(Progress::Ended(Ending::Expired))
             }
             Err(CallError::Unusable(why)) => {
                 tracing::warn!(
                     transaction_id = id,
-                    rule = %self.service.rule(),
+                    %rule,
                     "the service's answer {why}; the session ends failed (docs/verifier.md, \"Limits of the verifier\")"
                 );
                 Ok(Progress::Ended(Ending::Unusable {
@@ -269,8 +282,9 @@ impl Inner {
     }
 
     /// The sealed login request of `/api/start?authorization=`, as the
-    /// session handle is to carry it; `None` for the page's own sessions.
-    fn login_of(&self, query: Option<&str>) -> Result<Option<String>> {
+    /// session handle is to carry it, and its rule; `None` for the page's
+    /// own sessions.
+    fn login_of(&self, query: Option<&str>) -> Result<Option<(String, Option<Rule>)>> {
         let mut given = form_urlencoded::parse(query.unwrap_or("").as_bytes())
             .filter(|(name, _)| name == "authorization")
             .map(|(_, value)| value.into_owned());
@@ -314,10 +328,9 @@ impl Inner {
     }
 
     /// A login's ending, counted once per replica as sessions are.
-    fn count_login(&self, sealed: &Sealed, newly: Option<&Ending>) {
-        if let (Some(provider), Some(ending), Some(_)) = (&self.oidc, newly, &sealed.authorization)
-        {
-            provider.count(ending.outcome());
+    fn count_login(&self, login: Option<&oidc::Authorization>, newly: Option<&Ending>) {
+        if let (Some(provider), Some(ending), Some(login)) = (&self.oidc, newly, login) {
+            provider.count(ending.outcome(), &login.client_id);
         }
     }
 
@@ -326,40 +339,6 @@ impl Inner {
     fn internal(&self, why: String) -> Refusal {
         tracing::error!(problem = %why, "cannot answer a verification start");
         VerifierError::ServiceFailed.into()
-    }
-
-    /// The operator's line: what failed and what to check, never what the
-    /// service's body said.
-    fn log_call_failure(&self, call: &'static str, err: &CallError) {
-        let rule = self.service.rule();
-        match err {
-            CallError::Answered(StatusCode::UNAUTHORIZED) => tracing::warn!(
-                call, %rule,
-                "the service answered 401 even to a renewed token: check that the credentials belong to the environment SERVICE_API_URL names"
-            ),
-            CallError::Answered(StatusCode::FORBIDDEN) => tracing::warn!(
-                call, %rule,
-                "the service answered 403: {FORBIDDEN_HINT}"
-            ),
-            CallError::Answered(StatusCode::NOT_FOUND) => tracing::warn!(
-                call, %rule,
-                "the service answered 404 on the rule path: RULE_ID must be the UUID of a published rule of PROJECT_ID (docs/service.md §2.5, §3.1)"
-            ),
-            CallError::Malformed(why) => self.log_failure_throttled(
-                call,
-                &format!("the service's answer {why}: not what lanyard assumes (docs/verifier.md, Assumptions)"),
-            ),
-            other => self.log_failure_throttled(call, &format!("a call to the verification service failed: {other}")),
-        }
-    }
-
-    /// A warning that may repeat for every session (an outage, a payload
-    /// unlike the assumptions), at most once a minute.
-    pub(super) fn log_failure_throttled(&self, call: &'static str, what: &str) {
-        if let Some(held_back) = self.repeating.due(Instant::now()) {
-            let rule = self.service.rule();
-            tracing::warn!(call, %rule, held_back, "{what}; logged at most once a minute");
-        }
     }
 }
 
@@ -457,13 +436,6 @@ pub(super) fn forwarded_https(headers: &HeaderMap, hops: usize) -> bool {
             .flat_map(|value| value.split(','))
             .next_back()
             .is_some_and(|proto| proto.trim().eq_ignore_ascii_case("https"))
-}
-
-/// Now, in whole seconds of the wall clock, which replicas share.
-pub(super) fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| since.as_secs())
 }
 
 fn pending(expires: Instant, clock: &super::Clock) -> Response<Full<Bytes>> {

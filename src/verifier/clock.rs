@@ -51,3 +51,10 @@ mod tests {
         assert_eq!(clone.now() - before, Duration::from_secs(30));
     }
 }
+
+/// Now, in whole seconds of the wall clock, which replicas share.
+pub(super) fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs())
+}

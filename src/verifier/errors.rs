@@ -13,6 +13,16 @@ use http_body_util::Full;
 use super::service::CallError;
 use crate::error::json_error;
 
+/// What a call ends with when it is not a success: the verifier's own
+/// error answer, or none (the client is gone or stalled).
+pub(super) type Refusal = crate::server::Refusal<VerifierError>;
+
+impl From<VerifierError> for Refusal {
+    fn from(error: VerifierError) -> Self {
+        Refusal::Answer(error)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VerifierError {
     /// A request the API does not take; the sentence says what is wrong.
@@ -164,7 +174,8 @@ impl VerifierError {
             | CallError::Malformed(_)
             | CallError::Unusable(_)
             | CallError::TooLarge
-            | CallError::CutOff => VerifierError::ServiceFailed,
+            | CallError::CutOff
+            | CallError::RulePath => VerifierError::ServiceFailed,
             CallError::Unreachable(_) => VerifierError::ServiceUnreachable,
             CallError::Timeout(_) => VerifierError::ServiceTimeout,
         }

@@ -22,6 +22,7 @@
 //! - `page`: the page's files, its headers, the QR code.
 //! - `i18n`: the page's languages, and the one a browser gets.
 //! - `errors`: the API's error answers.
+//! - `logs`: the operator's lines about failed calls to the service.
 //! - `oidc`: the OpenID Connect provider, when `LANYARD_OIDC_ISSUER` is
 //!   set (docs/oidc.md).
 
@@ -32,6 +33,7 @@ mod clock;
 mod errors;
 mod i18n;
 mod limits;
+mod logs;
 mod oidc;
 mod page;
 mod polls;
@@ -62,9 +64,9 @@ use crate::target::TargetUrl;
 use crate::throttle::{self, Throttle};
 use crate::token::TokenHandle;
 
-use api::Refusal;
 use assumptions::Ending;
 use binding::KeySource;
+use errors::Refusal;
 use errors::VerifierError;
 use limits::{ServiceBudget, StartLimits};
 use polls::Polls;

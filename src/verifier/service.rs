@@ -11,6 +11,7 @@ use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 
 use super::assumptions::{self, MAX_CLAIMS_BYTES, Malformed, Progress, Started, Unusable};
+use crate::config::oidc::rules::Rule;
 use crate::metrics::Metrics;
 use crate::otel::spans::{HttpSpan, VerifierCall};
 use crate::outbound::{self, Connector, FailureKind};
@@ -45,6 +46,9 @@ pub enum CallError {
     Unreachable(FailureKind),
     #[error("the service did not answer within {0:?}")]
     Timeout(Duration),
+    /// A login's rule whose path cannot be joined to `SERVICE_API_URL`.
+    #[error("a login's rule path cannot be joined to SERVICE_API_URL")]
+    RulePath,
 }
 
 impl CallError {
@@ -59,14 +63,21 @@ impl CallError {
             CallError::CutOff => "cut_off",
             CallError::Unreachable(kind) => kind.label(),
             CallError::Timeout(_) => "timeout",
+            CallError::RulePath => "rule_path",
         }
     }
 }
 
-/// The service's verification API for one rule.
+/// The service's verification API, for the deployment's rule and those
+/// of the OpenID Connect clients.
 pub struct ServiceApi {
     client: Client<Connector, Full<Bytes>>,
-    /// The rule path under `SERVICE_API_URL`, whole.
+    /// `SERVICE_API_URL`, which a client's rule path is joined to.
+    base: TargetUrl,
+    /// `/organizations/{ORG}`, the deployment's: a client's rule is in
+    /// the organization of the service account.
+    organization: String,
+    /// The deployment's rule path under `SERVICE_API_URL`, whole.
     rule: Uri,
     tokens: TokenHandle,
     /// The 401 rule: the page is told to retry when no new token comes.
@@ -87,6 +98,7 @@ impl ServiceApi {
         metrics: Metrics,
     ) -> Result<ServiceApi, String> {
         let rule = join(base, rule_path)?;
+        let organization = assumptions::organization_path(rule_path).to_string();
         let rejections = RejectionRule::new(
             tokens.clone(),
             timeout,
@@ -95,6 +107,8 @@ impl ServiceApi {
         );
         Ok(ServiceApi {
             client: outbound::client(connector),
+            base: base.clone(),
+            organization,
             rule,
             tokens,
             rejections,
@@ -108,21 +122,33 @@ impl ServiceApi {
         self.timeout
     }
 
-    /// The rule path, for log lines.
-    pub fn rule(&self) -> &Uri {
-        &self.rule
+    /// The rule path of a login's rule, or the deployment's (`None`),
+    /// whole: what a session is started and polled on, and what log
+    /// lines name.
+    pub fn rule(&self, rule: Option<&Rule>) -> Result<Uri, CallError> {
+        let Some(rule) = rule else {
+            return Ok(self.rule.clone());
+        };
+        let path = format!(
+            "{}{}",
+            self.organization,
+            assumptions::rule_tail(&rule.project_id, &rule.rule_id)
+        );
+        // The segments were checked as the clients file was read
+        // (`config::oidc::rules`), so this joins as the deployment's did.
+        join(&self.base, &path).map_err(|_| CallError::RulePath)
     }
 
-    /// Starts a session (assumption 1).
-    pub async fn start(&self) -> Result<Started, CallError> {
-        let trace = HttpSpan::verifier(VerifierCall::Start, &Method::POST, &self.rule);
-        let body = self.call(Method::POST, &self.rule, &trace).await?;
+    /// Starts a session on `rule` (assumption 1).
+    pub async fn start(&self, rule: &Uri) -> Result<Started, CallError> {
+        let trace = HttpSpan::verifier(VerifierCall::Start, &Method::POST, rule);
+        let body = self.call(Method::POST, rule, &trace).await?;
         assumptions::parse_started(&body).map_err(CallError::Malformed)
     }
 
-    /// Asks where a session stands (assumption 2).
-    pub async fn progress(&self, transaction_id: &str) -> Result<Progress, CallError> {
-        let path = assumptions::session_path(&self.rule.to_string(), transaction_id);
+    /// Asks where a session on `rule` stands (assumption 2).
+    pub async fn progress(&self, rule: &Uri, transaction_id: &str) -> Result<Progress, CallError> {
+        let path = assumptions::session_path(&rule.to_string(), transaction_id);
         // The id's characters were checked (assumption 5), so this parses.
         let uri: Uri = path
             .parse()

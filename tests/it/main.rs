@@ -29,6 +29,7 @@ mod oidc_interop;
 mod oidc_native;
 mod oidc_page;
 mod oidc_replicas;
+mod oidc_rules;
 mod oidc_subjects;
 mod oidc_token;
 mod oidc_userinfo;

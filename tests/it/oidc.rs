@@ -177,9 +177,9 @@ async fn a_login_gives_the_shop_an_id_token_over_the_presented_claims_once() {
     .await;
     let metrics = support::text(&metrics.body);
     for line in [
-        "lanyard_oidc_authorizations_total{outcome=\"verified\"} 1",
-        "lanyard_oidc_tokens_total 1",
-        "lanyard_oidc_refusals_total{reason=\"invalid_grant\"} 1",
+        "lanyard_oidc_authorizations_total{client_id=\"shop\",outcome=\"verified\"} 1",
+        "lanyard_oidc_tokens_total{client_id=\"shop\"} 1",
+        "lanyard_oidc_refusals_total{client_id=\"shop\",reason=\"invalid_grant\"} 1",
     ] {
         assert!(metrics.contains(line), "{line} not in\n{metrics}");
     }

@@ -10,6 +10,8 @@
 //!   on B is `invalid_grant` and revokes the login's access tokens on B
 //!   (not on A); on A it is redeemed once more (A never saw it redeemed),
 //!   then refused there too, and A revokes them as well.
+//! - A login whose scope picked a client's rule, shown on A, started and
+//!   ended on B, its code redeemed on A: A asks that rule for the claims.
 //! - A token request answered 503 `temporarily_unavailable` because the
 //!   service could not be asked leaves its code unspent: the retry the
 //!   answer invites is served.
@@ -190,6 +192,53 @@ async fn a_code_from_one_replica_is_redeemed_on_another_once_per_replica() {
     for access in [token_a, token_b] {
         assert_eq!(userinfo(&a, access).await.status, 401, "revoked on A");
     }
+}
+
+/// docs/oidc.md, "Rules per client": the rule a login's scope picked
+/// rides sealed from the page on A to the session started on B, and in
+/// the code to A again, which asks the service for the claims on that
+/// rule's path, and gets that rule's alone.
+#[tokio::test]
+async fn a_login_shown_on_one_replica_keeps_its_rule_on_another() {
+    let shared = Shared::new().await;
+    relying_party::add_rules(&shared.mock);
+    let key = shared.key("oidc.pem");
+    let keys = [("LANYARD_OIDC_SIGNING_KEY_FILE", key.as_str())];
+    let (a, b) = (shared.replica(&keys).await, shared.replica(&keys).await);
+    let (a, b) = (base(&a), base(&b));
+
+    let query = shop_query("").replace("scope=openid%20profile", "scope=openid%20age");
+    let page = support::sidecar::send(
+        http::Method::GET,
+        &format!("{a}/authorize?{query}"),
+        &[],
+        bytes::Bytes::new(),
+    )
+    .await;
+    assert_eq!(page.status, 200);
+    let sealed = relying_party::sealed_request(&page);
+    let mock = &shared.mock;
+    let redirect = relying_party::through_page(&b, &sealed, |service_id| {
+        mock.wallet_present_url(service_id)
+    })
+    .await;
+    let started_on = shared.mock.sessions_started_on();
+    let age = format!("/verifications/{}", relying_party::AGE_RULE);
+    assert!(
+        started_on.iter().all(|path| path.ends_with(&age)),
+        "{started_on:?}"
+    );
+
+    let before = shared.service_calls();
+    let on_a = granted(
+        &shop_redeems(&a, &code_of(&redirect)).await,
+        "the code on A",
+    );
+    assert_eq!(shared.service_calls(), before + 1, "A asked the service");
+    let id_token = on_a["id_token"].as_str().unwrap();
+    let claims = verified_with(&jwks(&a).await, id_token, ISSUER, "shop").unwrap();
+    assert_eq!(claims["age_over_18"], true);
+    assert!(claims.get("given_name").is_none(), "{claims}");
 }
 
 /// docs/oidc.md: a token request is answered 503 `temporarily_unavailable`

@@ -173,7 +173,7 @@ async fn wrong_secrets_from_one_address_are_throttled_and_the_right_one_from_ano
     )
     .await;
     let metrics = support::text(&metrics.body);
-    let line = "lanyard_oidc_refusals_total{reason=\"client_auth_throttled\"} ";
+    let line = "lanyard_oidc_refusals_total{client_id=\"shop\",reason=\"client_auth_throttled\"} ";
     let count: u64 = metrics
         .lines()
         .find_map(|l| l.strip_prefix(line))

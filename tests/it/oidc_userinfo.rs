@@ -212,7 +212,7 @@ async fn one_tokens_userinfo_flood_is_throttled_and_leaves_the_service_budget_to
         )
         .await;
     assert_eq!(started.status, 200, "{}", support::text(&started.body));
-    let refusals = r#"lanyard_oidc_refusals_total{reason="userinfo_throttled"}"#;
+    let refusals = r#"lanyard_oidc_refusals_total{client_id="shop",reason="userinfo_throttled"}"#;
     assert!(metric(&b.admin, refusals).await >= 1.0);
 }
 

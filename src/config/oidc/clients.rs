@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::redirect;
+use super::rules::Rules;
 use super::subject::{Sector, SubjectType, check_sector_identifier};
 use crate::config::shown::is_hidden;
 use crate::secret::Secret;
@@ -37,6 +38,8 @@ const FIELDS: &[&str] = &[
     "require_pkce",
     "subject_type",
     "sector_identifier",
+    "rules",
+    "default_rule",
 ];
 /// Schemes a browser runs or renders in place rather than navigating to.
 const UNSAFE_SCHEMES: &[&str] = &["javascript", "data", "vbscript", "file", "blob", "about"];
@@ -60,6 +63,8 @@ pub struct Client {
     pub subject_type: SubjectType,
     /// What its pairwise `sub` is computed for (OpenID Connect Core §8.1).
     pub sector: Sector,
+    /// The verification rules its logins may ask for, by scope.
+    pub rules: Rules,
 }
 
 impl Client {
@@ -200,6 +205,7 @@ fn client(at: usize, entry: &Value, problems: &mut Vec<String>) -> Option<Client
     let redirect_uris = redirect_uris(fields, &mut problem);
     let subject_type = subject_type(fields, &mut problem);
     let sector_identifier = sector_identifier(fields, &mut problem);
+    let rules = Rules::parse(fields, &mut problem);
     let name = match fields.get("client_name") {
         None => None,
         Some(Value::String(name))
@@ -230,6 +236,7 @@ fn client(at: usize, entry: &Value, problems: &mut Vec<String>) -> Option<Client
         name,
         require_pkce,
         subject_type,
+        rules,
     })
 }
 

@@ -5,11 +5,13 @@
 //! - `clients`: the clients file.
 //! - `redirect`: a redirect URI's canonical form, and how a request's is
 //!   matched against the registered ones.
+//! - `rules`: a client's verification rules, picked by scope.
 //! - `subject`: how `sub` is made: its claims, the pairwise key, a
 //!   client's subject type and sector.
 
 pub mod clients;
 mod redirect;
+pub mod rules;
 pub mod subject;
 
 use std::path::{Path, PathBuf};

@@ -4,6 +4,9 @@
 //! genuine (RFC 6749 §4.1.2.1, so that lanyard never redirects a browser
 //! where an attacker asks), to the client's redirect URI afterwards.
 
+use std::collections::BTreeSet;
+
+use crate::config::oidc::rules::InvalidScope;
 use crate::config::oidc::{Client, Clients};
 
 use super::sealed::Authorization;
@@ -72,9 +75,14 @@ fn get<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .filter(|v| !v.is_empty())
 }
 
-/// The request, checked against the registered clients; `now` in Unix
-/// seconds.
-pub fn check(query: &[u8], clients: &Clients, now: u64) -> Result<Authorization, Refused> {
+/// The request, checked against the registered clients, whose rule
+/// scopes are `rule_scopes`; `now` in Unix seconds.
+pub fn check(
+    query: &[u8],
+    clients: &Clients,
+    rule_scopes: &BTreeSet<String>,
+    now: u64,
+) -> Result<Authorization, Refused> {
     let params = parameters(query);
     if let Err(name) = &params
         && (name == "client_id" || name == "redirect_uri")
@@ -105,6 +113,11 @@ pub fn check(query: &[u8], clients: &Clients, now: u64) -> Result<Authorization,
         })
     };
     check_parameters(&params, client).map_err(|(error, why)| redirect(error, why))?;
+    let scope = get(&params, "scope").unwrap_or_default();
+    let rule = client
+        .rules
+        .pick(scope, rule_scopes)
+        .map_err(|InvalidScope(why)| redirect("invalid_scope", why))?;
     let authorization = Authorization {
         client_id: client.id.clone(),
         redirect_uri: redirect_uri.to_string(),
@@ -112,6 +125,7 @@ pub fn check(query: &[u8], clients: &Clients, now: u64) -> Result<Authorization,
         nonce: get(&params, "nonce").map(str::to_string),
         code_challenge: get(&params, "code_challenge").map(str::to_string),
         expires_at: now + AUTHORIZATION_LIFETIME,
+        rule: rule.cloned(),
     };
     // Refused now rather than at the button: the session's handle must
     // carry it.

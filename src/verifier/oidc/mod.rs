@@ -47,20 +47,23 @@ use hyper::body::Body;
 use serde_json::json;
 
 use super::Inner;
-use super::api::{Refusal, unix_now};
+use super::clock::unix_now;
+use super::errors::Refusal;
 use super::errors::VerifierError;
 use super::limits::{Client as Address, client_address};
 use crate::config::issuer::Issuer;
+use crate::config::oidc::rules;
 use crate::config::oidc::subject::SubjectType;
 use crate::config::oidc::{Clients, OidcConfig};
-use crate::metrics::OidcMetrics;
+use crate::metrics::{OidcMetrics, UNKNOWN_CLIENT};
 
 pub use authorize::Refused;
+pub use sealed::Authorization;
 pub use sealed::MAX_ACCESS_TOKEN;
+pub use session::login_in;
 pub use userinfo_limit::USERINFO_PER_MINUTE;
 
 use claims::Naming;
-use sealed::Authorization;
 use signer::Signer;
 use subject::Subjects;
 use throttle::Throttle;
@@ -93,6 +96,8 @@ pub struct Provider {
     /// Every client's redirect URIs' origins, which a CORS preflight is
     /// granted to.
     origins: BTreeSet<String>,
+    /// Every client's rule scopes, which a request's scope is read for.
+    rule_scopes: BTreeSet<String>,
     discovery: Bytes,
     metrics: OidcMetrics,
 }
@@ -128,8 +133,11 @@ impl Provider {
         metrics: OidcMetrics,
     ) -> Result<Provider, String> {
         let signer = Signer::new(config.key.clone(), config.previous.as_ref(), signing_limit)?;
+        let rule_scopes = rules::all_scopes(&config.clients);
+        metrics.register_clients(config.clients.iter().map(|client| client.id.as_str()));
         Ok(Provider {
-            discovery: discovery(&config.issuer, &subject_types(config)),
+            discovery: discovery(&config.issuer, &subject_types(config), &rule_scopes),
+            rule_scopes,
             issuer: config.issuer.clone(),
             clients: config.clients.clone(),
             signer,
@@ -166,16 +174,31 @@ impl Provider {
     }
 
     /// A login's ending (or `started`), in
-    /// `lanyard_oidc_authorizations_total`.
-    pub fn count(&self, outcome: &str) {
+    /// `lanyard_oidc_authorizations_total`, for client `client_id`.
+    pub fn count(&self, outcome: &str, client_id: &str) {
+        let client = self.client_label(Some(client_id));
         self.metrics
             .authorizations
-            .with_label_values(&[outcome])
+            .with_label_values(&[outcome, client])
             .inc();
     }
 
-    fn refused(&self, reason: &'static str) {
-        self.metrics.refusals.with_label_values(&[reason]).inc();
+    /// A refused request, for the client it named, if any.
+    fn refused(&self, reason: &'static str, client_id: Option<&str>) {
+        let client = self.client_label(client_id);
+        self.metrics
+            .refusals
+            .with_label_values(&[reason, client])
+            .inc();
+    }
+
+    /// A metric's `client_id`: a registered client's id, else
+    /// [`UNKNOWN_CLIENT`], so that the clients file bounds the series
+    /// and no request makes one of its own (docs/admin.md).
+    fn client_label<'a>(&'a self, client_id: Option<&str>) -> &'a str {
+        client_id
+            .and_then(|id| self.clients.get(id))
+            .map_or(UNKNOWN_CLIENT, |client| client.id.as_str())
     }
 }
 
@@ -196,14 +219,17 @@ fn subject_types(config: &OidcConfig) -> Vec<&'static str> {
 
 /// The discovery document (OpenID Connect Discovery §3): what is served,
 /// and nothing that is not.
-fn discovery(issuer: &Issuer, subject_types: &[&str]) -> Bytes {
+fn discovery(issuer: &Issuer, subject_types: &[&str], rule_scopes: &BTreeSet<String>) -> Bytes {
+    let scopes: Vec<&str> = std::iter::once("openid")
+        .chain(rule_scopes.iter().map(String::as_str))
+        .collect();
     let document = json!({
         "issuer": issuer.as_str(),
         "authorization_endpoint": issuer.endpoint("/authorize"),
         "token_endpoint": issuer.endpoint("/token"),
         "userinfo_endpoint": issuer.endpoint("/userinfo"),
         "jwks_uri": issuer.endpoint("/jwks"),
-        "scopes_supported": ["openid"],
+        "scopes_supported": scopes,
         "response_types_supported": ["code"],
         "response_modes_supported": ["query"],
         "grant_types_supported": ["authorization_code"],
@@ -343,11 +369,11 @@ impl Inner {
         provider: &Provider,
         query: &[u8],
     ) -> Result<(Authorization, String), Box<Response<Full<Bytes>>>> {
-        let checked = authorize::check(query, &provider.clients, unix_now());
+        let checked = authorize::check(query, &provider.clients, &provider.rule_scopes, unix_now());
         let authorization = match checked {
             Ok(authorization) => authorization,
             Err(refused) => {
-                provider.refused(refused.reason());
+                provider.refused(refused.reason(), named_client(query).as_deref());
                 tracing::debug!(reason = refused.reason(), "authorization request refused");
                 return Err(Box::new(match refused {
                     Refused::Page(why) => error_page(why, provider.path()),
@@ -362,7 +388,7 @@ impl Inner {
                 provider.path(),
             )));
         };
-        provider.count("started");
+        provider.count("started", &authorization.client_id);
         Ok((authorization, sealed))
     }
 
@@ -407,6 +433,13 @@ fn asked_language(query: &[u8]) -> (Option<String>, Option<String>) {
         }
     }
     (lang, ui_locales)
+}
+
+/// The `client_id` a request names, for its refusal's metric.
+fn named_client(query: &[u8]) -> Option<String> {
+    form_urlencoded::parse(query)
+        .find(|(name, _)| name == "client_id")
+        .map(|(_, value)| value.into_owned())
 }
 
 /// A 303 to `location`.

@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 
 use super::claims::Named;
 use crate::config::issuer::Issuer;
+use crate::config::oidc::rules::Rule;
 use crate::verifier::binding::{KeyRing, MAX_SEALED_AUTHORIZATION, SEAL_OVERHEAD, SealKey};
 
 const AUTHORIZATION: &[u8] = b"lanyard oidc authorization request";
@@ -52,6 +53,12 @@ pub struct Authorization {
     /// Unix seconds; the page must start its session before.
     #[serde(rename = "e")]
     pub expires_at: u64,
+    /// The client's verification rule its scope picked; `None`: the
+    /// deployment's `PROJECT_ID`/`RULE_ID`. Carried so that whichever
+    /// replica polls the session, or redeems its code, asks the rule the
+    /// session was started on (docs/oidc.md, "Rules per client").
+    #[serde(rename = "l", default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<Rule>,
 }
 
 /// An authorization code: what the token endpoint needs to find the
@@ -221,6 +228,7 @@ impl Authorization {
             self.state.as_deref().unwrap_or(""),
             self.nonce.as_deref().unwrap_or(""),
             self.code_challenge.as_deref().unwrap_or(""),
+            self.rule.as_ref().map_or("", |rule| rule.scope.as_str()),
         ];
         let digest =
             aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, fields.join("\0").as_bytes());
@@ -259,6 +267,11 @@ mod tests {
             nonce: None,
             code_challenge: Some("E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM".into()),
             expires_at: 1_800_000_000,
+            rule: Some(Rule {
+                scope: "age".into(),
+                project_id: "proj-a".into(),
+                rule_id: "0b7c6d2e-4a1f-4c3b-9a57-2f1e8d9c6b10".into(),
+            }),
         }
     }
 

@@ -10,9 +10,10 @@ use serde_json::{Map, Value, json};
 use super::authorize::{self, ErrorRedirect};
 use super::sealed::{self, Authorization, Code};
 use super::{CODE_LIFETIME, Provider};
-use crate::verifier::api::unix_now;
+use crate::config::oidc::rules::Rule;
 use crate::verifier::assumptions::Ending;
 use crate::verifier::binding::{KeyRing, Sealed};
+use crate::verifier::clock::unix_now;
 use crate::verifier::errors::VerifierError;
 
 /// Why a page's sealed request is refused.
@@ -33,16 +34,23 @@ impl LoginEnding {
     }
 }
 
+/// The login a session's handle carries: its client and rule; `None`
+/// for the page's own sessions.
+pub fn login_in(session: &Sealed) -> Option<Authorization> {
+    Authorization::from_handle_text(session.authorization.as_deref()?)
+}
+
 impl Provider {
     /// The authorization request a page's `/api/start?authorization=`
-    /// carries, as the session handle is to hold it ([`Provider::reopen`]).
+    /// carries, as the session handle is to hold it ([`Provider::reopen`]),
+    /// and the rule its session is started on.
     pub fn take_authorization(
         &self,
         keys: &KeyRing,
         sealed: &str,
-    ) -> Result<String, VerifierError> {
+    ) -> Result<(String, Option<Rule>), VerifierError> {
         self.reopen(keys, sealed)
-            .and_then(|authorization| authorization.to_handle_text())
+            .and_then(|authorization| Some((authorization.to_handle_text()?, authorization.rule)))
             .ok_or(VerifierError::BadRequest(STALE_LOGIN))
     }
 

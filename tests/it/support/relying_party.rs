@@ -37,16 +37,45 @@ pub const CHALLENGE: &str = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
 /// at most once a second.
 const END_LIMIT: Duration = Duration::from_secs(15);
 
-/// The clients file: `shop`, confidential, `spa`, public, and `legacy`,
-/// confidential without PKCE; its path.
+/// A rule of the shop's (scope `age`) in the fixture account's project,
+/// whose wallet presents age over 18 alone ([`add_rules`]).
+pub const AGE_RULE: &str = "9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b";
+/// A rule of the shop's and the bank's (scope `kyc`, the bank's default),
+/// whose wallet presents a full identity.
+pub const KYC_RULE: &str = "1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f";
+pub const BANK_CB: &str = "https://bank.example/cb";
+
+/// The clients file: `shop`, confidential, with the rules `age` and
+/// `kyc` and no default; `bank`, confidential, whose default is `kyc`;
+/// `spa`, public, and `legacy`, confidential without PKCE; its path.
 pub fn clients_file(dir: &Path) -> String {
+    let rule =
+        |id: &str| serde_json::json!({"project_id": super::verifier::PROJECT, "rule_id": id});
     let clients = serde_json::json!({"clients": [
-        {"client_id": "shop", "client_secret": SECRET, "redirect_uris": [SHOP_CB], "client_name": "The <Shop>"},
+        {"client_id": "shop", "client_secret": SECRET, "redirect_uris": [SHOP_CB], "client_name": "The <Shop>",
+         "rules": {"age": rule(AGE_RULE), "kyc": rule(KYC_RULE)}},
+        {"client_id": "bank", "client_secret": SECRET, "redirect_uris": [BANK_CB],
+         "rules": {"kyc": rule(KYC_RULE)}, "default_rule": "kyc"},
         {"client_id": "spa", "redirect_uris": [SPA_CB]},
         {"client_id": "legacy", "client_secret": SECRET, "redirect_uris": [LEGACY_CB], "require_pkce": false},
     ]});
     let path = super::write(dir, "clients.json", &clients.to_string());
     path.to_str().unwrap().to_string()
+}
+
+/// Publishes [`AGE_RULE`] and [`KYC_RULE`] at `mock`, each presenting
+/// its own claims.
+pub fn add_rules(mock: &lanyard::mock::MockService) {
+    let object = |value: Value| match value {
+        Value::Object(map) => map,
+        _ => unreachable!("an object"),
+    };
+    let over_18 = object(serde_json::json!({"age_over_18": true}));
+    mock.add_rule_presenting(super::verifier::PROJECT, AGE_RULE, over_18);
+    let identity = object(serde_json::json!({
+        "given_name": "Ada", "family_name": "Lovelace", "birth_date": "1815-12-10", "nationality": "GB",
+    }));
+    mock.add_rule_presenting(super::verifier::PROJECT, KYC_RULE, identity);
 }
 
 /// A fresh RSA key for ID tokens, as a PEM file in `dir`; its path.

@@ -35,7 +35,7 @@ const CHALLENGE: &str = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
 
 #[test]
 fn a_good_request_is_taken_with_what_the_code_needs() {
-    let authorization = check(&query(SHOP), &clients(), 1000).unwrap();
+    let authorization = check(&query(SHOP), &clients(), &BTreeSet::new(), 1000).unwrap();
     assert_eq!(authorization.client_id, "shop");
     assert_eq!(authorization.state.as_deref(), Some("xyz"));
     assert_eq!(authorization.nonce.as_deref(), Some("n"));
@@ -55,7 +55,7 @@ fn every_client_sends_pkce_unless_its_entry_opts_out_and_then_a_nonce() {
         pairs.retain(|(n, _)| *n != "client_id" && *n != "redirect_uri");
         pairs.push(("client_id", client));
         pairs.push(("redirect_uri", &uri));
-        check(&query(&pairs), &clients(), 0)
+        check(&query(&pairs), &clients(), &BTreeSet::new(), 0)
     };
     for client in ["shop", "spa"] {
         let Err(Refused::Redirect(redirect)) = without(client, true) else {
@@ -84,7 +84,8 @@ fn state_too_long_is_refused_and_not_sent_back() {
     let mut pairs = SHOP.to_vec();
     pairs.retain(|(n, _)| *n != "state");
     pairs.push(("state", &long));
-    let Err(Refused::Redirect(redirect)) = check(&query(&pairs), &clients(), 0) else {
+    let Err(Refused::Redirect(redirect)) = check(&query(&pairs), &clients(), &BTreeSet::new(), 0)
+    else {
         panic!("taken");
     };
     assert_eq!(redirect.error, "invalid_request");
@@ -97,7 +98,7 @@ fn a_challenge_must_be_s256_and_shaped_as_one() {
     pairs.retain(|(n, _)| *n != "code_challenge");
     pairs.push(("code_challenge", "tooshort"));
     assert!(matches!(
-        check(&query(&pairs), &clients(), 0),
+        check(&query(&pairs), &clients(), &BTreeSet::new(), 0),
         Err(Refused::Redirect(ErrorRedirect {
             error: "invalid_request",
             ..
@@ -145,7 +146,7 @@ fn a_native_apps_loopback_redirect_takes_any_port_and_only_its_canonical_forms()
             ),
             ("code_challenge_method", "S256"),
         ];
-        check(&query(&pairs), &clients, 0).map(|a| a.redirect_uri)
+        check(&query(&pairs), &clients, &BTreeSet::new(), 0).map(|a| a.redirect_uri)
     };
     for taken in [
         "http://127.0.0.1/cb",

@@ -105,12 +105,14 @@ pub(super) fn token_answer(body: Value) -> Response<Full<Bytes>> {
     response
 }
 
+/// `error`'s answer, counted for the client the request named, if any.
 pub(super) fn token_error(
     provider: &Provider,
     error: TokenError,
     basic: bool,
+    client_id: Option<&str>,
 ) -> Response<Full<Bytes>> {
-    provider.refused(error.reason);
+    provider.refused(error.reason, client_id);
     let mut response = token_answer(json!({
         "error": error.error,
         "error_description": error.description,

@@ -25,9 +25,11 @@ use super::sealed::{self, AccessToken, Code};
 use super::signer::SignError;
 use super::{Provider, TOKEN_LIFETIME, cors};
 use crate::config::oidc::Client;
+use crate::config::oidc::rules::Rule;
 use crate::verifier::Inner;
-use crate::verifier::api::{Refusal, unix_now};
 use crate::verifier::assumptions::{Claims, Ending, Progress};
+use crate::verifier::clock::unix_now;
+use crate::verifier::errors::Refusal;
 use crate::verifier::errors::VerifierError;
 use crate::verifier::limits::Client as Address;
 use crate::verifier::polls;
@@ -85,6 +87,15 @@ where
     }
 }
 
+/// The registered client a token request names.
+#[derive(Default)]
+struct Named<'p> {
+    /// As soon as the request is read.
+    claimed: Option<&'p Client>,
+    /// Once the request passed the throttle, for CORS.
+    for_cors: Option<&'p Client>,
+}
+
 impl Inner {
     /// `POST {issuer}/token`, from `address` (the client's, as the
     /// throttle of failed authentications counts it).
@@ -103,24 +114,29 @@ impl Inner {
             Ok(form) => form,
             Err(Refusal::Answer(VerifierError::BodyTooLarge)) => {
                 let too_large = refuse("invalid_request", "the form is too large");
-                return token_error(provider, too_large, false);
+                return token_error(provider, too_large, false, None);
             }
             Err(_) => {
                 let not_a_form = refuse("invalid_request", "the body must be a form");
-                return token_error(provider, not_a_form, false);
+                return token_error(provider, not_a_form, false, None);
             }
         };
-        let mut named = None;
+        let mut named = Named::default();
         let answer = self
             .token_request(provider, &headers, &form, address, &mut named)
             .await;
+        // The client the request names, authenticated or not, in the
+        // metrics: a throttled guesser shows against the client guessed.
+        let claimed = named.claimed.map(|c| c.id.as_str());
         let mut response = match answer {
             Ok(answer) => {
-                provider.metrics.tokens.inc();
+                let client = provider.client_label(claimed);
+                provider.metrics.tokens.with_label_values(&[client]).inc();
                 token_answer(answer)
             }
-            Err(error) => token_error(provider, error, basic),
+            Err(error) => token_error(provider, error, basic, claimed),
         };
+        let named = named.for_cors;
         cors::vary(response.headers_mut());
         if let (Some(client), Some(origin)) = (named, headers.get(header::ORIGIN))
             && cors::allows(client, origin)
@@ -132,14 +148,14 @@ impl Inner {
 
     /// A token request: its client named, throttled, its origin checked,
     /// authenticated, then its code redeemed. `named` is the client the
-    /// request named, for CORS.
+    /// request named, for the metrics and, once not throttled, CORS.
     async fn token_request<'p>(
         &self,
         provider: &'p Provider,
         headers: &HeaderMap,
         form: &[u8],
         address: Address,
-        named: &mut Option<&'p Client>,
+        named: &mut Named<'p>,
     ) -> Result<Value, TokenError> {
         let params = parameters(form)
             .map_err(|_| refuse("invalid_request", "a parameter is given more than once"))?;
@@ -151,6 +167,7 @@ impl Inner {
             get("client_secret"),
         );
         let now = Instant::now();
+        named.claimed = claimed.as_ref().ok().map(|c| c.client);
         let client_id = claimed.as_ref().ok().map(|c| c.client.id.as_str());
         provider
             .throttle
@@ -164,7 +181,7 @@ impl Inner {
                 provider.throttle.failed(None, address, now);
             }
         })?;
-        *named = Some(claimed.client);
+        named.for_cors = Some(claimed.client);
         // A page of another origin may not spend the client's code.
         if let Some(origin) = headers.get(header::ORIGIN)
             && !cors::allows(claimed.client, origin)
@@ -224,7 +241,8 @@ impl Inner {
             provider,
             id: Some(code.id.clone()),
         };
-        let issued = match self.presented(&code.service_id).await {
+        let rule = authorization.rule.as_ref();
+        let issued = match self.presented(rule, &code.service_id).await {
             Ok(claims) => self.tokens(provider, &code, &claims, now).await,
             Err(error) => Err(error),
         };
@@ -325,7 +343,7 @@ impl Inner {
             .and_then(|v| strip_scheme(v, "Bearer"))
         else {
             // No credentials: a challenge with no error (RFC 6750 §3.1).
-            provider.refused("invalid_token");
+            provider.refused("invalid_token", None);
             return (bearer_challenge(), None);
         };
         let access: Option<AccessToken> =
@@ -338,14 +356,15 @@ impl Inner {
                 access
             }
             _ => {
-                provider.refused("invalid_token");
+                provider.refused("invalid_token", None);
                 let refused =
                     bearer_error("invalid_token", "the access token is invalid or expired");
                 return (refused, None);
             }
         };
         if let Err(wait) = provider.userinfo_limit.take(bearer.trim(), Instant::now()) {
-            let throttled = token_error(provider, userinfo_throttled(wait), false);
+            let client = Some(access.client_id.as_str());
+            let throttled = token_error(provider, userinfo_throttled(wait), false, client);
             return (throttled, Some(access.client_id));
         }
         let mut answer = access.claims;
@@ -357,16 +376,23 @@ impl Inner {
     /// replica saw them end, or asked of the service again, for as long as
     /// it holds them (docs/oidc.md, "What lives where"); the code's own
     /// lifetime bounds how long that is asked.
-    async fn presented(&self, id: &str) -> Result<Map<String, Value>, TokenError> {
+    async fn presented(
+        &self,
+        rule: Option<&Rule>,
+        id: &str,
+    ) -> Result<Map<String, Value>, TokenError> {
         let known = polls::lock(&self.polls).verified(id);
         let claims = match known {
             Some(claims) => claims,
-            None => self.ask_claims(id).await?,
+            None => self.ask_claims(rule, id).await?,
         };
         serde_json::from_str(claims.object_text()).map_err(|_| INVALID_GRANT)
     }
 
-    async fn ask_claims(&self, id: &str) -> Result<Claims, TokenError> {
+    /// The claims of session `id` on `rule` (the login's: the
+    /// deployment's when `None`), asked of the service.
+    async fn ask_claims(&self, rule: Option<&Rule>, id: &str) -> Result<Claims, TokenError> {
+        let rule = self.service.rule(rule);
         // The replica's one budget for calls to the service, as the page's
         // polls spend it: a code is redeemed once on each replica, so its
         // holder cannot spend more.
@@ -377,7 +403,11 @@ impl Inner {
         let Ok(Ok(_permit)) = permit else {
             return Err(UNAVAILABLE);
         };
-        match self.service.progress(id).await {
+        let asked = match &rule {
+            Ok(rule) => self.service.progress(rule, id).await,
+            Err(err) => Err(err.clone()),
+        };
+        match asked {
             Ok(Progress::Ended(Ending::Verified(claims))) => Ok(claims),
             Ok(_) => Err(INVALID_GRANT),
             // The service no longer knows the session, or its answer can
@@ -391,6 +421,7 @@ impl Inner {
                     &format!(
                         "a token request could not ask the service for the presentation: {err}"
                     ),
+                    rule.as_ref().ok(),
                 );
                 Err(UNAVAILABLE)
             }

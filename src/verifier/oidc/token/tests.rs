@@ -68,6 +68,7 @@ fn code(id: &str, expires_at: u64) -> Code {
             nonce: None,
             code_challenge: None,
             expires_at: 0,
+            rule: None,
         },
         service_id: "t".into(),
         sub: "s".into(),
