@@ -66,6 +66,7 @@ use api::Refusal;
 use assumptions::Ending;
 use binding::KeySource;
 use errors::VerifierError;
+use i18n::Asked;
 use limits::{ServiceBudget, StartLimits};
 use polls::Polls;
 use service::ServiceApi;
@@ -330,12 +331,14 @@ impl Verifier {
         } else if req.method() == Method::GET || head {
             // Under the issuer's path, only the page's files: its page is
             // the authorization endpoint's.
+            let lang = lang_of(req.uri().query());
+            let asked = Asked {
+                lang: lang.as_deref(),
+                ui_locales: None,
+                accept_language: accept_language(req.headers()),
+            };
             if path == "/" && base.is_empty() {
-                let rendered = inner.pages.choose(
-                    lang_of(req.uri().query()).as_deref(),
-                    accept_language(req.headers()),
-                );
-                Ok(page::page(rendered, head))
+                Ok(page::page(inner.pages.choose(asked), head))
             } else if let Some(branded) = inner
                 .brand
                 .as_deref()
@@ -343,7 +346,10 @@ impl Verifier {
             {
                 Ok(branded)
             } else {
-                Ok(page::asset(&path).map_or_else(|| page::not_found(head), |a| a.response(head)))
+                Ok(page::asset(&path).map_or_else(
+                    || page::not_found(&inner.pages, asked, &base, head),
+                    |a| a.response(head),
+                ))
             }
         } else {
             Err(VerifierError::MethodNotAllowed { allow: "GET, HEAD" }.into())
