@@ -3,7 +3,8 @@
 # Review: machine-written. A native speaker's review raised the requester's
 # gender (a requester's name such as وزارة or جامعة is often feminine: the
 # requester is no longer a verb's subject, and returns go to الجهة الطالبة)
-# and the word for an overloaded site ("مشغول"); those were reworded here,
+# and the word for an overloaded site ("مشغول"), and the retry message that
+# joined two sentences ("{reason} Still trying…"); those were reworded here,
 # and the rewording has not yet been checked by a native speaker. Nothing
 # else in this file has been reviewed by a native speaker. Corrections are
 # welcome.

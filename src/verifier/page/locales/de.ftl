@@ -1,10 +1,10 @@
 # German translation of en.ftl, the verification page's own text.
 # Review: machine-written. A native speaker's review raised the success of a
-# check ("Geprüft."), the tone of an error ("Etwas ist schiefgelaufen") and
-# the word for an overloaded site ("ausgelastet"); those were reworded here,
-# and the rewording has not yet been checked by a native speaker. Nothing
-# else in this file has been reviewed by a native speaker. Corrections are
-# welcome.
+# check ("Geprüft.") and the tone of an error ("Etwas ist schiefgelaufen"),
+# and the retry message that joined two sentences ("{reason} Still
+# trying…"); those were reworded here, and the rewording has not yet been
+# checked by a native speaker. Nothing else in this file has been reviewed
+# by a native speaker. Corrections are welcome.
 # Keep the message ids and the placeables such as { $status } as they are.
 
 ## Über die Sprache selbst
@@ -43,7 +43,7 @@ starting = Wird gestartet…
 waiting-mobile = Öffnen Sie Ihre Wallet, um fortzufahren. Warten auf Ihre Wallet…
 waiting-desktop = Scannen Sie den QR-Code mit Ihrer Wallet. Warten auf Ihre Wallet…
 unreachable-retrying = Diese Website ist gerade nicht erreichbar; wir versuchen es weiter…
-busy-retrying = Diese Website ist gerade überlastet. Wir versuchen es weiter…
+busy-retrying = Diese Website ist gerade ausgelastet. Wir versuchen es weiter…
 # { $reason } is one of the sentences below, about what went wrong.
 retrying = { $code ->
     [upstream_timeout] Der Prüfdienst antwortet gerade langsam; wir versuchen es weiter…

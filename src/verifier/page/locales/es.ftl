@@ -1,8 +1,9 @@
 # Spanish translation of en.ftl, the verification page's own text.
 # Review: machine-written. A native speaker's review raised the word for an
-# overloaded site ("ocupado"); those were reworded here, and the rewording
-# has not yet been checked by a native speaker. Nothing else in this file
-# has been reviewed by a native speaker. Corrections are welcome.
+# overloaded site ("ocupado"), and the retry message that joined two
+# sentences ("{reason} Still trying…"); those were reworded here, and the
+# rewording has not yet been checked by a native speaker. Nothing else in
+# this file has been reviewed by a native speaker. Corrections are welcome.
 # Keep the message ids and the placeables such as { $status } as they are.
 
 ## Sobre el propio idioma

@@ -2,9 +2,10 @@
 # Review: machine-written. A native speaker's review raised the word for a
 # credential ("credenziale" reads as a login password, as in "credenziali
 # SPID": now "documento digitale") and the word for an overloaded site
-# ("occupato"); those were reworded here, and the rewording has not yet been
-# checked by a native speaker. Nothing else in this file has been reviewed
-# by a native speaker. Corrections are welcome.
+# ("occupato"), and the retry message that joined two sentences ("{reason}
+# Still trying…"); those were reworded here, and the rewording has not yet
+# been checked by a native speaker. Nothing else in this file has been
+# reviewed by a native speaker. Corrections are welcome.
 # Keep the message ids and the placeables such as { $status } as they are.
 
 ## Sulla lingua stessa

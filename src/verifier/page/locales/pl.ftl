@@ -1,9 +1,10 @@
 # Polish translation of en.ftl, the verification page's own text.
 # Review: machine-written. A native speaker's review raised who declined
 # ("Odmówiono udostępnienia…" read as if the system refused: the person is
-# now the subject); those were reworded here, and the rewording has not yet
-# been checked by a native speaker. Nothing else in this file has been
-# reviewed by a native speaker. Corrections are welcome.
+# now the subject), and the retry message that joined two sentences
+# ("{reason} Still trying…"); those were reworded here, and the rewording
+# has not yet been checked by a native speaker. Nothing else in this file
+# has been reviewed by a native speaker. Corrections are welcome.
 # Keep the message ids and the placeables such as { $status } as they are.
 # The page addresses the reader with "Proszę" and an infinitive, or
 # impersonally, so the text suits both Pan and Pani; buttons that speak in
