@@ -19,9 +19,12 @@
 //! - `polls`: what one replica remembers to spare the service: the poll
 //!   spacing, the call in flight, the ending; bounded.
 //! - `limits`: how fast sessions may be started, per client and in all.
-//! - `page`: the page's files, its headers, the QR code.
-//! - `i18n`: the page's languages, and the one a browser gets.
-//! - `errors`: the API's error answers.
+//! - `page`: the page's files, its headers, the QR code, and lanyard's
+//!   own pages (a refused login, a path with no page).
+//! - `i18n`: the page's languages, the one a request gets, and the forms
+//!   of the messages the page's script picks by a count or a code.
+//! - `errors`: the API's error answers, and every code the page can be
+//!   given.
 //! - `oidc`: the OpenID Connect provider, when `LANYARD_OIDC_ISSUER` is
 //!   set (docs/oidc.md).
 

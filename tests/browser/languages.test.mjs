@@ -13,8 +13,9 @@ import { readdirSync } from 'node:fs';
 import { after, before, test } from 'node:test';
 
 import {
-  DESKTOP, LOCALES, PHONE, VERIFIER_URL, answerStatus, claimsShown, decodeQr, inLanguage, launch, message,
-  newContext, openVerifier, openWallet, replayStart, screenshot, scrollsSideways, startSession, violations,
+  DESKTOP, LOCALES, PHONE, VERIFIER_URL, claimsShown, decodeQr, inLanguage, launch, message, newContext,
+  oneStart, openVerifier, openWallet, replaying as replayingIn, screenshot, scrollsSideways, startSession,
+  violations,
 } from './support.mjs';
 
 /** What the mock wallet presents, as a verified poll answers it. */
@@ -31,9 +32,7 @@ let browser;
 let session;
 before(async () => {
   browser = await launch();
-  const context = await newContext(browser, DESKTOP);
-  session = await startSession(await openVerifier(context));
-  await context.close();
+  session = await oneStart(browser);
 });
 after(() => browser?.close());
 
@@ -45,13 +44,7 @@ const shown = (page) => page.evaluate(() => ({
 }));
 
 /** A `device` tab in language `tag` whose starts replay `session` and whose polls answer `poll()`. */
-async function replaying(device, tag, poll) {
-  const context = await newContext(browser, device);
-  const page = await openVerifier(context, () => {}, inLanguage(tag));
-  await replayStart(page, session);
-  await answerStatus(page, poll);
-  return { context, page };
-}
+const replaying = (device, tag, poll) => replayingIn(browser, session, device, tag, poll);
 
 for (const tag of ['en', 'de', 'ar']) {
   test(`in ${tag}, axe-core finds no WCAG 2.1 A or AA violation at the start, with the QR code, the wallet button, the claims, or a decline`, async () => {

@@ -132,6 +132,30 @@ export function replayStart(page, session) {
 }
 
 /**
+ * One real start in a new tab of `browser`: what /api/start answered, for
+ * `replaying` to replay wherever a test needs a session but not the
+ * server's answers.
+ */
+export async function oneStart(browser) {
+  const context = await newContext(browser, DESKTOP);
+  const session = await startSession(await openVerifier(context));
+  await context.close();
+  return session;
+}
+
+/**
+ * A `device` tab of `browser` in language `tag` whose starts replay
+ * `session` and whose polls answer `poll()`.
+ */
+export async function replaying(browser, session, device, tag, poll) {
+  const context = await newContext(browser, device);
+  const page = await openVerifier(context, () => {}, inLanguage(tag));
+  await replayStart(page, session);
+  await answerStatus(page, poll);
+  return { context, page };
+}
+
+/**
  * Answers every poll of `page` with `body()`, a JSON text as written: a
  * number beyond a double, or an escaped control character, reaches the
  * page as the service's JSON carries it. 200 with a final status is

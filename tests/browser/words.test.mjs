@@ -14,8 +14,8 @@ import { readdirSync } from 'node:fs';
 import { after, before, test } from 'node:test';
 
 import {
-  CONTENT_SECURITY_POLICY, DESKTOP, LOCALES, VERIFIER_ORIGIN, answerStatus, claimsShown, inLanguage,
-  launch, message, newContext, openVerifier, replayStart, screenshot, startSession, variant, violations,
+  CONTENT_SECURITY_POLICY, DESKTOP, LOCALES, VERIFIER_ORIGIN, claimsShown, inLanguage, launch, message,
+  newContext, oneStart, openVerifier, replaying as replayingIn, screenshot, startSession, variant, violations,
 } from './support.mjs';
 
 const TAGS = readdirSync(LOCALES).filter((f) => f.endsWith('.ftl')).map((f) => f.slice(0, -4)).sort();
@@ -24,20 +24,12 @@ let browser;
 let session;
 before(async () => {
   browser = await launch();
-  const context = await newContext(browser, DESKTOP);
-  session = await startSession(await openVerifier(context));
-  await context.close();
+  session = await oneStart(browser);
 });
 after(() => browser?.close());
 
-/** A tab in language `tag` whose start replays the real one and whose polls answer `poll()`. */
-async function replaying(tag, poll) {
-  const context = await newContext(browser, DESKTOP);
-  const page = await openVerifier(context, () => {}, inLanguage(tag));
-  await replayStart(page, session);
-  await answerStatus(page, poll);
-  return { context, page };
-}
+/** A desktop tab in language `tag` whose start replays the real one and whose polls answer `poll()`. */
+const replaying = (tag, poll) => replayingIn(browser, session, DESKTOP, tag, poll);
 
 /** The claims `claims` as the page in `tag` shows them. */
 async function shownIn(tag, claims) {

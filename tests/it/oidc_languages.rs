@@ -24,7 +24,10 @@ async fn asked(provider: &Provider, path: &str, accept: Option<&str>) -> Answer 
 /// which must agree.
 fn language_of(answer: &Answer) -> String {
     let html = support::text(&answer.body);
-    let tag = answer.headers["content-language"].to_str().unwrap().to_string();
+    let tag = answer.headers["content-language"]
+        .to_str()
+        .unwrap()
+        .to_string();
     assert!(
         html.contains(&format!(r#"<html lang="{tag}""#)),
         "Content-Language {tag}, but\n{html}"
@@ -39,7 +42,8 @@ fn language_of(answer: &Answer) -> String {
 async fn each_page_takes_the_first_language_that_matches_falling_through_the_rest() {
     let provider = Provider::start(&[]).await;
     let login = shop_query("");
-    let unknown = "response_type=code&client_id=nobody&redirect_uri=https%3A%2F%2Fa.example%2F&scope=openid";
+    let unknown =
+        "response_type=code&client_id=nobody&redirect_uri=https%3A%2F%2Fa.example%2F&scope=openid";
     let steps: &[(&str, Option<&str>, &str)] = &[
         ("&lang=pl&ui_locales=de", Some("fr"), "pl"),
         ("&lang=ja&ui_locales=ko%20de-CH", Some("fr"), "de"),
@@ -49,7 +53,10 @@ async fn each_page_takes_the_first_language_that_matches_falling_through_the_res
         ("", None, "en"),
     ];
     for (query, accept, expected) in steps {
-        for (what, base, status) in [("login", &login, 200), ("refused", &unknown.to_string(), 400)] {
+        for (what, base, status) in [
+            ("login", &login, 200),
+            ("refused", &unknown.to_string(), 400),
+        ] {
             let answer = asked(&provider, &format!("/authorize?{base}{query}"), *accept).await;
             assert_eq!(answer.status, status, "{what} {query} {accept:?}");
             assert_eq!(language_of(&answer), *expected, "{what} {query} {accept:?}");
@@ -68,10 +75,19 @@ async fn a_refused_login_is_on_a_page_in_the_persons_language() {
     let html = support::text(&answer.body);
     assert!(html.contains(r#"<html lang="ar" dir="rtl">"#), "{html}");
     assert!(html.contains("لا يمكن متابعة تسجيل الدخول هذا"), "{html}");
-    assert!(html.contains("التطبيق الذي أرسلك إلى هنا غير معروف"), "{html}");
-    assert!(html.contains(r#"href="/wallet/assets/verifier.css""#), "{html}");
+    assert!(
+        html.contains("التطبيق الذي أرسلك إلى هنا غير معروف"),
+        "{html}"
+    );
+    assert!(
+        html.contains(r#"href="/wallet/assets/verifier.css""#),
+        "{html}"
+    );
     assert!(!html.contains("evil"), "reflected: {html}");
-    assert!(!html.contains("This login"), "English on an Arabic page: {html}");
+    assert!(
+        !html.contains("This login"),
+        "English on an Arabic page: {html}"
+    );
     assert_eq!(answer.headers["cache-control"], "no-store");
 }
 
@@ -86,7 +102,10 @@ async fn a_missing_page_under_the_issuer_says_so_in_the_persons_language() {
     assert_eq!(language_of(&answer), "pl");
     let html = support::text(&answer.body);
     assert!(html.contains("<h1>Nie znaleziono strony</h1>"), "{html}");
-    assert!(html.contains(r#"href="/wallet/assets/verifier.css""#), "{html}");
+    assert!(
+        html.contains(r#"href="/wallet/assets/verifier.css""#),
+        "{html}"
+    );
     assert!(html.contains(r#"hreflang="ar""#), "the switch: {html}");
     let german = asked(&provider, "/no-such-page?lang=de", Some("pl")).await;
     assert_eq!(language_of(&german), "de");

@@ -171,12 +171,8 @@ impl Languages {
         ];
         let available: Vec<LanguageIdentifier> = self.list.iter().map(|l| l.tag.clone()).collect();
         for requested in steps.into_iter().flatten() {
-            let found = negotiate_languages(
-                &requested,
-                &available,
-                None,
-                NegotiationStrategy::Lookup,
-            );
+            let found =
+                negotiate_languages(&requested, &available, None, NegotiationStrategy::Lookup);
             if let Some(tag) = found.first()
                 && let Some(language) = self.list.iter().find(|l| l.tag == **tag)
             {

@@ -19,7 +19,11 @@ fn every_shipped_translation_parses_and_has_every_message() {
         assert!(source.contains_key(*id), "{id} is not in en.ftl");
     }
     for selected in SELECTED {
-        assert!(source.contains_key(selected.id), "{} is not in en.ftl", selected.id);
+        assert!(
+            source.contains_key(selected.id),
+            "{} is not in en.ftl",
+            selected.id
+        );
     }
     for (tag, text) in LOCALES {
         let own = messages(tag, text).unwrap();
@@ -40,7 +44,12 @@ fn every_shipped_translation_parses_and_has_every_message() {
 #[test]
 fn every_error_code_has_a_message_in_every_language() {
     let codes = page_codes();
-    for code in ["not_found", "rate_limited", "too_many_connections", "uri_too_long"] {
+    for code in [
+        "not_found",
+        "rate_limited",
+        "too_many_connections",
+        "uri_too_long",
+    ] {
         assert!(codes.contains(&code), "{code} is not among {codes:?}");
     }
     let mut missing = Vec::new();
@@ -147,7 +156,10 @@ fn the_script_gets_every_plural_form_with_the_count_left_to_fill() {
         let forms = age.forms(language(&languages, tag), &[]);
         assert!(forms.count);
         assert!(
-            forms.forms.values().all(|text| !text.contains(char::is_numeric)),
+            forms
+                .forms
+                .values()
+                .all(|text| !text.contains(char::is_numeric)),
             "{tag}: {:?}",
             forms.forms
         );

@@ -48,10 +48,10 @@ use serde_json::json;
 
 use super::Inner;
 use super::api::{Refusal, unix_now};
-use super::page::ErrorPage;
 use super::errors::VerifierError;
 use super::i18n::Asked;
 use super::limits::{Client as Address, client_address};
+use super::page::ErrorPage;
 use crate::config::issuer::Issuer;
 use crate::config::oidc::subject::SubjectType;
 use crate::config::oidc::{Clients, OidcConfig};
@@ -383,7 +383,11 @@ impl Inner {
             Some(authorization) => Ok((authorization, sealed)),
             None => {
                 tracing::debug!("a language switch's sealed request refused");
-                Err(Box::new(self.refused_page("refused-stale", asked, provider)))
+                Err(Box::new(self.refused_page(
+                    "refused-stale",
+                    asked,
+                    provider,
+                )))
             }
         }
     }

@@ -225,8 +225,15 @@ fn script_messages(language: &Language) -> String {
     let codes = page_codes();
     let errors: Vec<String> = codes.iter().map(|code| format!("error-{code}")).collect();
     let mut messages = Map::new();
-    for id in SCRIPT_MESSAGES.iter().copied().chain(errors.iter().map(String::as_str)) {
-        messages.insert(id.to_string(), Value::String(language.message(id).to_string()));
+    for id in SCRIPT_MESSAGES
+        .iter()
+        .copied()
+        .chain(errors.iter().map(String::as_str))
+    {
+        messages.insert(
+            id.to_string(),
+            Value::String(language.message(id).to_string()),
+        );
     }
     for selected in SELECTED {
         let forms = selected.forms(language, &codes);
