@@ -11,7 +11,7 @@ use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::Full;
 
 use super::service::CallError;
-use crate::error::json_error;
+use crate::error::{ProxyError, json_error};
 
 /// What a call ends with when it is not a success: the verifier's own
 /// error answer, or none (the client is gone or stalled).
@@ -23,7 +23,9 @@ impl From<VerifierError> for Refusal {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Every kind is enumerable (`VerifierError::iter()`, its fields at their
+/// defaults), so that [`page_codes`] cannot miss one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::EnumIter)]
 pub enum VerifierError {
     /// A request the API does not take; the sentence says what is wrong.
     BadRequest(&'static str),
@@ -55,6 +57,26 @@ pub enum VerifierError {
     ServiceFailed,
     ServiceUnreachable,
     ServiceTimeout,
+}
+
+/// Every error code the page can be given, each once, sorted: the API's
+/// own, and those of the refusals the verifier's listener makes before a
+/// request reaches it (`process::limits`). The page has a message for
+/// each in every language (docs/translations.md), which a test checks.
+pub fn page_codes() -> Vec<&'static str> {
+    use strum::IntoEnumIterator;
+    let listener = [
+        ProxyError::TooManyConnections,
+        ProxyError::UriTooLong,
+        ProxyError::BadRequest,
+    ];
+    let mut codes: Vec<&'static str> = VerifierError::iter()
+        .map(VerifierError::code)
+        .chain(listener.iter().map(ProxyError::code))
+        .collect();
+    codes.sort_unstable();
+    codes.dedup();
+    codes
 }
 
 impl VerifierError {

@@ -19,9 +19,12 @@
 //! - `polls`: what one replica remembers to spare the service: the poll
 //!   spacing, the call in flight, the ending; bounded.
 //! - `limits`: how fast sessions may be started, per client and in all.
-//! - `page`: the page's files, its headers, the QR code.
-//! - `i18n`: the page's languages, and the one a browser gets.
-//! - `errors`: the API's error answers.
+//! - `page`: the page's files, its headers, the QR code, and lanyard's
+//!   own pages (a refused login, a path with no page).
+//! - `i18n`: the page's languages, the one a request gets, and the forms
+//!   of the messages the page's script picks by a count or a code.
+//! - `errors`: the API's error answers, and every code the page can be
+//!   given.
 //! - `logs`: the operator's lines about failed calls to the service.
 //! - `oidc`: the OpenID Connect provider, when `LANYARD_OIDC_ISSUER` is
 //!   set (docs/oidc.md).
@@ -68,6 +71,7 @@ use assumptions::Ending;
 use binding::KeySource;
 use errors::Refusal;
 use errors::VerifierError;
+use i18n::Asked;
 use limits::{ServiceBudget, StartLimits};
 use polls::Polls;
 use service::ServiceApi;
@@ -332,12 +336,14 @@ impl Verifier {
         } else if req.method() == Method::GET || head {
             // Under the issuer's path, only the page's files: its page is
             // the authorization endpoint's.
+            let lang = lang_of(req.uri().query());
+            let asked = Asked {
+                lang: lang.as_deref(),
+                ui_locales: None,
+                accept_language: accept_language(req.headers()),
+            };
             if path == "/" && base.is_empty() {
-                let rendered = inner.pages.choose(
-                    lang_of(req.uri().query()).as_deref(),
-                    accept_language(req.headers()),
-                );
-                Ok(page::page(rendered, head))
+                Ok(page::page(inner.pages.choose(asked), head))
             } else if let Some(branded) = inner
                 .brand
                 .as_deref()
@@ -345,7 +351,10 @@ impl Verifier {
             {
                 Ok(branded)
             } else {
-                Ok(page::asset(&path).map_or_else(|| page::not_found(head), |a| a.response(head)))
+                Ok(page::asset(&path).map_or_else(
+                    || page::not_found(&inner.pages, asked, &base, head),
+                    |a| a.response(head),
+                ))
             }
         } else {
             Err(VerifierError::MethodNotAllowed { allow: "GET, HEAD" }.into())

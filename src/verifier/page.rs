@@ -4,13 +4,16 @@
 
 mod render;
 
-pub use render::{BRAND_STYLE_PATH, LOGO_PATH, Pages, Rendered};
+pub use render::{BRAND_STYLE_PATH, ErrorPage, LOGO_PATH, Pages, Rendered};
 
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::Full;
+use hyper::body::Body as _;
 use qrcode::render::svg;
 use qrcode::{EcLevel, QrCode};
+
+use super::i18n::Asked;
 
 /// Nothing from another origin, no inline script or style, no framing,
 /// no form posts, no plugins: the page's own files and its own API only.
@@ -202,35 +205,14 @@ pub fn login_page(
     response
 }
 
-/// lanyard's page for a login it cannot go on with: `why`, in a sentence
-/// for the person, and what to do; its files under `base`, the issuer's
-/// path (`""` or `/wallet`), where a proxy routing that path alone to
-/// lanyard serves them (docs/oidc.md, Settings).
-pub fn error_page(why: &str, base: &str) -> Response<Full<Bytes>> {
-    let page = format!(
-        r#"<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
-<title>This login cannot go on</title>
-<link rel="icon" href="{base}/assets/icon.svg" type="image/svg+xml">
-<link rel="stylesheet" href="{base}/assets/verifier.css">
-</head>
-<body>
-<main>
-  <h1>This login cannot go on</h1>
-  <p>{why}</p>
-  <p>Go back to the site you came from and start again. If this happens again, tell its operator.</p>
-</main>
-</body>
-</html>
-"#,
-        base = escape_html(base),
-        why = escape_html(why)
-    );
-    html(page)
+/// lanyard's own page ([`Pages::error`]: its HTML and language) as an
+/// answer with `status`; never stored, as a refused login's page holds
+/// that request's words.
+pub fn error_page((page, lang): (String, String), status: StatusCode) -> Response<Full<Bytes>> {
+    let mut response = html(page);
+    *response.status_mut() = status;
+    language_headers(response.headers_mut(), &lang);
+    response
 }
 
 fn html(page: String) -> Response<Full<Bytes>> {
@@ -295,18 +277,23 @@ pub fn brand_asset(
     Some(response)
 }
 
-/// A plain-text answer for a path that is not the page's.
-pub fn not_found(head: bool) -> Response<Full<Bytes>> {
-    let text = "not found: the verification page is at /\n";
-    let mut response = Response::new(Full::new(match head {
-        true => Bytes::new(),
-        false => Bytes::from_static(text.as_bytes()),
-    }));
-    *response.status_mut() = StatusCode::NOT_FOUND;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
+/// The answer for a path with no page: lanyard's own page saying so, in
+/// the language `asked` chooses, its files under `base`; `head` leaves
+/// the body out.
+pub fn not_found(pages: &Pages, asked: Asked<'_>, base: &str, head: bool) -> Response<Full<Bytes>> {
+    let page = ErrorPage {
+        title: "not-found-title",
+        text: &["not-found"],
+        switch: true,
+    };
+    let mut response = error_page(pages.error(&page, asked, base), StatusCode::NOT_FOUND);
+    if head {
+        let length = response.body().size_hint().exact().unwrap_or(0);
+        *response.body_mut() = Full::new(Bytes::new());
+        response
+            .headers_mut()
+            .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+    }
     response
 }
 
@@ -348,7 +335,7 @@ mod tests {
     #[test]
     fn the_page_loads_only_its_own_files() {
         let pages = Pages::render(crate::verifier::i18n::Languages::load().unwrap(), None);
-        let page = pages.choose(None, None).html.as_str();
+        let page = pages.choose(Asked::default()).html.as_str();
         for reference in [
             "/assets/verifier.js",
             "/assets/verifier.css",

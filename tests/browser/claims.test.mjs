@@ -211,8 +211,9 @@ test('nested claims show as nested lists, empty ones as such, null as text, bool
       .map((dt) => [dt.textContent, read(dt.nextElementSibling)]));
   });
   assert.deepEqual(shown, {
-    // Top-level names readable, nested ones as written; booleans as words.
-    Address: { street_address: 'Heidestraße 17', locality: 'Köln', postal_code: '51147' },
+    // Top-level names readable, the address's parts under lanyard's
+    // labels, other nested names as written; booleans as words.
+    Address: { 'Street address': 'Heidestraße 17', City: 'Köln', 'Postal code': '51147' },
     Nationalities: ['DE', 'FR'],
     Degrees: [{ type: 'Bachelor of Science', year: '2010' }],
     Preferences: '(empty object)',

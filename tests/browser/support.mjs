@@ -35,6 +35,31 @@ export const VERIFIER_URL = required('BROWSER_TEST_VERIFIER_URL');
 export const VERIFIER_ORIGIN = new URL(VERIFIER_URL).origin;
 /** The Content-Security-Policy lanyard declares for the page. */
 export const CONTENT_SECURITY_POLICY = required('BROWSER_TEST_CSP');
+/** The page's locale files, where tests read the words they expect. */
+export const LOCALES = join(repo, 'src', 'verifier', 'page', 'locales');
+
+/** Message `id` of `tag`.ftl, written on one line. */
+export function message(tag, id) {
+  const text = readFileSync(join(LOCALES, `${tag}.ftl`), 'utf8');
+  const line = text.split('\n').find((l) => l.startsWith(`${id} = `));
+  assert.ok(line, `${tag}.ftl has no one-line message ${id}`);
+  return line.slice(id.length + 3).trim();
+}
+
+/** The `[key]` variant of message `id` of `tag`.ftl, one selecting on a value. */
+export function variant(tag, id, key) {
+  const text = readFileSync(join(LOCALES, `${tag}.ftl`), 'utf8');
+  const lines = text.split('\n');
+  const from = lines.findIndex((l) => l.startsWith(`${id} = `));
+  assert.ok(from >= 0, `${tag}.ftl has no message ${id}`);
+  for (const line of lines.slice(from + 1)) {
+    if (line.trim() === '}') break;
+    const match = /^\s*\*?\[([\w-]+)\] (.*)$/.exec(line);
+    if (match && match[1] === key) return match[2].trim();
+  }
+  throw new Error(`${tag}.ftl: ${id} has no [${key}] variant`);
+}
+
 const CHROMIUM = process.env.BROWSER_TEST_CHROMIUM || '/usr/bin/chromium';
 const SCREENSHOTS = process.env.BROWSER_TEST_SCREENSHOTS || join(repo, 'target', 'browser-screenshots');
 
@@ -104,6 +129,30 @@ export async function startSession(page, activate = () => page.click('#start')) 
 export function replayStart(page, session) {
   return page.route(new URL('/api/start', VERIFIER_URL).href, (route) =>
     route.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify(session) }));
+}
+
+/**
+ * One real start in a new tab of `browser`: what /api/start answered, for
+ * `replaying` to replay wherever a test needs a session but not the
+ * server's answers.
+ */
+export async function oneStart(browser) {
+  const context = await newContext(browser, DESKTOP);
+  const session = await startSession(await openVerifier(context));
+  await context.close();
+  return session;
+}
+
+/**
+ * A `device` tab of `browser` in language `tag` whose starts replay
+ * `session` and whose polls answer `poll()`.
+ */
+export async function replaying(browser, session, device, tag, poll) {
+  const context = await newContext(browser, device);
+  const page = await openVerifier(context, () => {}, inLanguage(tag));
+  await replayStart(page, session);
+  await answerStatus(page, poll);
+  return { context, page };
 }
 
 /**

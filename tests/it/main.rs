@@ -26,6 +26,7 @@ mod mock_api;
 mod oidc;
 mod oidc_browser_app;
 mod oidc_interop;
+mod oidc_languages;
 mod oidc_native;
 mod oidc_page;
 mod oidc_replicas;

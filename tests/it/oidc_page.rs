@@ -103,8 +103,10 @@ async fn a_switch_with_a_request_not_sealed_here_gets_lanyards_error_page() {
             .await;
         assert_eq!(answer.status, 400, "{sealed:.20}");
         assert!(answer.headers.get("location").is_none());
+        // In the language the switch asked for, as the page would have been.
         assert!(
-            support::text(&answer.body).contains("This login has expired or is not valid here"),
+            support::text(&answer.body)
+                .contains("Diese Anmeldung ist abgelaufen oder hier nicht gültig."),
             "{}",
             support::text(&answer.body)
         );

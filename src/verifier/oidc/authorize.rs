@@ -20,8 +20,9 @@ pub const AUTHORIZATION_LIFETIME: u64 = 30 * 60;
 /// Why an authorization request is refused.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Refused {
-    /// Shown on lanyard's error page, never sent to a redirect URI; the
-    /// reason names what is wrong without quoting the request.
+    /// Shown on lanyard's error page, never sent to a redirect URI: the
+    /// id of the message that names what is wrong, in the page's
+    /// language, without quoting the request (docs/translations.md).
     Page(&'static str),
     /// Sent to the client's redirect URI (RFC 6749 §4.1.2.1).
     Redirect(ErrorRedirect),
@@ -87,9 +88,7 @@ pub fn check(
     if let Err(name) = &params
         && (name == "client_id" || name == "redirect_uri")
     {
-        return Err(Refused::Page(
-            "The request names its application or its return address more than once.",
-        ));
+        return Err(Refused::Page("refused-repeated"));
     }
     let (client, redirect_uri) = genuine(query, clients)?;
     // Another parameter given twice is the client's mistake, sent back.
@@ -147,19 +146,13 @@ fn genuine<'a>(query: &'a [u8], clients: &'a Clients) -> Result<(&'a Client, Str
             _ => {}
         }
     }
-    let client_id = client_id.ok_or(Refused::Page(
-        "The request does not say which application asks (client_id is missing).",
-    ))?;
-    let client = clients.get(&client_id).ok_or(Refused::Page(
-        "The application that sent you here is not one this service knows.",
-    ))?;
-    let redirect_uri = redirect_uri.ok_or(Refused::Page(
-        "The request does not say where to return (redirect_uri is missing).",
-    ))?;
+    let client_id = client_id.ok_or(Refused::Page("refused-client-missing"))?;
+    let client = clients
+        .get(&client_id)
+        .ok_or(Refused::Page("refused-client-unknown"))?;
+    let redirect_uri = redirect_uri.ok_or(Refused::Page("refused-redirect-missing"))?;
     if !client.allows_redirect(&redirect_uri) {
-        return Err(Refused::Page(
-            "The address the request asks to return to is not one registered for the application.",
-        ));
+        return Err(Refused::Page("refused-redirect-unregistered"));
     }
     Ok((client, redirect_uri.into_owned()))
 }

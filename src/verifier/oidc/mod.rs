@@ -50,7 +50,9 @@ use super::Inner;
 use super::clock::unix_now;
 use super::errors::Refusal;
 use super::errors::VerifierError;
+use super::i18n::Asked;
 use super::limits::{Client as Address, client_address};
+use super::page::ErrorPage;
 use crate::config::issuer::Issuer;
 use crate::config::oidc::rules;
 use crate::config::oidc::subject::SubjectType;
@@ -323,9 +325,17 @@ impl Inner {
         query: &[u8],
         headers: &http::HeaderMap,
     ) -> Response<Full<Bytes>> {
+        let (lang, ui_locales) = asked_language(query);
+        let asked = Asked {
+            lang: lang.as_deref(),
+            ui_locales: ui_locales.as_deref(),
+            accept_language: headers
+                .get(header::ACCEPT_LANGUAGE)
+                .and_then(|value| value.to_str().ok()),
+        };
         let shown = match switched(query) {
-            Some(sealed) => self.reopened(provider, sealed),
-            None => self.requested(provider, query),
+            Some(sealed) => self.reopened(provider, sealed, asked),
+            None => self.requested(provider, query, asked),
         };
         let (authorization, sealed) = match shown {
             Ok(shown) => shown,
@@ -335,14 +345,7 @@ impl Inner {
         let name = client
             .and_then(|c| c.name.as_deref())
             .unwrap_or(&authorization.client_id);
-        let accept = headers
-            .get(header::ACCEPT_LANGUAGE)
-            .and_then(|value| value.to_str().ok());
-        let (asked, ui_locales) = asked_language(query);
-        // The relying party's ui_locales first, as a browser's list.
-        let rendered = self
-            .pages
-            .choose(asked.as_deref(), ui_locales.as_deref().or(accept));
+        let rendered = self.pages.choose(asked);
         let request = authorization.fingerprint();
         // The host the login returns to, beside the QR code: a person
         // shown the code on another site can tell (docs/oidc.md,
@@ -368,6 +371,7 @@ impl Inner {
         &self,
         provider: &Provider,
         query: &[u8],
+        asked: Asked<'_>,
     ) -> Result<(Authorization, String), Box<Response<Full<Bytes>>>> {
         let checked = authorize::check(query, &provider.clients, &provider.rule_scopes, unix_now());
         let authorization = match checked {
@@ -376,16 +380,17 @@ impl Inner {
                 provider.refused(refused.reason(), named_client(query).as_deref());
                 tracing::debug!(reason = refused.reason(), "authorization request refused");
                 return Err(Box::new(match refused {
-                    Refused::Page(why) => error_page(why, provider.path()),
+                    Refused::Page(why) => self.refused_page(why, asked, provider),
                     Refused::Redirect(redirect) => found(&provider.error_location(&redirect)),
                 }));
             }
         };
         let keys = self.keys.ring();
         let Ok(sealed) = sealed::seal(&keys, &provider.issuer, &authorization) else {
-            return Err(Box::new(error_page(
-                "This service cannot start a login right now. Please try again.",
-                provider.path(),
+            return Err(Box::new(self.refused_page(
+                "refused-unavailable",
+                asked,
+                provider,
             )));
         };
         provider.count("started", &authorization.client_id);
@@ -398,14 +403,38 @@ impl Inner {
         &self,
         provider: &Provider,
         sealed: String,
+        asked: Asked<'_>,
     ) -> Result<(Authorization, String), Box<Response<Full<Bytes>>>> {
         match provider.reopen(&self.keys.ring(), &sealed) {
             Some(authorization) => Ok((authorization, sealed)),
             None => {
                 tracing::debug!("a language switch's sealed request refused");
-                Err(Box::new(error_page(session::STALE_LOGIN, provider.path())))
+                Err(Box::new(self.refused_page(
+                    "refused-stale",
+                    asked,
+                    provider,
+                )))
             }
         }
+    }
+
+    /// lanyard's own page for a login it cannot go on with: `why`'s
+    /// message and what to do, in the language `asked` chooses, as 400.
+    fn refused_page(
+        &self,
+        why: &str,
+        asked: Asked<'_>,
+        provider: &Provider,
+    ) -> Response<Full<Bytes>> {
+        let page = ErrorPage {
+            title: "refused-title",
+            text: &[why, "refused-advice"],
+            switch: false,
+        };
+        super::page::error_page(
+            self.pages.error(&page, asked, provider.path()),
+            StatusCode::BAD_REQUEST,
+        )
     }
 }
 
@@ -420,15 +449,15 @@ fn switched(query: &[u8]) -> Option<String> {
 }
 
 /// The language the login page is asked in: the page's switch (`lang`),
-/// and the client's `ui_locales` (OpenID Connect Core §3.1.2.1) as an
-/// `Accept-Language` list, in its order.
+/// and the client's `ui_locales` (OpenID Connect Core §3.1.2.1), tags
+/// separated by spaces.
 fn asked_language(query: &[u8]) -> (Option<String>, Option<String>) {
     let mut lang = None;
     let mut ui_locales = None;
     for (name, value) in form_urlencoded::parse(query) {
         match &*name {
             "lang" => lang = Some(value.into_owned()),
-            "ui_locales" => ui_locales = Some(value.split(' ').collect::<Vec<_>>().join(",")),
+            "ui_locales" => ui_locales = Some(value.into_owned()),
             _ => {}
         }
     }
@@ -452,13 +481,6 @@ fn found(location: &str) -> Response<Full<Bytes>> {
     response
         .headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response
-}
-
-/// lanyard's own page for a request it will not send back.
-fn error_page(why: &str, base: &str) -> Response<Full<Bytes>> {
-    let mut response = super::page::error_page(why, base);
-    *response.status_mut() = StatusCode::BAD_REQUEST;
     response
 }
 

@@ -8,13 +8,17 @@ use serde_json::{Map, Value};
 
 use super::escape_html;
 use crate::config::brand::Brand;
-use crate::verifier::i18n::{Language, Languages, SCRIPT_MESSAGES};
+use crate::verifier::errors::page_codes;
+use crate::verifier::i18n::{Asked, Language, Languages, SCRIPT_MESSAGES, SELECTED};
 
 /// Where the brand file's logo and stylesheet are served.
 pub const LOGO_PATH: &str = "/assets/logo";
 pub const BRAND_STYLE_PATH: &str = "/assets/brand.css";
 
 const TEMPLATE: &str = include_str!("index.html");
+/// lanyard's own pages (a refused login, a path with no page): the page's
+/// structure and style, its own words.
+const ERROR_TEMPLATE: &str = include_str!("error.html");
 
 /// The page in one language.
 pub struct Rendered {
@@ -49,10 +53,10 @@ impl Pages {
         }
     }
 
-    /// The page for a request: in the language `?lang=` names (`asked`),
-    /// else the browser's `Accept-Language` best match, else English.
-    pub fn choose(&self, asked: Option<&str>, accept_language: Option<&str>) -> &Rendered {
-        let language = self.languages.choose(asked, accept_language);
+    /// The page in the language a request asks for
+    /// ([`Languages::choose`]).
+    pub fn choose(&self, asked: Asked<'_>) -> &Rendered {
+        let language = self.languages.choose(asked);
         let at = self
             .languages
             .all()
@@ -87,19 +91,63 @@ impl Rendered {
     }
 }
 
-fn render(language: &Language, languages: &Languages, brand: Option<&Brand>) -> Rendered {
-    let mut html = String::with_capacity(TEMPLATE.len() * 2);
-    let mut rest = TEMPLATE;
+/// lanyard's own page instead of the one asked for: its title's message
+/// id, its paragraphs', and whether it offers the language switch (a
+/// refused login's request may have been posted, and a link could not
+/// carry it).
+pub struct ErrorPage<'a> {
+    pub title: &'a str,
+    pub text: &'a [&'a str],
+    pub switch: bool,
+}
+
+impl Pages {
+    /// `page` in the language `asked` chooses, its files under `base`
+    /// (the issuer's path, `""` or `/wallet`), where a proxy routing
+    /// that path alone to lanyard serves them (docs/oidc.md); and that
+    /// language's tag.
+    pub fn error(&self, page: &ErrorPage<'_>, asked: Asked<'_>, base: &str) -> (String, String) {
+        let language = self.languages.choose(asked);
+        let html = fill(ERROR_TEMPLATE, |name| match name {
+            "base" => escape_html(base),
+            "title" => escape_html(language.message(page.title)),
+            "text" => page
+                .text
+                .iter()
+                .map(|id| format!("<p>{}</p>", escape_html(language.message(id))))
+                .collect(),
+            "header" if page.switch => format!(
+                r#"<header><nav class="languages" aria-label="{}"><ul>{}</ul></nav></header>"#,
+                escape_html(language.message("language-switch")),
+                switch(language, &self.languages)
+            ),
+            "header" => String::new(),
+            name => placeholder(name, language, &self.languages, None),
+        });
+        (html, language.tag())
+    }
+}
+
+/// `template` with each `{{name}}` replaced by `value(name)`.
+fn fill(template: &str, mut value: impl FnMut(&str) -> String) -> String {
+    let mut html = String::with_capacity(template.len() * 2);
+    let mut rest = template;
     while let Some(at) = rest.find("{{") {
         html.push_str(&rest[..at]);
         let Some(end) = rest[at..].find("}}") else {
             break;
         };
-        let name = &rest[at + 2..at + end];
-        html.push_str(&placeholder(name, language, languages, brand));
+        html.push_str(&value(&rest[at + 2..at + end]));
         rest = &rest[at + end + 2..];
     }
     html.push_str(rest);
+    html
+}
+
+fn render(language: &Language, languages: &Languages, brand: Option<&Brand>) -> Rendered {
+    let html = fill(TEMPLATE, |name| {
+        placeholder(name, language, languages, brand)
+    });
     let asker = escape_html(language.message("asker"));
     let (before, after) = asker.split_once("{asker}").unwrap_or(("", &asker));
     let site = escape_html(language.message("qr-site"));
@@ -152,26 +200,46 @@ fn who_asks(brand: &Brand) -> String {
     }
 }
 
-/// The brand file's labels for top-level claims in this language, as the
-/// script's JSON data block.
+/// The claims' labels in this language, as the script's JSON data
+/// block: lanyard's own (`given_name`, `address-postal_code`), each
+/// replaced by the brand file's label for that claim when it has one.
 fn labels(language: &Language, brand: Option<&Brand>) -> String {
-    let labels: Map<String, Value> = brand
-        .map(|brand| brand.labels(&language.tag))
-        .unwrap_or_default()
-        .into_iter()
+    let mut labels: Map<String, Value> = language
+        .claim_labels()
         .map(|(claim, label)| (claim.to_string(), Value::String(label.to_string())))
         .collect();
+    let branded = brand
+        .map(|brand| brand.labels(&language.tag))
+        .unwrap_or_default();
+    for (claim, label) in branded {
+        labels.insert(claim.to_string(), Value::String(label.to_string()));
+    }
     data_block(&Value::Object(labels))
 }
 
 /// The script's messages as JSON inside `<script type="application/json">`:
-/// `<` escaped, so that no message can close the element.
+/// `<` escaped, so that no message can close the element. Each error
+/// code's message is there, and each message whose form the script
+/// picks as `{"on", "count", "forms"}` (`i18n::forms`).
 fn script_messages(language: &Language) -> String {
+    let codes = page_codes();
+    let errors: Vec<String> = codes.iter().map(|code| format!("error-{code}")).collect();
     let mut messages = Map::new();
-    for id in SCRIPT_MESSAGES {
+    for id in SCRIPT_MESSAGES
+        .iter()
+        .copied()
+        .chain(errors.iter().map(String::as_str))
+    {
         messages.insert(
-            (*id).to_string(),
+            id.to_string(),
             Value::String(language.message(id).to_string()),
+        );
+    }
+    for selected in SELECTED {
+        let forms = selected.forms(language, &codes);
+        messages.insert(
+            selected.id.to_string(),
+            serde_json::json!({"on": forms.on, "count": forms.count, "forms": forms.forms}),
         );
     }
     data_block(&Value::Object(messages))
@@ -234,7 +302,7 @@ mod tests {
             assert!(!rendered.asker("x").contains("{asker}"));
             assert!(!rendered.site("x").contains("{site}"));
         }
-        let en = pages.choose(None, None);
+        let en = pages.choose(Asked::default());
         assert!(en.html.contains("<h1>Verify a credential</h1>"));
         assert!(en.html.contains(r#"aria-current="true">English</a>"#));
         assert_eq!(

@@ -16,9 +16,29 @@
     MESSAGES = {};
   }
 
+  // The form of a message that depends on a value (docs/translations.md):
+  // for a count, its plural category in the page's language
+  // (Intl.PluralRules: Polish one, few, many; Arabic six), else the
+  // value itself, such as an error code; `other` when none fits.
+  function form(message, args) {
+    const value = args ? args[message.on] : undefined;
+    let key = String(value);
+    if (message.count) {
+      try {
+        key = new Intl.PluralRules(document.documentElement.lang || undefined).select(Number(value));
+      } catch (_) {
+        key = 'other';
+      }
+    }
+    const forms = message.forms || {};
+    return typeof forms[key] === 'string' ? forms[key] : forms.other;
+  }
+
   // Message `id` with its placeables ({status}, ...) filled from `args`.
   function t(id, args) {
-    const text = typeof MESSAGES[id] === 'string' ? MESSAGES[id] : id;
+    const message = MESSAGES[id];
+    const chosen = message && typeof message === 'object' ? form(message, args) : message;
+    const text = typeof chosen === 'string' ? chosen : id;
     return text.replace(/\{(\w+)\}/g, (whole, name) =>
       (args && Object.prototype.hasOwnProperty.call(args, name) ? String(args[name]) : whole));
   }
@@ -53,9 +73,20 @@
     $('status').textContent = text;
   }
 
-  function showError(text) {
+  // `text` as the page's error; the server's own sentence (a code this
+  // page does not know) is English, set apart as such so that its full
+  // stop stays at its end on a right-to-left page.
+  function showError(text, server) {
     const error = $('error');
-    error.textContent = text;
+    if (server) {
+      const span = document.createElement('span');
+      span.lang = 'en';
+      span.dir = 'ltr';
+      span.textContent = text;
+      error.replaceChildren(span);
+    } else {
+      error.textContent = text;
+    }
     error.hidden = !text;
   }
 
@@ -105,12 +136,14 @@
     say('');
   }
 
+  // Ends the session's screen with `text`: an error when `isError`, the
+  // server's own English sentence when that is 'server'.
   function finish(text, isError) {
     forget();
     $('present').hidden = true;
     $('qr').replaceChildren();
     if (isError) {
-      showError(text);
+      showError(text, isError === 'server');
       say('');
     } else {
       say(text);
@@ -151,15 +184,22 @@
     return new NumberText(context.source);
   }
 
-  // lanyard's error, in the page's language when the page knows its
-  // code; else the server's sentence, else what the status means.
+  // lanyard's error: its code, and its sentence in the page's language
+  // when the page knows the code; else the server's sentence (`server`),
+  // else what the status means.
   async function failure(response) {
     const body = await jsonOf(response);
-    if (body && typeof body.error === 'string' && MESSAGES['error-' + body.error]) {
-      return t('error-' + body.error);
+    const code = body && typeof body.error === 'string' ? body.error : '';
+    if (code && typeof MESSAGES['error-' + code] === 'string') {
+      return { code, text: t('error-' + code), server: false };
     }
-    if (body && typeof body.message === 'string') return body.message;
-    return t('http-error', { status: response.status });
+    if (body && typeof body.message === 'string') return { code, text: body.message, server: true };
+    return { code, text: t('http-error', { status: response.status }), server: false };
+  }
+
+  // Ends the session's screen with lanyard's error `failed`.
+  function finishFailed(failed) {
+    finish(failed.text, failed.server ? 'server' : true);
   }
 
   // Why lanyard ended a session `failed`, when it says (the service's
@@ -261,7 +301,7 @@
 
   // The nodes that show `value`: an object as a nested definition list,
   // an array as a numbered list, anything else as its text.
-  function valueNodes(value, depth) {
+  function valueNodes(value, depth, name) {
     if (value instanceof NumberText) return [document.createTextNode(value.text)];
     if (typeof value === 'boolean') return [document.createTextNode(t(value ? 'value-true' : 'value-false'))];
     if (typeof value === 'string') return visibleText(asDate(value) || value);
@@ -276,7 +316,7 @@
     }
     const rows = Object.entries(value);
     if (rows.length === 0) return note(t('empty-object'));
-    return [claimList(document.createElement('dl'), rows, depth + 1)];
+    return [claimList(document.createElement('dl'), rows, depth + 1, depth === 0 ? name : '')];
   }
 
   // A dd or li holding `value`: isolated when it is text, a plain
@@ -284,8 +324,8 @@
   // item's text is isolated in a span inside it: the item's direction
   // places its number, which belongs on the list's side ("1." right of
   // "DE" on an Arabic page), not on its text's.
-  function entry(tag, value, depth) {
-    const nodes = valueNodes(value, depth);
+  function entry(tag, value, depth, name) {
+    const nodes = valueNodes(value, depth, name);
     const nested = value !== null && typeof value === 'object' && !(value instanceof NumberText);
     if (!nested && tag === 'dd') return isolated(tag, nodes);
     const element = document.createElement(tag);
@@ -309,8 +349,8 @@
     }
   }
 
-  // The relying party's labels for top-level claims in the page's
-  // language, from its brand file (docs/translations.md).
+  // The claims' labels in the page's language (docs/translations.md):
+  // lanyard's own, and the relying party's from its brand, which win.
   let LABELS = {};
   try {
     LABELS = JSON.parse(($('labels') || {}).textContent || '{}') || {};
@@ -318,20 +358,25 @@
     LABELS = {};
   }
 
-  // A top-level claim's name as a person reads it: the brand file's label,
-  // else the key with its underscores as spaces and a capital first
-  // letter (age_over_18: "Age over 18"). Nested names show as they are.
-  function label(name, depth) {
-    if (depth === 0 && typeof LABELS[name] === 'string') return LABELS[name];
+  // A claim's name as a person reads it: its label, age_over_NN's for
+  // any NN, a part's label under its claim (address's postal_code), else
+  // a top-level key with its underscores as spaces and a capital first
+  // letter. Other nested names show as they are.
+  function label(name, depth, parent) {
+    const own = depth === 0 ? name : parent + '-' + name;
+    if ((depth === 0 || parent) && Object.prototype.hasOwnProperty.call(LABELS, own) &&
+      typeof LABELS[own] === 'string') return LABELS[own];
+    const age = depth === 0 ? /^age_over_(\d{1,3})$/.exec(name) : null;
+    if (age && MESSAGES['claim-age_over']) return t('claim-age_over', { age: Number(age[1]) });
     if (depth !== 0 || !/^[a-z][a-z0-9_]*$/.test(name)) return name;
     const words = name.replace(/_/g, ' ');
     return words.charAt(0).toUpperCase() + words.slice(1);
   }
 
-  function claimList(list, rows, depth) {
+  function claimList(list, rows, depth, parent) {
     list.classList.add('claims');
     list.replaceChildren(...rows.flatMap(([name, value]) =>
-      [isolated('dt', visibleText(label(name, depth))), entry('dd', value, depth)]));
+      [isolated('dt', visibleText(label(name, depth, parent))), entry('dd', value, depth, name)]));
     return list;
   }
 
@@ -376,7 +421,7 @@
       }
       if (mine !== run) return;
       if (response.status >= 500 || response.status === 429 || !fromLanyard(response) && !response.ok) {
-        say(fromLanyard(response) ? t('retrying', { reason: await failure(response) })
+        say(fromLanyard(response) ? t('retrying', { code: (await failure(response)).code })
           : t('busy-retrying'));
         continue;
       }
@@ -387,7 +432,7 @@
         return;
       }
       if (!response.ok) {
-        finish(await failure(response), true);
+        finishFailed(await failure(response));
         return;
       }
       const body = await jsonOf(response, keepNumberText);
@@ -458,7 +503,7 @@
     $('start').disabled = false;
     if (mine !== run) return;
     if (!response.ok) {
-      finish(await failure(response), true);
+      finishFailed(await failure(response));
       return;
     }
     const session = await jsonOf(response);
