@@ -298,6 +298,7 @@ fn demo_provider(
         require_pkce: true,
         subject_type: SubjectType::Pairwise,
         sector: Sector::of(&[mock.shop_redirect_uri()], None),
+        brand: None,
     };
     Ok(OidcConfig {
         issuer,

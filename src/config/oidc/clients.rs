@@ -4,12 +4,16 @@
 //! must not reach a log through a parser's "invalid type: string …".
 
 use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::client_brand::Brands;
 use super::redirect;
 use super::subject::{Sector, SubjectType, check_sector_identifier};
 use crate::Secret;
+use crate::config::brand::Brand;
 use crate::config::shown::is_hidden;
 use crate::target::is_loopback_host;
 
@@ -37,6 +41,7 @@ const FIELDS: &[&str] = &[
     "require_pkce",
     "subject_type",
     "sector_identifier",
+    "brand",
 ];
 /// Schemes a browser runs or renders in place rather than navigating to.
 const UNSAFE_SCHEMES: &[&str] = &["javascript", "data", "vbscript", "file", "blob", "about"];
@@ -60,6 +65,8 @@ pub struct Client {
     pub subject_type: SubjectType,
     /// What its pairwise `sub` is computed for (OpenID Connect Core §8.1).
     pub sector: Sector,
+    /// Its logins' page in its own brand, instead of the deployment's.
+    pub brand: Option<Arc<Brand>>,
 }
 
 impl Client {
@@ -100,9 +107,10 @@ impl Clients {
         Clients(clients.into_iter().map(|c| (c.id.clone(), c)).collect())
     }
 
-    /// The clients the file's text names, or every problem with it, each
-    /// naming where it is (`clients[2].redirect_uris[0]`).
-    pub fn parse(text: &str) -> Result<Clients, Vec<String>> {
+    /// The clients the file's text names, a brand's relative `logo` in
+    /// `dir` (the file's folder), or every problem with it, each naming
+    /// where it is (`clients[2].redirect_uris[0]`).
+    pub fn parse(text: &str, dir: &Path) -> Result<Clients, Vec<String>> {
         let root: Value = serde_json::from_str(text)
             .map_err(|err| vec![format!("is not JSON: {}", syntax_only(&err))])?;
         let list = match root.get("clients") {
@@ -127,8 +135,9 @@ impl Clients {
         let mut problems = Vec::new();
         let mut clients: BTreeMap<String, Client> = BTreeMap::new();
         let mut first_at: BTreeMap<String, usize> = BTreeMap::new();
+        let mut brands = Brands::in_dir(dir);
         for (at, entry) in list.iter().enumerate() {
-            let Some(client) = client(at, entry, &mut problems) else {
+            let Some(client) = client(at, entry, &mut brands, &mut problems) else {
                 continue;
             };
             if let Some(first) = first_at.get(&client.id) {
@@ -160,7 +169,12 @@ fn syntax_only(err: &serde_json::Error) -> String {
 }
 
 /// The entry at `at`, or `None` with its problems recorded.
-fn client(at: usize, entry: &Value, problems: &mut Vec<String>) -> Option<Client> {
+fn client(
+    at: usize,
+    entry: &Value,
+    brands: &mut Brands,
+    problems: &mut Vec<String>,
+) -> Option<Client> {
     let before = problems.len();
     let Value::Object(fields) = entry else {
         problems.push(format!("clients[{at}]: is not an object"));
@@ -219,6 +233,10 @@ fn client(at: usize, entry: &Value, problems: &mut Vec<String>) -> Option<Client
             None
         }
     };
+    let brand = fields.get("brand").and_then(|value| {
+        let read = brands.read(at, id.as_deref(), name.as_deref(), value);
+        read.map_err(|whys| problems.extend(whys)).ok()
+    });
     if problems.len() > before {
         return None;
     }
@@ -230,6 +248,7 @@ fn client(at: usize, entry: &Value, problems: &mut Vec<String>) -> Option<Client
         name,
         require_pkce,
         subject_type,
+        brand: brand.map(Arc::new),
     })
 }
 
@@ -400,9 +419,13 @@ pub fn check_redirect_uri(uri: &str) -> Result<(), String> {
 mod tests {
     use super::*;
 
+    fn parse(text: &str) -> Result<Clients, Vec<String>> {
+        Clients::parse(text, Path::new("/nonexistent"))
+    }
+
     #[test]
     fn a_clients_file_parses_into_clients_by_id() {
-        let clients = Clients::parse(
+        let clients = parse(
             r#"{"clients": [
                 {"client_id": "shop", "client_secret": "0123456789abcdef0123", "redirect_uris": ["https://shop.example/cb"], "client_name": "The Shop"},
                 {"client_id": "spa", "redirect_uris": ["http://127.0.0.1:3000/cb", "com.example.app:/cb"]}
@@ -423,7 +446,7 @@ mod tests {
 
     #[test]
     fn every_problem_is_named_by_where_it_is_and_no_value_is_quoted() {
-        let problems = Clients::parse(
+        let problems = parse(
             r#"{"clients": [
                 {"client_id": "a", "client_secret": "short-secret-xyz", "redirect_uris": ["https://a.example/cb#frag"]},
                 {"client_id": "a", "client_secret": 1234567, "redirect_uris": ["http://a.example/cb"]},
@@ -467,7 +490,7 @@ mod tests {
             "\u{1B}",
         ] {
             let file = serde_json::json!({"clients": [{"client_id": "shop", "redirect_uris": ["https://a.example/cb"], "client_name": format!("Shop{hidden}")}]});
-            let problems = Clients::parse(&file.to_string()).unwrap_err();
+            let problems = parse(&file.to_string()).unwrap_err();
             assert_eq!(problems.len(), 1, "{problems:?}");
             assert!(
                 problems[0].starts_with("clients[0].client_name: must be"),
@@ -475,7 +498,7 @@ mod tests {
             );
             assert!(!problems[0].contains(hidden), "{problems:?}");
         }
-        let duplicate = Clients::parse(
+        let duplicate = parse(
             r#"{"clients": [{"client_id": "a", "redirect_uris": ["https://a.example/1"]},
                             {"client_id": "a", "redirect_uris": ["https://a.example/2"]}]}"#,
         )
@@ -488,7 +511,7 @@ mod tests {
 
     #[test]
     fn only_a_confidential_client_may_opt_out_of_pkce() {
-        let clients = Clients::parse(
+        let clients = parse(
             r#"{"clients": [
                 {"client_id": "a", "client_secret": "0123456789abcdef", "redirect_uris": ["https://a.example/cb"], "require_pkce": false},
                 {"client_id": "b", "redirect_uris": ["https://b.example/cb"]}
@@ -497,7 +520,7 @@ mod tests {
         .unwrap();
         assert!(!clients.get("a").unwrap().require_pkce);
         assert!(clients.get("b").unwrap().require_pkce, "the default");
-        let problems = Clients::parse(
+        let problems = parse(
             r#"{"clients": [
                 {"client_id": "a", "redirect_uris": ["https://a.example/cb"], "require_pkce": false},
                 {"client_id": "b", "redirect_uris": ["https://b.example/cb"], "require_pkce": "no"}
@@ -515,7 +538,7 @@ mod tests {
 
     #[test]
     fn a_client_may_name_its_subject_type_and_its_sector() {
-        let clients = Clients::parse(
+        let clients = parse(
             r#"{"clients": [
                 {"client_id": "a", "redirect_uris": ["https://a.example/cb", "https://b.example/cb"], "sector_identifier": "a.example"},
                 {"client_id": "b", "redirect_uris": ["https://b.example/cb"], "subject_type": "public"},
@@ -529,7 +552,7 @@ mod tests {
         assert_eq!(clients.get("b").unwrap().subject_type, SubjectType::Public);
         let c = clients.get("c").unwrap();
         assert_eq!(c.sector, Sector::Host("c.example".into()));
-        let problems = Clients::parse(
+        let problems = parse(
             r#"{"clients": [
                 {"client_id": "a", "redirect_uris": ["https://a.example/cb"], "subject_type": "Public"},
                 {"client_id": "b", "redirect_uris": ["https://b.example/cb"], "sector_identifier": "https://b.example/sector.json"},
@@ -558,7 +581,7 @@ mod tests {
             ),
             (r#"{"clients": []}"#, "is empty"),
         ] {
-            let problems = Clients::parse(text).unwrap_err();
+            let problems = parse(text).unwrap_err();
             assert!(problems[0].contains(why), "{text}: {problems:?}");
             assert!(!problems[0].contains("secret-value"));
         }

@@ -143,6 +143,7 @@ mod tests {
             require_pkce: true,
             subject_type,
             sector: Sector::of(&[uri.into()], None),
+            brand: None,
         }
     }
 
