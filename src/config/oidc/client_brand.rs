@@ -10,6 +10,7 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -38,6 +39,23 @@ impl Brands {
             logos: HashSet::new(),
             bytes: 0,
         }
+    }
+
+    /// The client's `brand` among its `fields`, when it has one, for the
+    /// client at `at` with the id and `client_name` `named`; `None` with
+    /// its problems recorded otherwise.
+    pub fn field(
+        &mut self,
+        at: usize,
+        named: (Option<&str>, Option<&str>),
+        fields: &serde_json::Map<String, Value>,
+        problems: &mut Vec<String>,
+    ) -> Option<Arc<Brand>> {
+        let (id, client_name) = named;
+        let read = self.read(at, id, client_name, fields.get("brand")?);
+        read.map(Arc::new)
+            .map_err(|whys| problems.extend(whys))
+            .ok()
     }
 
     /// The brand `value` describes for the client at `at` (`id` when its

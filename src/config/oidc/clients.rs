@@ -233,10 +233,7 @@ fn client(
             None
         }
     };
-    let brand = fields.get("brand").and_then(|value| {
-        let read = brands.read(at, id.as_deref(), name.as_deref(), value);
-        read.map_err(|whys| problems.extend(whys)).ok()
-    });
+    let brand = brands.field(at, (id.as_deref(), name.as_deref()), fields, problems);
     if problems.len() > before {
         return None;
     }
@@ -248,7 +245,7 @@ fn client(
         name,
         require_pkce,
         subject_type,
-        brand: brand.map(Arc::new),
+        brand,
     })
 }
 
