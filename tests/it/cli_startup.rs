@@ -91,3 +91,28 @@ async fn help_keeps_every_flagless_setting_apart_from_its_text() {
         assert!(line.contains(&format!("{name}  ")), "{line}");
     }
 }
+
+/// config/credentials.example.json copied and never filled in: its key is
+/// said to be the example's placeholder, not a broken key.
+#[tokio::test]
+async fn the_examples_placeholder_key_is_named_as_such() {
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/config/credentials.example.json"
+    );
+    let vars = env(&[
+        ("SERVICE_API_URL", "https://api.example.com/"),
+        ("SA_CREDENTIALS_FILE", example),
+    ]);
+    let out = lanyard(&["token"], &vars).await;
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("is still the placeholder of config/credentials.example.json, not a key: put the private key of the credentials file the Portal gave you in its place"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("REPLACE"),
+        "the placeholder quoted: {stderr}"
+    );
+}
