@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use crate::cli::assert_no_secret;
 use crate::support::*;
 
 #[tokio::test]
@@ -114,5 +115,41 @@ async fn the_examples_placeholder_key_is_named_as_such() {
     assert!(
         !stderr.contains("REPLACE"),
         "the placeholder quoted: {stderr}"
+    );
+}
+
+/// A credentials file other users can read is said at start-up, naming
+/// the file and its mode, never its content; one only its owner reads is
+/// not.
+#[tokio::test]
+async fn a_credentials_file_others_can_read_gets_a_warning_naming_it_and_its_mode() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let vars = settings(&mock, dir.path(), &[]);
+    let file = std::path::PathBuf::from(&vars["SA_CREDENTIALS_FILE"]);
+    let warning = |mode: &str, who: &str| {
+        format!(
+            "SA_CREDENTIALS_FILE (environment variable SA_CREDENTIALS_FILE): {} is readable by {who} (mode {mode}), and it holds the account's private key",
+            file.display()
+        )
+    };
+    for (mode, who) in [(0o644, "every user"), (0o640, "its group")] {
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+        let out = lanyard(&["token"], &vars).await;
+        let stderr = text(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        let shown = format!("{mode:04o}");
+        assert!(stderr.contains(&warning(&shown, who)), "{stderr}");
+        assert_no_secret(&stderr);
+        assert!(!stderr.contains(CLIENT_ID), "the file's content: {stderr}");
+    }
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = lanyard(&["token"], &vars).await;
+    assert!(out.status.success());
+    assert!(
+        !text(&out.stderr).contains("is readable by"),
+        "{}",
+        text(&out.stderr)
     );
 }
