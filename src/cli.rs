@@ -155,8 +155,11 @@ fn help_line(setting: &dyn AnySetting) -> String {
 /// every setting.
 fn flagless_help() -> String {
     let mut text = String::from("Settings without a flag (environment or config file):\n");
-    for setting in config::SETTINGS.iter().filter(|s| s.flag().is_none()) {
-        let _ = writeln!(text, "  {:<18}{}", setting.env(), setting.help());
+    let flagless = || config::SETTINGS.iter().filter(|s| s.flag().is_none());
+    // Two spaces at least between the longest name and its text.
+    let width = flagless().map(|s| s.env().len() + 2).max().unwrap_or(0);
+    for setting in flagless() {
+        let _ = writeln!(text, "  {:<width$}{}", setting.env(), setting.help());
     }
     text.push_str(
         "\nPrecedence: flag > environment variable > config file > default. An empty variable counts as unset.",

@@ -315,6 +315,7 @@ fn demo_provider(
             }],
             None,
         ),
+        brand: None,
     };
     Ok(OidcConfig {
         issuer,

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use super::credentials::{self, CredentialSettings, Credentials, Fingerprint};
-use super::settings::CA_FILE;
+use super::settings::{CA_FILE, CREDENTIALS_FILE};
 use super::sources::{Layers, Sourced, io_reason};
 
 /// The service account's credentials, validated, with what the file held.
@@ -44,10 +44,15 @@ impl Account {
 /// every problem.
 pub(super) fn account(settings: &CredentialSettings, layers: &mut Layers) -> Option<Account> {
     match credentials::load_with_fingerprint(settings) {
-        Ok((credentials, loaded)) => Some(Account {
-            credentials: Arc::new(credentials),
-            loaded,
-        }),
+        Ok((credentials, loaded)) => {
+            if let Some(file) = &settings.file {
+                layers.warnings.extend(readable_by_others(file));
+            }
+            Some(Account {
+                credentials: Arc::new(credentials),
+                loaded,
+            })
+        }
         Err(err) => {
             layers.unanswered |= err.is_unanswered();
             // A variable reported as unreadable is not reported again as
@@ -67,6 +72,26 @@ pub(super) fn account(settings: &CredentialSettings, layers: &mut Layers) -> Opt
             None
         }
     }
+}
+
+/// A warning when the credentials file, which holds the account's
+/// private key, is readable by its group or by everyone: any process of
+/// those users can act as the account. Its name and mode only.
+fn readable_by_others(file: &Sourced<PathBuf>) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(&file.value).ok()?.permissions().mode() & 0o777;
+    (mode & 0o077 != 0).then(|| {
+        format!(
+            "{} ({}): {} is readable by {} (mode {mode:04o}), and it holds the account's private key; make it readable by lanyard's user alone (chmod 600, or a Secret's defaultMode 0400)",
+            CREDENTIALS_FILE.env,
+            file.source,
+            file.value.display(),
+            match mode & 0o004 {
+                0 => "its group",
+                _ => "every user",
+            },
+        )
+    })
 }
 
 /// Builds the TLS client configuration, the system roots plus the

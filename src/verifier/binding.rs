@@ -290,7 +290,8 @@ pub fn is_handle(text: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Lower-case hexadecimal.
+pub(super) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

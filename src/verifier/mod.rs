@@ -196,6 +196,8 @@ struct Inner {
     /// The page, in every language.
     pages: page::Pages,
     brand: Option<Arc<crate::config::brand::Brand>>,
+    /// The clients' own brands, for their logins' pages.
+    client_brands: page::ClientBrands,
     clock: Clock,
 }
 
@@ -227,6 +229,9 @@ impl Verifier {
             inner: Arc::new(Inner {
                 pages: page::Pages::render(languages, settings.brand.as_deref()),
                 brand: settings.brand.clone(),
+                client_brands: page::ClientBrands::new(
+                    settings.oidc.as_ref().map(|oidc| &*oidc.clients),
+                ),
                 service,
                 wallet: settings.wallet.clone(),
                 session_ttl: settings.session_ttl,
@@ -348,6 +353,7 @@ impl Verifier {
                 .brand
                 .as_deref()
                 .and_then(|brand| page::brand_asset(brand, &path, head))
+                .or_else(|| inner.client_brands.file(&path, head))
             {
                 Ok(branded)
             } else {

@@ -2,8 +2,10 @@
 //! into the binary and served under a strict Content-Security-Policy, and
 //! the QR code, an SVG lanyard renders (docs/verifier.md).
 
+mod brands;
 mod render;
 
+pub use brands::ClientBrands;
 pub use render::{BRAND_STYLE_PATH, ErrorPage, LOGO_PATH, Pages, Rendered};
 
 use bytes::Bytes;
@@ -257,6 +259,26 @@ pub fn brand_asset(
         BRAND_STYLE_PATH => ("text/css; charset=utf-8", Bytes::from(brand.stylesheet()?)),
         _ => return None,
     };
+    // Revalidated: the file's URL stays when the brand file changes.
+    let cache = "no-cache";
+    Some(brand_file(
+        content_type,
+        body,
+        path == LOGO_PATH,
+        cache,
+        head,
+    ))
+}
+
+/// A brand's logo (`logo`: under [`LOGO_CONTENT_SECURITY_POLICY`]) or
+/// stylesheet, kept by caches as `cache` says.
+fn brand_file(
+    content_type: &'static str,
+    body: Bytes,
+    logo: bool,
+    cache: &'static str,
+    head: bool,
+) -> Response<Full<Bytes>> {
     let length = body.len();
     let mut response = Response::new(Full::new(match head {
         true => Bytes::new(),
@@ -264,8 +286,8 @@ pub fn brand_asset(
     }));
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    if path == LOGO_PATH {
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
+    if logo {
         headers.insert(
             header::CONTENT_SECURITY_POLICY,
             HeaderValue::from_static(LOGO_CONTENT_SECURITY_POLICY),
@@ -274,7 +296,7 @@ pub fn brand_asset(
     if head {
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
     }
-    Some(response)
+    response
 }
 
 /// The answer for a path with no page: lanyard's own page saying so, in

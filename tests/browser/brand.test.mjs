@@ -116,3 +116,62 @@ test("a login page in the brand names the client as who asks", { skip: !BRANDED_
   await screenshot(shop, 'brand-login');
   await context.close();
 });
+
+// A client's own brand in the clients file (docs/oidc.md, "A brand per
+// client"), on its logins' page: tests/it/browser.rs starts a verifier
+// whose client `shop` has one and whose client `plain` has none, beside
+// the example brand file, and names both clients' authorization requests.
+const CLIENT_BRANDED_URL = process.env.BROWSER_TEST_CLIENT_BRANDED_URL;
+const CLIENT_PLAIN_URL = process.env.BROWSER_TEST_CLIENT_PLAIN_URL;
+const CLIENT_BRAND = JSON.parse(process.env.BROWSER_TEST_CLIENT_BRAND || '{}');
+
+/** The login page at `url`, with what it broke recorded from its first byte. */
+async function loginPage(url) {
+  const context = await newContext(browser, DESKTOP);
+  const page = await context.newPage();
+  const problems = [];
+  page.on('console', (m) => { if (m.type() === 'error') problems.push(m.text()); });
+  page.on('response', (r) => { if (r.status() >= 400) problems.push(`${r.url()} answered ${r.status()}`); });
+  await page.addInitScript(() => {
+    window.violationsSeen = [];
+    document.addEventListener('securitypolicyviolation', (e) => window.violationsSeen.push(e.violatedDirective));
+  });
+  const response = await page.goto(url);
+  assert.equal(response.status(), 200, await response.text());
+  return { context, page, problems };
+}
+
+for (const tag of ['en', 'de']) {
+  test(`in ${tag}, a client's login page is in the client's own brand`, { skip: !CLIENT_BRANDED_URL }, async () => {
+    const { context, page, problems } = await loginPage(`${CLIENT_BRANDED_URL}&ui_locales=${tag}`);
+    assert.equal(await page.locator('html').getAttribute('lang'), tag);
+    const logo = page.locator('header .brand img');
+    assert.equal(await logo.getAttribute('alt'), CLIENT_BRAND.name);
+    assert.match(await logo.getAttribute('src'), /\/assets\/brand\/logo-[0-9a-f]{32}$/);
+    assert.equal(await logo.evaluate((img) => img.complete && img.naturalWidth > 0), true, 'the logo loads');
+    assert.equal(await page.locator('#start').evaluate((b) => getComputedStyle(b).backgroundColor),
+      CLIENT_BRAND.accent, "the client's accent");
+    assert.equal(await page.locator('.purpose p').textContent(), CLIENT_BRAND.purpose[tag]);
+    const labels = JSON.parse(await page.locator('#labels').textContent());
+    assert.equal(labels.age_over_18, CLIENT_BRAND.label[tag], "the client's label wins");
+    assert.ok(!(await page.locator('body').innerText()).includes(brandText(null, 'name')), "not the deployment's brand");
+    assert.deepEqual(await violations(page), [], 'axe-core on the branded login page');
+    assert.deepEqual(await page.evaluate(() => window.violationsSeen), [], 'no CSP violation');
+    assert.deepEqual(problems, []);
+    await screenshot(page, `client-brand-${tag}`);
+    await context.close();
+  });
+}
+
+test("a client without a brand of its own gets the deployment's", { skip: !CLIENT_PLAIN_URL }, async () => {
+  const { context, page, problems } = await loginPage(CLIENT_PLAIN_URL);
+  const logo = page.locator('header .brand img');
+  assert.equal(await logo.getAttribute('alt'), brandText(null, 'name'));
+  assert.match(await logo.getAttribute('src'), /\/assets\/logo$/);
+  assert.equal(await logo.evaluate((img) => img.complete && img.naturalWidth > 0), true, 'the logo loads');
+  assert.equal(await page.locator('.purpose p').textContent(), brandText('purpose', 'en'));
+  assert.deepEqual(await violations(page), []);
+  assert.deepEqual(await page.evaluate(() => window.violationsSeen), [], 'no CSP violation');
+  assert.deepEqual(problems, []);
+  await context.close();
+});

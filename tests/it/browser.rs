@@ -9,6 +9,7 @@
 
 use crate::support;
 use crate::support::DefaultTokens;
+use crate::support::relying_party;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -74,6 +75,20 @@ async fn start_demo(extra: &[(&str, &str)]) -> Demo {
     demo
 }
 
+/// The shop's own brand as the page must show it, for
+/// `tests/browser/brand.test.mjs`: its name, its accent as CSS computes
+/// it, its purpose and its label by language.
+fn client_brand() -> String {
+    let rgb = |at: usize| u8::from_str_radix(&relying_party::WINE_ACCENT[at..at + 2], 16).unwrap();
+    serde_json::json!({
+        "name": relying_party::WINE,
+        "accent": format!("rgb({}, {}, {})", rgb(1), rgb(3), rgb(5)),
+        "purpose": {"en": relying_party::WINE_PURPOSE[0], "de": relying_party::WINE_PURPOSE[1]},
+        "label": {"en": relying_party::WINE_LABEL[0], "de": relying_party::WINE_LABEL[1]},
+    })
+    .to_string()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn verifier_page_works_in_headless_chromium() {
     // Blocking, but nothing is served yet.
@@ -86,6 +101,19 @@ async fn verifier_page_works_in_headless_chromium() {
     let brand_file = format!("{}/config/brand.example.toml", env!("CARGO_MANIFEST_DIR"));
     let branded = start_demo(&[("LANYARD_VERIFIER_BRAND_FILE", &brand_file)]).await;
     let branded_verifier = branded.process.verifier_addr.expect("the verifier listens");
+    // A provider whose client `shop` has a brand of its own.
+    let clients_dir = tempfile::tempdir().unwrap();
+    let clients = relying_party::branded_clients_file(clients_dir.path());
+    let provider = crate::oidc::Provider::start(&[
+        ("LANYARD_OIDC_CLIENTS_FILE", clients.as_str()),
+        ("LANYARD_VERIFIER_BRAND_FILE", brand_file.as_str()),
+    ])
+    .await;
+    let authorize = |client: &str| {
+        let query = relying_party::shop_query("").replace("client_id=shop", client);
+        provider.url(&format!("/authorize?{query}"))
+    };
+    let client_brand = client_brand();
 
     let started = Instant::now();
     let run = tokio::process::Command::new("node")
@@ -104,6 +132,15 @@ async fn verifier_page_works_in_headless_chromium() {
             format!("http://{branded_verifier}/"),
         )
         .env("BROWSER_TEST_BRANDED_SHOP_URL", branded.mock.shop_url())
+        .env(
+            "BROWSER_TEST_CLIENT_BRANDED_URL",
+            authorize("client_id=shop"),
+        )
+        .env(
+            "BROWSER_TEST_CLIENT_PLAIN_URL",
+            authorize("client_id=plain"),
+        )
+        .env("BROWSER_TEST_CLIENT_BRAND", client_brand)
         .env("BROWSER_TEST_SCREENSHOTS", screenshot_dir())
         .stdin(Stdio::null())
         .kill_on_drop(true)

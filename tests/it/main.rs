@@ -10,6 +10,7 @@ mod brand;
 mod browser;
 mod chunked_answers;
 mod cli;
+mod cli_startup;
 mod credential_sources;
 mod demo;
 mod docs;

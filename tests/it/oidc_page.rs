@@ -136,3 +136,88 @@ async fn the_qr_code_names_the_host_of_the_site_that_asks() {
         "{html}"
     );
 }
+
+/// The `src` or `href` that follows `marker` in `html`.
+fn url_after(html: &str, marker: &str) -> String {
+    let at = html
+        .find(marker)
+        .unwrap_or_else(|| panic!("no {marker} in\n{html}"));
+    let rest = &html[at + marker.len()..];
+    rest.split('"').next().unwrap().to_string()
+}
+
+/// A client's own brand (docs/oidc.md, "A brand per client") is its
+/// logins' page, in every language the switch offers, its logo and
+/// accent served from the page's origin at URLs named by their content;
+/// a client without one gets the deployment's brand file.
+#[tokio::test]
+async fn a_clients_own_brand_is_its_logins_page_and_others_keep_the_deployments() {
+    let dir = tempfile::tempdir().unwrap();
+    let clients = relying_party::branded_clients_file(dir.path());
+    let brand_file = format!("{}/config/brand.example.toml", env!("CARGO_MANIFEST_DIR"));
+    let provider = Provider::start(&[
+        ("LANYARD_OIDC_CLIENTS_FILE", clients.as_str()),
+        ("LANYARD_VERIFIER_BRAND_FILE", brand_file.as_str()),
+    ])
+    .await;
+    let english = provider.authorize(&shop_query("")).await;
+    assert_eq!(english.status, 200, "{}", support::text(&english.body));
+    let html = support::text(&english.body);
+    assert!(html.contains(r#"alt="Wine &amp; Co""#), "{html}");
+    assert!(html.contains("Wine &amp; Co sells wine to adults only."));
+    assert!(
+        html.contains(r#"{"age_over_18":"Old enough for wine"}"#),
+        "{html}"
+    );
+    assert!(!html.contains("Acme Bank"), "not the deployment's brand");
+    assert!(
+        html.contains(">Wine &amp; Co</strong> asks you"),
+        "who asks"
+    );
+
+    let logo = url_after(&html, r#"<p class="brand"><img src=""#);
+    assert!(logo.starts_with("/wallet/assets/brand/logo-"), "{logo}");
+    let served = provider.running.url.clone() + &logo;
+    let served = send(Method::GET, &served, &[], Bytes::new()).await;
+    assert_eq!(served.status, 200);
+    assert_eq!(support::text(&served.body), relying_party::WINE_LOGO);
+    assert_eq!(served.headers["content-type"], "image/svg+xml");
+    assert_eq!(
+        served.headers["cache-control"],
+        "public, max-age=31536000, immutable"
+    );
+    assert_eq!(
+        served.headers["content-security-policy"],
+        "default-src 'none'; style-src 'unsafe-inline'; sandbox"
+    );
+    let style = url_after(
+        &html,
+        r#"<link rel="stylesheet" href="/wallet/assets/brand/"#,
+    );
+    let style = format!("{}/wallet/assets/brand/{style}", provider.running.url);
+    let css = send(Method::GET, &style, &[], Bytes::new()).await;
+    assert_eq!(css.status, 200);
+    assert!(support::text(&css.body).contains("--accent: #7a1f2b;"));
+    let unknown = provider.get("/assets/brand/logo-0123").await;
+    assert_eq!(unknown.status, 404);
+
+    // The switch reopens the sealed request: the same client's brand.
+    let german = provider
+        .get(&format!("/authorize{}", switch_to(&english, "de")))
+        .await;
+    let html = support::text(&german.body);
+    assert!(html.contains("Wine &amp; Co verkauft Wein nur an Erwachsene."));
+    assert!(
+        html.contains(r#"{"age_over_18":"Alt genug für Wein"}"#),
+        "{html}"
+    );
+    assert!(html.contains(&format!(r#"<img src="{logo}""#)));
+
+    let plain = shop_query("").replace("client_id=shop", "client_id=plain");
+    let html = support::text(&provider.authorize(&plain).await.body);
+    assert!(
+        html.contains(r#"<img src="/wallet/assets/logo" alt="Acme Bank">"#),
+        "{html}"
+    );
+    assert!(!html.contains("Wine"));
+}

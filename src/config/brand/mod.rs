@@ -88,6 +88,13 @@ impl Brand {
     /// when relative; else every problem, each naming its key.
     pub fn parse(text: &str, dir: &Path) -> Result<Brand, Vec<String>> {
         let table: toml::Table = text.parse().map_err(|err| vec![not_toml(text, &err)])?;
+        Brand::from_table(&table, dir)
+    }
+
+    /// The brand `table` describes, as a brand file or a client's `brand`
+    /// in the clients file (docs/oidc.md) gives it, its `logo` read from
+    /// `dir` when relative; else every problem, each naming its key.
+    pub fn from_table(table: &toml::Table, dir: &Path) -> Result<Brand, Vec<String>> {
         let mut problems = Vec::new();
         for key in table.keys().filter(|key| !KEYS.contains(&key.as_str())) {
             problems.push(format!(
@@ -95,7 +102,7 @@ impl Brand {
                 quoted(key)
             ));
         }
-        let name = match string(&table, "name", &mut problems) {
+        let name = match string(table, "name", &mut problems) {
             Some(name) => checked(check_text(name, MAX_NAME), "name", &mut problems)
                 .map(|()| name.to_string()),
             None if !table.contains_key("name") => {
@@ -104,8 +111,8 @@ impl Brand {
             }
             None => None,
         };
-        let logo = logo(&table, dir, &mut problems);
-        let accent = string(&table, "accent", &mut problems)
+        let logo = logo(table, dir, &mut problems);
+        let accent = string(table, "accent", &mut problems)
             .and_then(|raw| checked(Accent::parse(raw), "accent", &mut problems));
         let purpose = match table.get("purpose") {
             None => Texts::default(),

@@ -279,11 +279,20 @@ impl fmt::Debug for SigningKey {
     }
 }
 
+/// The text config/credentials.example.json holds in place of a key: a
+/// file copied from it and never filled in is said as such, not as a
+/// broken key.
+const EXAMPLE_PLACEHOLDER: &str = "REPLACE THIS WITH THE KEY OF THE FILE THE PORTAL GAVE YOU";
+
 /// Why a private key was refused. Messages never include key material.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KeyError {
     #[error("is not a PEM private key (expected a -----BEGIN PRIVATE KEY----- block)")]
     NotPem,
+    #[error(
+        "is still the placeholder of config/credentials.example.json, not a key: put the private key of the credentials file the Portal gave you in its place, or use that file"
+    )]
+    ExamplePlaceholder,
     #[error(
         "is encrypted; lanyard needs an unencrypted key (decrypt it with `openssl pkey -in key.pem -out plain.pem` and keep the result in a Secret)"
     )]
@@ -360,6 +369,9 @@ fn public_of(pair: &aws_lc_rs::rsa::KeyPair) -> RsaPublic {
 /// sequences as newlines (the form keys take in environment variables).
 pub fn parse_private_key(pem: &str) -> Result<SigningKey, KeyError> {
     let pem = pem.trim().replace("\\n", "\n");
+    if pem.contains(EXAMPLE_PLACEHOLDER) {
+        return Err(KeyError::ExamplePlaceholder);
+    }
     let labels: Vec<&str> = pem
         .lines()
         .filter_map(|line| {

@@ -4,12 +4,16 @@
 //! must not reach a log through a parser's "invalid type: string …".
 
 use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::client_brand::Brands;
 use super::redirect;
 use super::rules::Rules;
 use super::subject::{Sector, SubjectType, check_sector_identifier};
+use crate::config::brand::Brand;
 use crate::config::shown::is_hidden;
 use crate::secret::Secret;
 use crate::target::is_loopback_host;
@@ -40,6 +44,7 @@ const FIELDS: &[&str] = &[
     "sector_identifier",
     "rules",
     "default_rule",
+    "brand",
 ];
 /// Schemes a browser runs or renders in place rather than navigating to.
 const UNSAFE_SCHEMES: &[&str] = &["javascript", "data", "vbscript", "file", "blob", "about"];
@@ -65,6 +70,8 @@ pub struct Client {
     pub sector: Sector,
     /// The verification rules its logins may ask for, by scope.
     pub rules: Rules,
+    /// Its logins' page in its own brand, instead of the deployment's.
+    pub brand: Option<Arc<Brand>>,
 }
 
 impl Client {
@@ -105,9 +112,10 @@ impl Clients {
         Clients(clients.into_iter().map(|c| (c.id.clone(), c)).collect())
     }
 
-    /// The clients the file's text names, or every problem with it, each
-    /// naming where it is (`clients[2].redirect_uris[0]`).
-    pub fn parse(text: &str) -> Result<Clients, Vec<String>> {
+    /// The clients the file's text names, a brand's relative `logo` in
+    /// `dir` (the file's folder), or every problem with it, each naming
+    /// where it is (`clients[2].redirect_uris[0]`).
+    pub fn parse(text: &str, dir: &Path) -> Result<Clients, Vec<String>> {
         let root: Value = serde_json::from_str(text)
             .map_err(|err| vec![format!("is not JSON: {}", syntax_only(&err))])?;
         let list = match root.get("clients") {
@@ -132,8 +140,9 @@ impl Clients {
         let mut problems = Vec::new();
         let mut clients: BTreeMap<String, Client> = BTreeMap::new();
         let mut first_at: BTreeMap<String, usize> = BTreeMap::new();
+        let mut brands = Brands::in_dir(dir);
         for (at, entry) in list.iter().enumerate() {
-            let Some(client) = client(at, entry, &mut problems) else {
+            let Some(client) = client(at, entry, &mut brands, &mut problems) else {
                 continue;
             };
             if let Some(first) = first_at.get(&client.id) {
@@ -165,7 +174,12 @@ fn syntax_only(err: &serde_json::Error) -> String {
 }
 
 /// The entry at `at`, or `None` with its problems recorded.
-fn client(at: usize, entry: &Value, problems: &mut Vec<String>) -> Option<Client> {
+fn client(
+    at: usize,
+    entry: &Value,
+    brands: &mut Brands,
+    problems: &mut Vec<String>,
+) -> Option<Client> {
     let before = problems.len();
     let Value::Object(fields) = entry else {
         problems.push(format!("clients[{at}]: is not an object"));
@@ -182,24 +196,7 @@ fn client(at: usize, entry: &Value, problems: &mut Vec<String>) -> Option<Client
     }
     let mut problem =
         |field: &str, why: String| problems.push(format!("clients[{at}].{field}: {why}"));
-    let id = match fields.get("client_id") {
-        Some(Value::String(id)) if is_client_id(id) => Some(id.clone()),
-        Some(Value::String(_)) => {
-            problem(
-                "client_id",
-                format!("must be 1 to {MAX_CLIENT_ID} printable ASCII characters, no spaces"),
-            );
-            None
-        }
-        Some(_) => {
-            problem("client_id", "must be a string".into());
-            None
-        }
-        None => {
-            problem("client_id", "is missing".into());
-            None
-        }
-    };
+    let id = client_id(fields, &mut problem);
     let secret = secret(fields, &mut problem);
     let require_pkce = require_pkce(fields, secret.is_some(), &mut problem);
     let redirect_uris = redirect_uris(fields, &mut problem);
@@ -225,6 +222,7 @@ fn client(at: usize, entry: &Value, problems: &mut Vec<String>) -> Option<Client
             None
         }
     };
+    let brand = brands.field(at, (id.as_deref(), name.as_deref()), fields, problems);
     if problems.len() > before {
         return None;
     }
@@ -237,7 +235,33 @@ fn client(at: usize, entry: &Value, problems: &mut Vec<String>) -> Option<Client
         require_pkce,
         subject_type,
         rules,
+        brand,
     })
+}
+
+/// `client_id`: printable ASCII, no spaces, at most [`MAX_CLIENT_ID`].
+fn client_id(
+    fields: &Map<String, Value>,
+    problem: &mut impl FnMut(&str, String),
+) -> Option<String> {
+    match fields.get("client_id") {
+        Some(Value::String(id)) if is_client_id(id) => Some(id.clone()),
+        Some(Value::String(_)) => {
+            problem(
+                "client_id",
+                format!("must be 1 to {MAX_CLIENT_ID} printable ASCII characters, no spaces"),
+            );
+            None
+        }
+        Some(_) => {
+            problem("client_id", "must be a string".into());
+            None
+        }
+        None => {
+            problem("client_id", "is missing".into());
+            None
+        }
+    }
 }
 
 /// `subject_type`: pairwise unless the client asks for public.
@@ -407,9 +431,13 @@ pub fn check_redirect_uri(uri: &str) -> Result<(), String> {
 mod tests {
     use super::*;
 
+    fn parse(text: &str) -> Result<Clients, Vec<String>> {
+        Clients::parse(text, Path::new("/nonexistent"))
+    }
+
     #[test]
     fn a_clients_file_parses_into_clients_by_id() {
-        let clients = Clients::parse(
+        let clients = parse(
             r#"{"clients": [
                 {"client_id": "shop", "client_secret": "0123456789abcdef0123", "redirect_uris": ["https://shop.example/cb"], "client_name": "The Shop"},
                 {"client_id": "spa", "redirect_uris": ["http://127.0.0.1:3000/cb", "com.example.app:/cb"]}
@@ -430,7 +458,7 @@ mod tests {
 
     #[test]
     fn every_problem_is_named_by_where_it_is_and_no_value_is_quoted() {
-        let problems = Clients::parse(
+        let problems = parse(
             r#"{"clients": [
                 {"client_id": "a", "client_secret": "short-secret-xyz", "redirect_uris": ["https://a.example/cb#frag"]},
                 {"client_id": "a", "client_secret": 1234567, "redirect_uris": ["http://a.example/cb"]},
@@ -474,7 +502,7 @@ mod tests {
             "\u{1B}",
         ] {
             let file = serde_json::json!({"clients": [{"client_id": "shop", "redirect_uris": ["https://a.example/cb"], "client_name": format!("Shop{hidden}")}]});
-            let problems = Clients::parse(&file.to_string()).unwrap_err();
+            let problems = parse(&file.to_string()).unwrap_err();
             assert_eq!(problems.len(), 1, "{problems:?}");
             assert!(
                 problems[0].starts_with("clients[0].client_name: must be"),
@@ -482,7 +510,7 @@ mod tests {
             );
             assert!(!problems[0].contains(hidden), "{problems:?}");
         }
-        let duplicate = Clients::parse(
+        let duplicate = parse(
             r#"{"clients": [{"client_id": "a", "redirect_uris": ["https://a.example/1"]},
                             {"client_id": "a", "redirect_uris": ["https://a.example/2"]}]}"#,
         )
@@ -495,7 +523,7 @@ mod tests {
 
     #[test]
     fn only_a_confidential_client_may_opt_out_of_pkce() {
-        let clients = Clients::parse(
+        let clients = parse(
             r#"{"clients": [
                 {"client_id": "a", "client_secret": "0123456789abcdef", "redirect_uris": ["https://a.example/cb"], "require_pkce": false},
                 {"client_id": "b", "redirect_uris": ["https://b.example/cb"]}
@@ -504,7 +532,7 @@ mod tests {
         .unwrap();
         assert!(!clients.get("a").unwrap().require_pkce);
         assert!(clients.get("b").unwrap().require_pkce, "the default");
-        let problems = Clients::parse(
+        let problems = parse(
             r#"{"clients": [
                 {"client_id": "a", "redirect_uris": ["https://a.example/cb"], "require_pkce": false},
                 {"client_id": "b", "redirect_uris": ["https://b.example/cb"], "require_pkce": "no"}
@@ -522,7 +550,7 @@ mod tests {
 
     #[test]
     fn a_client_may_name_its_subject_type_and_its_sector() {
-        let clients = Clients::parse(
+        let clients = parse(
             r#"{"clients": [
                 {"client_id": "a", "redirect_uris": ["https://a.example/cb", "https://b.example/cb"], "sector_identifier": "a.example"},
                 {"client_id": "b", "redirect_uris": ["https://b.example/cb"], "subject_type": "public"},
@@ -536,7 +564,7 @@ mod tests {
         assert_eq!(clients.get("b").unwrap().subject_type, SubjectType::Public);
         let c = clients.get("c").unwrap();
         assert_eq!(c.sector, Sector::Host("c.example".into()));
-        let problems = Clients::parse(
+        let problems = parse(
             r#"{"clients": [
                 {"client_id": "a", "redirect_uris": ["https://a.example/cb"], "subject_type": "Public"},
                 {"client_id": "b", "redirect_uris": ["https://b.example/cb"], "sector_identifier": "https://b.example/sector.json"},
@@ -565,7 +593,7 @@ mod tests {
             ),
             (r#"{"clients": []}"#, "is empty"),
         ] {
-            let problems = Clients::parse(text).unwrap_err();
+            let problems = parse(text).unwrap_err();
             assert!(problems[0].contains(why), "{text}: {problems:?}");
             assert!(!problems[0].contains("secret-value"));
         }

@@ -3,12 +3,14 @@
 //! signing keys, read and checked once at start-up.
 //!
 //! - `clients`: the clients file.
+//! - `client_brand`: a client's own brand for its logins' page.
 //! - `redirect`: a redirect URI's canonical form, and how a request's is
 //!   matched against the registered ones.
 //! - `rules`: a client's verification rules, picked by scope.
 //! - `subject`: how `sub` is made: its claims, the pairwise key, a
 //!   client's subject type and sector.
 
+mod client_brand;
 pub mod clients;
 mod redirect;
 pub mod rules;
@@ -385,7 +387,8 @@ fn read_clients(l: &mut Layers<'_>, file: &Sourced<PathBuf>) -> Option<Clients> 
             return None;
         }
     };
-    match Clients::parse(&text) {
+    let dir = file.value.parent().unwrap_or(Path::new("."));
+    match Clients::parse(&text, dir) {
         Ok(clients) => Some(clients),
         Err(problems) => {
             for why in problems {

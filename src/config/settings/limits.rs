@@ -117,7 +117,7 @@ pub const MAX_CONNECTIONS: Setting<usize> = Setting {
     env: "LANYARD_MAX_CONNECTIONS",
     flag: Some("--max-connections"),
     value_name: Some("N"),
-    help: "Most client connections the proxy holds open at once",
+    help: "Most client connections each client listener (the proxy's, the verifier's) holds open at once",
     default: DefaultValue::Value(DEFAULT_MAX_CONNECTIONS),
     read: |raw| read_count(raw, 1..=MAX_MAX_CONNECTIONS, "connections"),
     secret: false,

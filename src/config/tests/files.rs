@@ -88,6 +88,10 @@ fn the_example_credentials_file_has_every_field_and_a_key_to_replace() {
     assert_eq!(problems.len(), 1, "only the key: {err}");
     assert!(problems[0].contains("private_key"), "{err}");
     assert!(
+        problems[0].contains("is still the placeholder of config/credentials.example.json"),
+        "{err}"
+    );
+    assert!(
         !err.contains("REPLACE"),
         "the key's text is never quoted: {err}"
     );

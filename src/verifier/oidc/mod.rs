@@ -342,10 +342,16 @@ impl Inner {
             Err(refusal) => return *refusal,
         };
         let client = provider.clients.get(&authorization.client_id);
+        let branded = self.client_brands.get(&authorization.client_id);
         let name = client
             .and_then(|c| c.name.as_deref())
+            .or(branded.map(|b| b.brand.name.as_str()))
             .unwrap_or(&authorization.client_id);
         let rendered = self.pages.choose(asked);
+        // The client's own brand, from the sealed request's client: the
+        // same on every replica with the same clients file.
+        let rebranded = branded.and_then(|branded| self.pages.rebrand(rendered, branded));
+        let rendered = rebranded.as_ref().unwrap_or(rendered);
         let request = authorization.fingerprint();
         // The host the login returns to, beside the QR code: a person
         // shown the code on another site can tell (docs/oidc.md,

@@ -144,6 +144,7 @@ mod tests {
             subject_type,
             sector: Sector::of(&[uri.into()], None),
             rules: Default::default(),
+            brand: None,
         }
     }
 

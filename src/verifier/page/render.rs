@@ -4,6 +4,8 @@
 //! block, and the language switch. What changes per request (an OpenID
 //! Connect login's request and who asks) is filled in when it is served.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
 use super::escape_html;
@@ -19,6 +21,15 @@ const TEMPLATE: &str = include_str!("index.html");
 /// lanyard's own pages (a refused login, a path with no page): the page's
 /// structure and style, its own words.
 const ERROR_TEMPLATE: &str = include_str!("error.html");
+
+/// A brand as a page shows it: the brand, and where its logo and its
+/// stylesheet are served.
+#[derive(Debug, Clone)]
+pub struct Branded {
+    pub brand: Arc<Brand>,
+    pub logo: String,
+    pub style: String,
+}
 
 /// The page in one language.
 pub struct Rendered {
@@ -42,10 +53,15 @@ impl Pages {
     /// The page in every language, in the relying party's `brand` when
     /// there is one.
     pub fn render(languages: Languages, brand: Option<&Brand>) -> Pages {
+        let branded = brand.map(|brand| Branded {
+            brand: Arc::new(brand.clone()),
+            logo: LOGO_PATH.into(),
+            style: BRAND_STYLE_PATH.into(),
+        });
         let rendered = languages
             .all()
             .iter()
-            .map(|language| render(language, &languages, brand))
+            .map(|language| render(language, &languages, branded.as_ref()))
             .collect();
         Pages {
             languages,
@@ -64,6 +80,19 @@ impl Pages {
             .position(|l| l.tag == language.tag)
             .unwrap_or(0);
         &self.rendered[at]
+    }
+
+    /// `shown`'s language rendered now in `branded`, a client's own brand
+    /// (docs/oidc.md, "A brand per client"): rendered per login rather
+    /// than held, so that a thousand clients' brands cost nothing until
+    /// their logins come. `None` for a page that is not one of these.
+    pub fn rebrand(&self, shown: &Rendered, branded: &Branded) -> Option<Rendered> {
+        let language = self
+            .languages
+            .all()
+            .iter()
+            .find(|l| l.tag() == shown.lang)?;
+        Some(render(language, &self.languages, Some(branded)))
     }
 }
 
@@ -144,7 +173,7 @@ fn fill(template: &str, mut value: impl FnMut(&str) -> String) -> String {
     html
 }
 
-fn render(language: &Language, languages: &Languages, brand: Option<&Brand>) -> Rendered {
+fn render(language: &Language, languages: &Languages, brand: Option<&Branded>) -> Rendered {
     let html = fill(TEMPLATE, |name| {
         placeholder(name, language, languages, brand)
     });
@@ -165,17 +194,21 @@ fn placeholder(
     name: &str,
     language: &Language,
     languages: &Languages,
-    brand: Option<&Brand>,
+    branded: Option<&Branded>,
 ) -> String {
+    let brand = branded.map(|branded| &*branded.brand);
     match name {
         "lang" => language.tag(),
         "dir" => if language.rtl { "rtl" } else { "ltr" }.to_string(),
         "messages" => script_messages(language),
         "languages" => switch(language, languages),
         "labels" => labels(language, brand),
-        "brand" => brand.map_or_else(String::new, who_asks),
-        "brand-style" => match brand.and_then(Brand::stylesheet) {
-            Some(_) => format!(r#"<link rel="stylesheet" href="{BRAND_STYLE_PATH}">"#),
+        "brand" => branded.map_or_else(String::new, who_asks),
+        "brand-style" => match branded.filter(|b| b.brand.accent.is_some()) {
+            Some(branded) => format!(
+                r#"<link rel="stylesheet" href="{}">"#,
+                escape_html(&branded.style)
+            ),
             None => String::new(),
         },
         "purpose" => match brand.and_then(|b| b.purpose(&language.tag)) {
@@ -192,10 +225,13 @@ fn placeholder(
 
 /// The relying party, as the page's header shows it: its logo with its
 /// name as the text alternative, or its name.
-fn who_asks(brand: &Brand) -> String {
-    let name = escape_html(&brand.name);
-    match brand.logo {
-        Some(_) => format!(r#"<p class="brand"><img src="{LOGO_PATH}" alt="{name}"></p>"#),
+fn who_asks(branded: &Branded) -> String {
+    let name = escape_html(&branded.brand.name);
+    match branded.brand.logo {
+        Some(_) => format!(
+            r#"<p class="brand"><img src="{}" alt="{name}"></p>"#,
+            escape_html(&branded.logo)
+        ),
         None => format!(r#"<p class="brand">{name}</p>"#),
     }
 }

@@ -106,6 +106,9 @@ pub fn settings(mock: &MockService, dir: &Path, extra: &[(&str, &str)]) -> HashM
         "credentials.json",
         &credentials_json(mock, &fixture("rsa2048.pkcs8.pem")),
     );
+    // Readable by its owner alone, as docs/tokens.md asks of it.
+    std::fs::set_permissions(&creds, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("the credentials file's mode set");
     let mut map = env(&[
         ("SERVICE_API_URL", &mock.api_url()),
         ("SA_CREDENTIALS_FILE", creds.to_str().expect("utf-8 path")),

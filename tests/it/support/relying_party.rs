@@ -78,6 +78,34 @@ pub fn add_rules(mock: &lanyard::mock::MockService) {
     mock.add_rule_presenting(super::verifier::PROJECT, KYC_RULE, identity);
 }
 
+/// The shop's own brand's name (docs/oidc.md, "A brand per client"),
+/// and its claim label in English and German.
+pub const WINE: &str = "Wine & Co";
+pub const WINE_LABEL: [&str; 2] = ["Old enough for wine", "Alt genug für Wein"];
+pub const WINE_PURPOSE: [&str; 2] = [
+    "Wine & Co sells wine to adults only.",
+    "Wine & Co verkauft Wein nur an Erwachsene.",
+];
+/// Its accent, and its logo (an SVG the brand's checks allow).
+pub const WINE_ACCENT: &str = "#7a1f2b";
+pub const WINE_LOGO: &str = r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 120 40" width="120" height="40"><rect width="120" height="40" fill="#7a1f2b"/><circle cx="20" cy="20" r="12" fill="#ffffff"/></svg>"##;
+
+/// A clients file of two confidential clients redirecting to
+/// [`SHOP_CB`]: `shop` in its own brand (its logo beside the file), and
+/// `plain` with none; its path.
+pub fn branded_clients_file(dir: &Path) -> String {
+    super::write(dir, "wine.svg", WINE_LOGO);
+    let clients = serde_json::json!({"clients": [
+        {"client_id": "shop", "client_secret": SECRET, "redirect_uris": [SHOP_CB],
+         "brand": {"name": WINE, "logo": "wine.svg", "accent": WINE_ACCENT,
+                   "purpose": {"en": WINE_PURPOSE[0], "de": WINE_PURPOSE[1]},
+                   "claims": {"age_over_18": {"en": WINE_LABEL[0], "de": WINE_LABEL[1]}}}},
+        {"client_id": "plain", "client_secret": SECRET, "redirect_uris": [SHOP_CB]},
+    ]});
+    let path = super::write(dir, "clients.json", &clients.to_string());
+    path.to_str().unwrap().to_string()
+}
+
 /// A fresh RSA key for ID tokens, as a PEM file in `dir`; its path.
 pub fn key_file(dir: &Path, name: &str) -> String {
     let key = lanyard::mock::generate_rsa_key().unwrap();

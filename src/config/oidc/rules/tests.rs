@@ -4,7 +4,7 @@ const AGE: &str = "0b7c6d2e-4a1f-4c3b-9a57-2f1e8d9c6b10";
 const IDENTITY: &str = "5d1e7a3c-2b4f-4e8a-9c6d-1f2e3a4b5c6d";
 
 fn clients(text: &str) -> Result<Clients, Vec<String>> {
-    Clients::parse(text)
+    Clients::parse(text, std::path::Path::new("/nonexistent"))
 }
 
 fn shop() -> Clients {

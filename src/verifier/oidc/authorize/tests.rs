@@ -8,6 +8,7 @@ fn clients() -> Clients {
             {"client_id": "spa", "redirect_uris": ["https://spa.example/cb"]},
             {"client_id": "legacy", "client_secret": "0123456789abcdef", "redirect_uris": ["https://legacy.example/cb"], "require_pkce": false}
         ]}"#,
+        std::path::Path::new("/nonexistent"),
     )
     .unwrap()
 }
@@ -132,6 +133,7 @@ fn a_native_apps_loopback_redirect_takes_any_port_and_only_its_canonical_forms()
     let clients = Clients::parse(
         r#"{"clients": [{"client_id": "app", "redirect_uris":
             ["http://127.0.0.1/cb", "http://[::1]/cb?x=1", "http://localhost/cb", "http://127.0.0.1:8000/fixed"]}]}"#,
+        std::path::Path::new("/nonexistent"),
     )
     .unwrap();
     let asked = |redirect_uri: &str| {
