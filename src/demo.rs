@@ -35,7 +35,7 @@ pub const DEMO_RULE: &str = "0b7c6d2e-4a1f-4c3b-9a57-2f1e8d9c6b10";
 /// demo shop's `age` scope (docs/oidc.md, "Rules per client").
 pub const DEMO_AGE_RULE: &str = "3f9a1c2e-7b4d-4e6a-8c5f-9d0e1b2a3c4d";
 /// The scope that picks [`DEMO_AGE_RULE`] at the demo's provider.
-pub const DEMO_AGE_SCOPE: &str = "age";
+pub const DEMO_AGE_SCOPE: &str = crate::mock::SHOP_AGE_SCOPE;
 
 /// Where the demo serves: the admin listener, and the proxy, the verifier
 /// or both.

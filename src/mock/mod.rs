@@ -66,7 +66,7 @@ use tracing::Instrument;
 pub use accounts::{MockAccount, MockCounters};
 pub use api::{ApiRequestLog, CREDENTIALS_ROLE, VERIFICATIONS_ROLE};
 pub use keys::{GeneratedKey, generate_rsa_key};
-pub use shop::ShopClient;
+pub use shop::{AGE_SCOPE as SHOP_AGE_SCOPE, ShopClient};
 pub use surface::{API_PREFIX, SHOP_PREFIX, TOKEN_PATH, WALLET_PREFIX};
 pub use token::{DEFAULT_EXPIRES_IN, Fault, TokenEvent, TokenRequestLog};
 

@@ -129,9 +129,42 @@ async fn demo_mock_verifier_on_every_interface_serves_its_provider_at_localhost(
     }
 }
 
+/// The demo shop's second link asks the demo's age-only rule (its `age`
+/// scope): the person's wallet is asked that alone, and the shop is told
+/// that alone, where the first link's login shows the whole identity.
+#[tokio::test]
+async fn the_shops_age_only_login_tells_the_shop_the_age_alone() {
+    let login = Login {
+        link: "login?scope=age",
+        shows: "<dt>age_over_18</dt><dd>true</dd>",
+        hides: Some("given_name"),
+    };
+    shop_login_by(&["demo"], &[], login).await;
+}
+
+/// Which of the shop's login links a test follows, and what the shop
+/// then shows, and does not.
+struct Login {
+    link: &'static str,
+    shows: &'static str,
+    hides: Option<&'static str>,
+}
+
+/// The shop's first link: the client's default rule, the whole identity.
+const WHOLE_IDENTITY: Login = Login {
+    link: "login",
+    shows: "<dt>given_name</dt><dd>Erika</dd>",
+    hides: None,
+};
+
 /// Runs `lanyard <args>` with `vars`, logs a person in at the banner's
 /// shop, stops it (exit 0) and gives its banner.
 async fn shop_login(args: &[&str], vars: &[(&str, &str)]) -> String {
+    shop_login_by(args, vars, WHOLE_IDENTITY).await
+}
+
+/// As [`shop_login`], by `login`'s link.
+async fn shop_login_by(args: &[&str], vars: &[(&str, &str)], login: Login) -> String {
     let mut demo = Process::launch(args, env(vars), "json", true);
     let banner = demo.stdout_through("Stop with").await;
     let shop = banner_url(&banner, "shop");
@@ -141,9 +174,13 @@ async fn shop_login(args: &[&str], vars: &[(&str, &str)]) -> String {
     let before = text(&browser.get(&shop).await.body);
     assert!(before.contains("id=\"login\""), "{before}");
 
-    let login = browser.get(&format!("{shop}login")).await;
-    assert_eq!(login.status, 303, "{}", text(&login.body));
-    let authorize = location(&login);
+    assert!(
+        before.contains(&format!("href=\"/shop/{}\"", login.link)),
+        "{before}"
+    );
+    let started = browser.get(&format!("{shop}{}", login.link)).await;
+    assert_eq!(started.status, 303, "{}", text(&started.body));
+    let authorize = location(&started);
     let (issuer, _) = authorize
         .split_once("/authorize?")
         .unwrap_or_else(|| panic!("not the authorization endpoint: {authorize}"));
@@ -171,9 +208,16 @@ async fn shop_login(args: &[&str], vars: &[(&str, &str)]) -> String {
     assert_eq!(home.status, 200);
     let home = text(&home.body);
     assert!(
-        home.contains("<dt>given_name</dt><dd>Erika</dd>"),
-        "the shop shows the ID token's given name:\n{home}"
+        home.contains(login.shows),
+        "the shop shows the ID token's {}:\n{home}",
+        login.shows
     );
+    if let Some(hidden) = login.hides {
+        assert!(
+            !home.contains(hidden),
+            "the shop was told {hidden}:\n{home}"
+        );
+    }
 
     demo.terminate();
     let (code, log) = demo.finish().await;

@@ -52,12 +52,17 @@ impl Login {
         endpoint: &str,
         client_id: &str,
         redirect_uri: &str,
+        rule: Option<&str>,
     ) -> String {
+        let scope = match rule {
+            Some(rule) => format!("openid {rule}"),
+            None => "openid".into(),
+        };
         let query = form_urlencoded::Serializer::new(String::new())
             .append_pair("response_type", "code")
             .append_pair("client_id", client_id)
             .append_pair("redirect_uri", redirect_uri)
-            .append_pair("scope", "openid")
+            .append_pair("scope", &scope)
             .append_pair("state", &self.state)
             .append_pair("nonce", &self.nonce)
             .append_pair("code_challenge", &s256_challenge(&self.code_verifier))
@@ -130,6 +135,7 @@ mod tests {
             "http://127.0.0.1:8081/authorize",
             "shop",
             "http://127.0.0.1:4000/shop/callback",
+            None,
         );
         assert!(url.starts_with("http://127.0.0.1:8081/authorize?"), "{url}");
         let query = query_of(&url);
@@ -159,10 +165,11 @@ mod tests {
     #[test]
     fn an_endpoint_s_own_query_is_kept() {
         let login = Login::new().unwrap();
-        let url = login.authorization_url("http://p.test/auth?tenant=a", "c", "http://r.test/");
+        let url =
+            login.authorization_url("http://p.test/auth?tenant=a", "c", "http://r.test/", None);
         assert!(url.starts_with("http://p.test/auth?tenant=a&response_type=code&"));
         assert_eq!(query_of(&url)["tenant"], "a");
-        let url = login.authorization_url("http://p.test/auth?", "c", "http://r.test/");
+        let url = login.authorization_url("http://p.test/auth?", "c", "http://r.test/", None);
         assert!(url.starts_with("http://p.test/auth?response_type=code&"));
     }
 }

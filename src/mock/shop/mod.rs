@@ -38,6 +38,7 @@ use super::table::Table;
 use id_token::{Expected, Refused};
 use login::{Login, NoRandomness, random_token};
 use memory::Memory;
+pub use page::AGE_SCOPE;
 use page::{CALLBACK_PATH, HOME_PATH, LOGIN_PATH, LOGOUT_PATH, STYLESHEET_PATH};
 use provider::{Credentials, Http, Provider, ProviderError, with_code};
 
@@ -172,7 +173,12 @@ impl Shop {
         let headers = req.headers();
         match path {
             HOME_PATH => page::home(self.session(headers).as_deref()),
-            LOGIN_PATH => self.login(client).await.unwrap_or_else(LoginFailed::page),
+            LOGIN_PATH => {
+                let rule = rule_asked(req.uri().query());
+                self.login(client, rule)
+                    .await
+                    .unwrap_or_else(LoginFailed::page)
+            }
             CALLBACK_PATH => self.callback(headers, req.uri().query()).await,
             _ => self.logout(headers),
         }
@@ -186,7 +192,11 @@ impl Shop {
 
     /// Begins a login: remembers its secrets and sends the browser to the
     /// provider.
-    async fn login(&self, client: Arc<ShopClient>) -> Result<Reply, LoginFailed> {
+    async fn login(
+        &self,
+        client: Arc<ShopClient>,
+        rule: Option<&'static str>,
+    ) -> Result<Reply, LoginFailed> {
         let provider = self
             .provider(&client)
             .await
@@ -196,6 +206,7 @@ impl Shop {
             &provider.authorization_endpoint,
             &client.client_id,
             &self.redirect_uri(),
+            rule,
         );
         let location = HeaderValue::from_str(&url)
             .map_err(|_| LoginFailed::Discovery(ProviderError::BadEndpoint))?;
@@ -442,4 +453,12 @@ impl LoginFailed {
         tracing::info!(outcome = %self, "shop: a login did not complete");
         page::outcome(self.status(), &self.to_string())
     }
+}
+
+/// The rule scope a login link asks for: the age-only one, or none (the
+/// client's default). Nothing else a query says reaches the request.
+fn rule_asked(query: Option<&str>) -> Option<&'static str> {
+    form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+        .any(|(name, value)| name == "scope" && value == AGE_SCOPE)
+        .then_some(AGE_SCOPE)
 }

@@ -20,6 +20,10 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'self'; \
 /// under the mock's `/shop`.
 pub(super) const HOME_PATH: &str = "/shop/";
 pub(super) const LOGIN_PATH: &str = "/shop/login";
+/// The scope of the demo's age-only rule (`lanyard demo` registers it for
+/// the shop's client): a login that asks it is asked only whether the
+/// person is over 18 (docs/oidc.md, "Rules per client").
+pub const AGE_SCOPE: &str = "age";
 pub(super) const CALLBACK_PATH: &str = "/shop/callback";
 pub(super) const LOGOUT_PATH: &str = "/shop/logout";
 pub(super) const STYLESHEET_PATH: &str = "/shop/shop.css";
@@ -41,7 +45,8 @@ pub(super) fn home(claims: Option<&Map<String, Value>>) -> Page {
     let body = match claims {
         None => format!(
             "<p>Welcome. Log in to see what your wallet tells the shop about you.</p>\n\
-             <p><a class=\"button\" id=\"login\" href=\"{LOGIN_PATH}\">Log in with your wallet</a></p>"
+             <p><a class=\"button\" id=\"login\" href=\"{LOGIN_PATH}\">Log in with your wallet</a></p>\n\
+             <p><a class=\"button\" id=\"login-age\" href=\"{LOGIN_PATH}?scope={AGE_SCOPE}\">Only prove you are over 18</a></p>"
         ),
         Some(claims) => {
             let rows: String = claims
