@@ -165,7 +165,7 @@ impl Fleet {
             ("SA_CREDENTIALS_DIR", dir.to_str().unwrap()),
         ]);
         if default {
-            let file = write(
+            let file = write_private(
                 self.temp.path(),
                 "credentials.json",
                 &credentials_json(&self.mock, &fixture("rsa2048.pkcs8.pem")),

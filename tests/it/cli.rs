@@ -272,7 +272,7 @@ async fn bad_input_is_refused_with_exit_2_and_a_message_naming_it() {
     let d = dir.path();
     let good_key = fixture("rsa2048.pkcs8.pem");
     let creds_with_key = |name: &str, key: &str| {
-        write(d, name, &credentials_json(&mock, key))
+        write_private(d, name, &credentials_json(&mock, key))
             .to_str()
             .unwrap()
             .to_string()

@@ -70,7 +70,7 @@ fn creds_file(
     let mut value: Value =
         serde_json::from_str(&credentials_json(mock, &fixture("rsa2048.pkcs8.pem"))).unwrap();
     mutate(value.as_object_mut().unwrap());
-    write(dir, name, &value.to_string())
+    write_private(dir, name, &value.to_string())
         .to_str()
         .expect("utf-8 path")
         .to_string()

@@ -165,8 +165,9 @@ async fn a_clients_own_brand_is_its_logins_page_and_others_keep_the_deployments(
     let html = support::text(&english.body);
     assert!(html.contains(r#"alt="Wine &amp; Co""#), "{html}");
     assert!(html.contains("Wine &amp; Co sells wine to adults only."));
+    // The brand's label over lanyard's own for the same claim.
     assert!(
-        html.contains(r#"{"age_over_18":"Old enough for wine"}"#),
+        html.contains(r#""age_over_18":"Old enough for wine""#),
         "{html}"
     );
     assert!(!html.contains("Acme Bank"), "not the deployment's brand");
@@ -208,7 +209,7 @@ async fn a_clients_own_brand_is_its_logins_page_and_others_keep_the_deployments(
     let html = support::text(&german.body);
     assert!(html.contains("Wine &amp; Co verkauft Wein nur an Erwachsene."));
     assert!(
-        html.contains(r#"{"age_over_18":"Alt genug für Wein"}"#),
+        html.contains(r#""age_over_18":"Alt genug für Wein""#),
         "{html}"
     );
     assert!(html.contains(&format!(r#"<img src="{logo}""#)));

@@ -84,7 +84,7 @@ impl Rig {
     async fn start(mock: MockService, extra: &[(&str, &str)]) -> Rig {
         let upstream = TestUpstream::start(None).await;
         let dir = tempfile::tempdir().unwrap();
-        let credentials = write(
+        let credentials = write_private(
             dir.path(),
             "credentials.json",
             &credentials_json(&mock, &fixture("rsa2048.pkcs8.pem")),

@@ -92,6 +92,15 @@ pub fn write(dir: &Path, name: &str, contents: &str) -> PathBuf {
     path
 }
 
+/// As [`write`], readable by its owner alone, as docs/tokens.md asks of
+/// a credentials file (lanyard warns at start-up otherwise).
+pub fn write_private(dir: &Path, name: &str, contents: &str) -> PathBuf {
+    let path = write(dir, name, contents);
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("the file's mode set");
+    path
+}
+
 pub fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
     pairs
         .iter()
@@ -101,14 +110,11 @@ pub fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
 
 /// Settings for the fixture account against `mock`, plus `extra`.
 pub fn settings(mock: &MockService, dir: &Path, extra: &[(&str, &str)]) -> HashMap<String, String> {
-    let creds = write(
+    let creds = write_private(
         dir,
         "credentials.json",
         &credentials_json(mock, &fixture("rsa2048.pkcs8.pem")),
     );
-    // Readable by its owner alone, as docs/tokens.md asks of it.
-    std::fs::set_permissions(&creds, std::os::unix::fs::PermissionsExt::from_mode(0o600))
-        .expect("the credentials file's mode set");
     let mut map = env(&[
         ("SERVICE_API_URL", &mock.api_url()),
         ("SA_CREDENTIALS_FILE", creds.to_str().expect("utf-8 path")),
