@@ -67,20 +67,17 @@ pub struct ProxyConfig {
     pub upstream_timeout: Duration,
     /// Longest silence within a request body (`LANYARD_BODY_TIMEOUT`).
     pub body_timeout: Duration,
-    /// Upstream connections across all threads
-    /// (`LANYARD_MAX_UPSTREAM_CONNECTIONS`).
+    /// Upstream connections, all threads (`LANYARD_MAX_UPSTREAM_CONNECTIONS`).
     pub max_upstream_connections: usize,
-    /// Threads, each with its own runtime (`LANYARD_WORKER_THREADS`).
+    /// Threads, one runtime each (`LANYARD_WORKER_THREADS`).
     pub worker_threads: usize,
     /// A client's time to send a request head, and a kept-alive
     /// connection's idle time (`LANYARD_HEADER_TIMEOUT`).
     pub header_timeout: Duration,
-    /// How long a client may take none of an answer
-    /// (`LANYARD_SEND_TIMEOUT`).
+    /// How long a client may take none of an answer (`LANYARD_SEND_TIMEOUT`).
     pub send_timeout: Duration,
     pub max_header_bytes: usize,
-    /// Client connections (`LANYARD_MAX_CONNECTIONS`), before the
-    /// open-file limit lowers it (docs/proxy.md "Limits").
+    /// Client connections (`LANYARD_MAX_CONNECTIONS`), before open files lower it.
     pub max_connections: usize,
 }
 

@@ -280,8 +280,7 @@ fn subject_type(
     })
 }
 
-/// `sector_identifier`: the host the client's sites share, when its
-/// redirect URIs are on several.
+/// `sector_identifier`: the host its redirect URIs' several sites share.
 fn sector_identifier(
     fields: &Map<String, Value>,
     problem: &mut impl FnMut(&str, String),
