@@ -299,6 +299,9 @@ async fn request_bodies_sent_one_byte_per_frame_cost_their_replay_copy_its_bytes
     let dir = tempfile::tempdir().unwrap();
     let mut vars = settings(&mock, dir.path(), &[]);
     vars.insert("SERVICE_API_URL".into(), upstream.url.clone());
+    // The bodies take seconds to drip, longer than the default 30 s to
+    // the answer's head on a busy machine.
+    vars.insert("LANYARD_UPSTREAM_TIMEOUT".into(), "120s".into());
     let mut lanyard = Process::start(vars).await;
     lanyard.wait_for_log("token obtained").await;
     let pid = lanyard.child.id().unwrap();
