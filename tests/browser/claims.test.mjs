@@ -219,8 +219,8 @@ test('nested claims show as nested lists, empty ones as such, null as text, bool
     Preferences: '(empty object)',
     Aliases: '(empty list)',
     'Middle name': 'null',
-    'Age over 18': 'Yes',
-    'Age over 65': 'No',
+    'At least 18 years old': 'Yes',
+    'At least 65 years old': 'No',
   });
   assert.equal(await page.locator('#claims').getByText('{').count(), 0, 'no JSON text');
   assert.equal(await valueOf(page, 'Aliases').locator('.note').count(), 1, 'set apart from a value');

@@ -38,7 +38,7 @@ test('presenting in the wallet shows the claims, and the page asks only its own 
     'Family name': 'Mustermann',
     // A date in the page's language, on its own day in every time zone.
     'Birth date': 'January 26, 1984',
-    'Age over 18': 'Yes',
+    'At least 18 years old': 'Yes',
   });
   assert.equal(await page.locator('#status').textContent(), 'Verified. Your wallet presented the claims below.');
   assert.equal(await page.locator('#error').isVisible(), false);

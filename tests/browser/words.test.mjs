@@ -61,7 +61,7 @@ test('age_over_NN takes the plural form of each count in Polish and Arabic, and 
   await ar.context.close();
 
   const en = await shownIn('en', { age_over_21: true, unknown_thing: 'x', email: 'e@example.com' });
-  assert.deepEqual(Object.keys(en.shown), ['Age over 21', 'Unknown thing', message('en', 'claim-email')]);
+  assert.deepEqual(Object.keys(en.shown), ['At least 21 years old', 'Unknown thing', message('en', 'claim-email')]);
   await en.context.close();
 });
 

@@ -145,7 +145,7 @@ fn counts_take_the_plural_form_of_their_language() {
             "العمر 100 عام أو أكثر"
         ]
     );
-    assert_eq!(age_label(&languages.all()[0], 21), "Age over 21");
+    assert_eq!(age_label(&languages.all()[0], 21), "At least 21 years old");
 }
 
 #[test]

@@ -71,7 +71,7 @@ test('the page ends with the claims though every replica restarted while the per
     'Given name': 'Erika',
     'Family name': 'Mustermann',
     'Birth date': 'January 26, 1984',
-    'Age over 18': 'Yes',
+    'At least 18 years old': 'Yes',
   });
   assert.equal(await page.locator('#status').textContent(), 'Verified. Your wallet presented the claims below.');
   assert.equal(await page.locator('#error').isVisible(), false);

@@ -177,4 +177,7 @@ claim-issuance_date = Issue date
 claim-issue_date = Issue date
 claim-expiry_date = Expiry date
 claim-portrait = Portrait
-claim-age_over = Age over { $age }
+claim-age_over = { $age ->
+    [one] At least { $age } year old
+   *[other] At least { $age } years old
+}
