@@ -12,12 +12,10 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 use h2::{Reason, RecvStream};
-use support::flood::{PROMPTLY, metric, until_metric};
+use support::flood::{PROMPTLY, metric, non_reader, until_closed, until_metric};
 use support::h2raw::ZeroWindow;
 use support::sidecar;
 use support::upstream::TestUpstream;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpSocket;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
@@ -140,12 +138,8 @@ async fn an_http1_client_that_stops_reading_a_chunked_answer_is_closed_and_count
     const BODY: usize = 64 * 1024 * 1024;
     let (_upstream, running) = sidecar("2s").await;
     let proxy = running.process.proxy_addr.unwrap();
-    let socket = TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let mut client = socket.connect(proxy).await.unwrap();
     let request = format!("GET /chunked?bytes={BODY} HTTP/1.1\r\nhost: lanyard\r\n\r\n");
-    let began = Instant::now();
-    client.write_all(request.as_bytes()).await.unwrap();
+    let (mut client, began) = non_reader(proxy, &request).await;
 
     until_metric(&running.admin, STALLED, |n| n >= 1.0).await;
     let stalled_after = began.elapsed();
@@ -155,15 +149,7 @@ async fn an_http1_client_that_stops_reading_a_chunked_answer_is_closed_and_count
     );
     // Reading now drains what the buffers held, then finds the end: the
     // answer was cut, not resumed.
-    let mut received = 0;
-    let mut buf = vec![0u8; 64 * 1024];
-    tokio::time::timeout(PROMPTLY, async {
-        while let Ok(n @ 1..) = client.read(&mut buf).await {
-            received += n;
-        }
-    })
-    .await
-    .expect("lanyard closed the connection");
+    let received = until_closed(&mut client, PROMPTLY).await;
     assert!(received < BODY, "{received} bytes: the whole answer came");
     assert_eq!(metric(&running.admin, STALLED).await, 1.0);
 }

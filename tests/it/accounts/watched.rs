@@ -32,9 +32,7 @@ async fn a_file_added_under_a_running_sidecar_serves_its_organization() {
 /// key, so a token after the change proves the new one signed for it.
 #[tokio::test]
 async fn a_changed_file_is_used_for_its_organization() {
-    let fleet = Fleet::new().await;
-    fleet.write_all();
-    let sidecar = fleet.start(false).await;
+    let sidecar = Fleet::all_written().await;
     sidecar.assert_served(&sidecar.b).await;
     let tokens = sidecar.tokens_of(&sidecar.b);
     let first = tokens.current().expect("B holds a token");
@@ -69,9 +67,7 @@ async fn a_changed_file_is_used_for_its_organization() {
 
 #[tokio::test]
 async fn a_removed_file_leaves_its_organization_without_an_account() {
-    let fleet = Fleet::new().await;
-    fleet.write_all();
-    let sidecar = fleet.start(false).await;
+    let sidecar = Fleet::all_written().await;
     sidecar.assert_served(&sidecar.a).await;
 
     std::fs::remove_file(sidecar.dir.join("a.json")).unwrap();
@@ -87,9 +83,7 @@ async fn a_removed_file_leaves_its_organization_without_an_account() {
 
 #[tokio::test]
 async fn a_bad_file_is_refused_on_its_own_and_the_others_keep_serving() {
-    let fleet = Fleet::new().await;
-    fleet.write_all();
-    let sidecar = fleet.start(false).await;
+    let sidecar = Fleet::all_written().await;
     sidecar.assert_served(&sidecar.b).await;
     let invalid = |sidecar: &Sidecar| {
         sidecar
