@@ -12,8 +12,8 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 use h2::{Reason, RecvStream};
-use support::flood::{PROMPTLY, metric, non_reader, until_closed, until_metric};
-use support::h2raw::ZeroWindow;
+use support::flood::{PROMPTLY, metric, non_reader, stalled_after, until_closed};
+use support::h2raw::{ZeroWindow, assert_one_byte_then_cancelled};
 use support::sidecar;
 use support::upstream::TestUpstream;
 use tokio::task::JoinSet;
@@ -92,14 +92,7 @@ async fn a_chunked_answer_behind_a_one_byte_window_is_reset_and_counted() {
     let (_upstream, running) = sidecar("2s").await;
     let began = Instant::now();
     let (ended, connection) = hold_chunked(&running, STREAMS, 0, SEND_TIMEOUT + MARGIN).await;
-    for (received, reason) in ended {
-        assert_eq!(received, 1, "the one byte of window, and no more");
-        assert_eq!(reason, Some(Reason::CANCEL), "reset, not ended");
-    }
-    assert!(
-        began.elapsed() >= SEND_TIMEOUT,
-        "cut before the send timeout"
-    );
+    assert_one_byte_then_cancelled(ended, began, SEND_TIMEOUT);
     assert_eq!(metric(&running.admin, STALLED).await, STREAMS as f64);
     assert!(
         !connection.is_closed(),
@@ -141,12 +134,7 @@ async fn an_http1_client_that_stops_reading_a_chunked_answer_is_closed_and_count
     let request = format!("GET /chunked?bytes={BODY} HTTP/1.1\r\nhost: lanyard\r\n\r\n");
     let (mut client, began) = non_reader(proxy, &request).await;
 
-    until_metric(&running.admin, STALLED, |n| n >= 1.0).await;
-    let stalled_after = began.elapsed();
-    assert!(
-        stalled_after >= SEND_TIMEOUT,
-        "cut after {stalled_after:?}, before the send timeout"
-    );
+    stalled_after(&running.admin, STALLED, began, SEND_TIMEOUT).await;
     // Reading now drains what the buffers held, then finds the end: the
     // answer was cut, not resumed.
     let received = until_closed(&mut client, PROMPTLY).await;

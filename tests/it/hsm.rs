@@ -196,13 +196,7 @@ async fn run_proxies_with_tokens_signed_in_the_token_and_a_reload_reopens_the_ke
         json.to_string()
     };
     let creds = hsm.write("credentials.json", &file(&hsm.uri()));
-    let mut vars = vars(&mock, &hsm, "");
-    vars.remove("SA_PRIVATE_KEY");
-    vars.insert("SA_CREDENTIALS_FILE".into(), creds.display().to_string());
-    let mut running = Running::start(vars).await;
-    running
-        .wait_for("token obtained", Duration::from_secs(20))
-        .await;
+    let mut running = run_on_file(&mock, &hsm, &creds).await;
     assert_eq!(get(&rule_url(&running)).await.status, StatusCode::OK);
 
     let moved = hsm.write("pin-moved", &format!("{PIN}\n"));
@@ -223,6 +217,19 @@ async fn run_proxies_with_tokens_signed_in_the_token_and_a_reload_reopens_the_ke
 
     let (code, _) = running.stop().await;
     assert_eq!(code, Some(0));
+}
+
+/// `lanyard run` with the credentials file `creds` and no `SA_PRIVATE_KEY`,
+/// once it holds a token.
+async fn run_on_file(mock: &MockService, hsm: &SoftHsm, creds: &std::path::Path) -> Running {
+    let mut vars = vars(mock, hsm, "");
+    vars.remove("SA_PRIVATE_KEY");
+    vars.insert("SA_CREDENTIALS_FILE".into(), creds.display().to_string());
+    let mut running = Running::start(vars).await;
+    running
+        .wait_for("token obtained", Duration::from_secs(20))
+        .await;
+    running
 }
 
 /// Another PIN for the token, set under a running lanyard: no output may
@@ -247,13 +254,7 @@ async fn run_refusing_the_pin(mock: &MockService, hsm: &SoftHsm) -> Running {
         serde_json::from_str(&credentials_json(mock, "unused")).unwrap();
     json["private_key"] = hsm.uri().into();
     let creds = hsm.write("credentials.json", &json.to_string());
-    let mut vars = vars(mock, hsm, "");
-    vars.remove("SA_PRIVATE_KEY");
-    vars.insert("SA_CREDENTIALS_FILE".into(), creds.display().to_string());
-    let mut running = Running::start(vars).await;
-    running
-        .wait_for("token obtained", Duration::from_secs(20))
-        .await;
+    let mut running = run_on_file(mock, hsm, &creds).await;
     hsm.delete_token(TOKEN);
     hsm.init_token(TOKEN, NEW_PIN);
     hsm.import("rsa2048.pkcs8.pem", TOKEN, softhsm::OBJECT, "01", NEW_PIN);

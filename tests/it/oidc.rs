@@ -50,6 +50,12 @@ impl Provider {
         send(Method::GET, &self.url(path), &[], Bytes::new()).await
     }
 
+    /// The admin listener's `/metrics` page.
+    pub(crate) async fn metrics(&self) -> String {
+        let url = format!("{}/metrics", self.running.admin);
+        support::text(&send(Method::GET, &url, &[], Bytes::new()).await.body)
+    }
+
     /// The authorization endpoint's answer to `query`.
     pub(crate) async fn authorize(&self, query: &str) -> Answer {
         self.get(&format!("/authorize?{query}")).await
@@ -168,14 +174,7 @@ async fn a_login_gives_the_shop_an_id_token_over_the_presented_claims_once() {
         (again.status.as_u16(), again.json()["error"].clone()),
         (400, "invalid_grant".into())
     );
-    let metrics = send(
-        Method::GET,
-        &format!("{}/metrics", provider.running.admin),
-        &[],
-        Bytes::new(),
-    )
-    .await;
-    let metrics = support::text(&metrics.body);
+    let metrics = provider.metrics().await;
     for line in [
         "lanyard_oidc_authorizations_total{client_id=\"shop\",outcome=\"verified\"} 1",
         "lanyard_oidc_tokens_total{client_id=\"shop\"} 1",

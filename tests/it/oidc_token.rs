@@ -165,14 +165,7 @@ async fn wrong_secrets_from_one_address_are_throttled_and_the_right_one_from_ano
     let elsewhere: IpAddr = "127.0.0.2".parse().unwrap();
     let tokens = send_from(elsewhere, &url, &form, &[("authorization", &right)]).await;
     assert_eq!(tokens.status, 200, "{}", support::text(&tokens.body));
-    let metrics = send(
-        Method::GET,
-        &format!("{}/metrics", provider.running.admin),
-        &[],
-        Bytes::new(),
-    )
-    .await;
-    let metrics = support::text(&metrics.body);
+    let metrics = provider.metrics().await;
     let line = "lanyard_oidc_refusals_total{client_id=\"shop\",reason=\"client_auth_throttled\"} ";
     let count: u64 = metrics
         .lines()

@@ -23,9 +23,9 @@ use http::Method;
 use http_body_util::BodyExt;
 use support::flood::{
     NEIGHBOUR, PROMPTLY, allow_sockets, connect_from, exchange, half_open, metric, non_reader,
-    until_closed, until_metric,
+    stalled_after, until_closed, until_metric,
 };
-use support::h2raw::{ZeroWindow, any_closed};
+use support::h2raw::{ZeroWindow, any_closed, assert_one_byte_then_cancelled};
 use support::raw::RawUpstream;
 use support::sidecar;
 use support::upstream::TestUpstream;
@@ -117,6 +117,15 @@ async fn h2_get(source: IpAddr, to: SocketAddr, path: &str) -> u16 {
     status
 }
 
+/// A verifier with `LANYARD_SEND_TIMEOUT` at `timeout`, and the address
+/// it listens on.
+async fn verifier_sending_within(timeout: &str) -> (verifier::Running, SocketAddr) {
+    let send_timeout = [("LANYARD_SEND_TIMEOUT", timeout)];
+    let running = verifier::start(support::mock().await, None, &send_timeout).await;
+    let addr = running.process.verifier_addr.unwrap();
+    (running, addr)
+}
+
 /// Each stream in `ended` was reset by lanyard (CANCEL), none before
 /// `timeout` (the first request plus the send timeout).
 fn assert_cancelled_after(ended: &[(Option<Reason>, Instant)], timeout: Instant) {
@@ -140,13 +149,7 @@ async fn verifier_streams_held_at_a_zero_window_are_reset_while_others_are_serve
     const CONNECTIONS_EACH: usize = 6;
     const STREAMS_EACH: usize = 8;
     const STREAMS: usize = HOLDERS.len() * CONNECTIONS_EACH * STREAMS_EACH;
-    let running = verifier::start(
-        support::mock().await,
-        None,
-        &[("LANYARD_SEND_TIMEOUT", "2s")],
-    )
-    .await;
-    let addr = running.process.verifier_addr.unwrap();
+    let (running, addr) = verifier_sending_within("2s").await;
     let mut neighbour = served_neighbour(addr).await;
 
     // No stream's timer can start before this.
@@ -267,12 +270,7 @@ async fn a_proxy_client_that_stops_reading_is_closed_at_the_send_timeout() {
 
     // The client reads nothing: the only sign of the close it could see
     // is the count.
-    until_metric(&running.admin, STALLED_PROXY, |n| n >= 1.0).await;
-    let stalled_after = began.elapsed();
-    assert!(
-        stalled_after >= SEND_TIMEOUT,
-        "cut after {stalled_after:?}, before the send timeout"
-    );
+    let stalled_after = stalled_after(&running.admin, STALLED_PROXY, began, SEND_TIMEOUT).await;
     assert!(
         stalled_after <= SEND_TIMEOUT + MARGIN,
         "cut only after {stalled_after:?}"
@@ -433,14 +431,8 @@ async fn streams_held_on_a_verified_answer_share_it_rather_than_copy_it() {
     const STREAMS_EACH: usize = 8;
     const CLAIMS: usize = 250 * 1024;
     const GROWTH_BOUND: u64 = 30 * 1024 * 1024;
-    let running = verifier::start(
-        support::mock().await,
-        None,
-        // The streams must be held while memory is read.
-        &[("LANYARD_SEND_TIMEOUT", "120s")],
-    )
-    .await;
-    let addr = running.process.verifier_addr.unwrap();
+    // The streams must be held while memory is read.
+    let (running, addr) = verifier_sending_within("120s").await;
     let mut browser = Browser::default();
     let session = browser.start_session(&running).await;
     let claims = serde_json::json!({ "portrait": "x".repeat(CLAIMS) }).to_string();
@@ -492,13 +484,7 @@ async fn streams_whose_last_frame_waits_behind_a_one_byte_window_are_reset_too()
     // it the last, would end the stream's task with the frame still queued
     // in h2 and nothing timing it.
     const STREAMS: usize = 20;
-    let running = verifier::start(
-        support::mock().await,
-        None,
-        &[("LANYARD_SEND_TIMEOUT", "2s")],
-    )
-    .await;
-    let addr = running.process.verifier_addr.unwrap();
+    let (running, addr) = verifier_sending_within("2s").await;
     let began = Instant::now();
     let mut connection = ZeroWindow::with_window(loopback(6), addr, 1).await;
     let mut resets = JoinSet::new();
@@ -520,14 +506,7 @@ async fn streams_whose_last_frame_waits_behind_a_one_byte_window_are_reset_too()
     let ended = tokio::time::timeout(SEND_TIMEOUT + MARGIN, resets.join_all())
         .await
         .expect("every stream ended in time");
-    for (received, reason) in ended {
-        assert_eq!(received, 1, "the one byte of window, and no more");
-        assert_eq!(reason, Some(Reason::CANCEL), "reset, not ended");
-    }
-    assert!(
-        began.elapsed() >= SEND_TIMEOUT,
-        "cut before the send timeout"
-    );
+    assert_one_byte_then_cancelled(ended, began, SEND_TIMEOUT);
     assert_eq!(
         metric(&running.admin, STALLED_VERIFIER).await,
         STREAMS as f64

@@ -143,14 +143,12 @@ async fn a_bad_file_is_refused_on_its_own_and_the_others_keep_serving() {
     sidecar.assert_served(&impostor).await;
 }
 
-/// The layout the kubelet gives a Secret volume: each file a symlink
-/// through `..data`, itself a symlink to a timestamped directory, which
-/// an update replaces by renaming a new link over `..data`.
-#[tokio::test]
-async fn a_kubernetes_secret_swap_is_taken_up() {
+/// A and B's files laid out as the kubelet mounts a Secret: in a
+/// timestamped directory that `..data` links to, each file a link
+/// through `..data`; the timestamped directory.
+fn as_a_secret_volume(fleet: &Fleet) -> PathBuf {
     use std::os::unix::fs::symlink;
 
-    let fleet = Fleet::new().await;
     let dir = fleet.dir();
     let first = dir.join("..2026_01_05_10_00_00.000000001");
     std::fs::create_dir(&first).unwrap();
@@ -160,6 +158,19 @@ async fn a_kubernetes_secret_swap_is_taken_up() {
     for name in ["a.json", "b.json"] {
         symlink(format!("..data/{name}"), dir.join(name)).unwrap();
     }
+    first
+}
+
+/// The layout the kubelet gives a Secret volume: each file a symlink
+/// through `..data`, itself a symlink to a timestamped directory, which
+/// an update replaces by renaming a new link over `..data`.
+#[tokio::test]
+async fn a_kubernetes_secret_swap_is_taken_up() {
+    use std::os::unix::fs::symlink;
+
+    let fleet = Fleet::new().await;
+    let dir = fleet.dir();
+    let first = as_a_secret_volume(&fleet);
     let b_file = fleet.b.file(&fleet.mock);
     let sidecar = fleet.start(false).await;
     sidecar.assert_served(&sidecar.a).await;
@@ -203,14 +214,7 @@ async fn two_files_exchanging_their_organizations_in_one_secret_update_are_taken
     let (logs, _guard) = Logs::capture();
     let fleet = Fleet::new().await;
     let dir = fleet.dir();
-    let first = dir.join("..2026_01_05_10_00_00.000000001");
-    std::fs::create_dir(&first).unwrap();
-    write(&first, "a.json", &fleet.a.file(&fleet.mock));
-    write(&first, "b.json", &fleet.b.file(&fleet.mock));
-    symlink(first.file_name().unwrap(), dir.join("..data")).unwrap();
-    for name in ["a.json", "b.json"] {
-        symlink(format!("..data/{name}"), dir.join(name)).unwrap();
-    }
+    let first = as_a_secret_volume(&fleet);
     let sidecar = fleet.start(false).await;
     sidecar.assert_served(&sidecar.a).await;
     sidecar.assert_served(&sidecar.b).await;

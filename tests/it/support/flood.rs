@@ -176,6 +176,23 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// Waits until `admin` counts a stalled connection in `series`; how long
+/// after `began` that was, which must be no sooner than `timeout`.
+pub async fn stalled_after(
+    admin: &str,
+    series: &str,
+    began: tokio::time::Instant,
+    timeout: Duration,
+) -> Duration {
+    until_metric(admin, series, |n| n >= 1.0).await;
+    let stalled_after = began.elapsed();
+    assert!(
+        stalled_after >= timeout,
+        "cut after {stalled_after:?}, before the send timeout"
+    );
+    stalled_after
+}
+
 /// A client with a small receive buffer, so that its side fills at once,
 /// which sends `request` to `to` and then reads nothing until the test
 /// says; the moment it sent it.
