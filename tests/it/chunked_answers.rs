@@ -31,11 +31,7 @@ const CLIENT: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
 /// A sidecar in front of a [`TestUpstream`], with its first token.
 async fn sidecar(send_timeout: &str) -> (TestUpstream, sidecar::Running) {
-    let upstream = TestUpstream::start(None).await;
-    let extra = [("LANYARD_SEND_TIMEOUT", send_timeout)];
-    let running = sidecar::start(support::mock().await, &upstream.url, &extra).await;
-    running.ready().await;
-    (upstream, running)
+    sidecar::echoing(&[("LANYARD_SEND_TIMEOUT", send_timeout)]).await
 }
 
 /// Reads `body`, giving back each byte's window for the first `released`

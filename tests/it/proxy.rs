@@ -18,13 +18,6 @@ use tokio::io::AsyncWriteExt;
 
 const RULE: &str = "2b0c1a7e-5d4f-4e3a-8b2c-1d0e9f8a7b6c";
 
-async fn echo_sidecar(extra: &[(&str, &str)]) -> (TestUpstream, sidecar::Running) {
-    let upstream = TestUpstream::start(None).await;
-    let running = sidecar::start(mock().await, &upstream.url, extra).await;
-    running.ready().await;
-    (upstream, running)
-}
-
 fn header_values(echo: &serde_json::Value, name: &str) -> Vec<String> {
     echo["headers"][name]
         .as_array()
@@ -34,7 +27,7 @@ fn header_values(echo: &serde_json::Value, name: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn incoming_authorization_is_replaced_with_the_held_token() {
-    let (_upstream, running) = echo_sidecar(&[]).await;
+    let (_upstream, running) = sidecar::echoing(&[]).await;
     let answer = send(
         Method::GET,
         &format!("{}/whoami", running.proxy),
@@ -56,7 +49,7 @@ async fn incoming_authorization_is_replaced_with_the_held_token() {
 
 #[tokio::test]
 async fn hop_by_hop_headers_are_dropped_and_others_kept() {
-    let (upstream, running) = echo_sidecar(&[]).await;
+    let (upstream, running) = sidecar::echoing(&[]).await;
     // Raw, since an HTTP client would not send most of these itself.
     let request = "GET /h HTTP/1.1\r\n\
          Host: app.internal\r\n\
@@ -103,7 +96,7 @@ async fn hop_by_hop_headers_are_dropped_and_others_kept() {
 
 #[tokio::test]
 async fn host_is_the_upstreams() {
-    let (upstream, running) = echo_sidecar(&[]).await;
+    let (upstream, running) = sidecar::echoing(&[]).await;
     let answer = send(
         Method::GET,
         &format!("{}/h", running.proxy),
@@ -121,8 +114,7 @@ async fn host_is_the_upstreams() {
 async fn path_and_query_join_the_base_url_prefix() {
     let upstream = TestUpstream::start(None).await;
     let base = format!("{}/base/v1/", upstream.url);
-    let running = sidecar::start(mock().await, &base, &[]).await;
-    running.ready().await;
+    let running = sidecar::ready_for(&base, &[]).await;
     let answer = get(&format!("{}/items/42?expand=true&x=%20y", running.proxy)).await;
     assert_eq!(
         answer.json()["path"],
@@ -149,7 +141,7 @@ async fn refused_as_written(
 
 #[tokio::test]
 async fn absolute_form_for_another_host_is_refused_and_not_forwarded() {
-    let (upstream, running) = echo_sidecar(&[]).await;
+    let (upstream, running) = sidecar::echoing(&[]).await;
     let steal = "GET http://evil.example.com/steal HTTP/1.1\r\nHost: evil.example.com\r\n\r\n";
     refused_as_written(&upstream, &running, steal, "400", "forbidden_target").await;
 
@@ -167,7 +159,7 @@ async fn absolute_form_for_another_host_is_refused_and_not_forwarded() {
 
 #[tokio::test]
 async fn connect_is_refused_and_not_forwarded() {
-    let (upstream, running) = echo_sidecar(&[]).await;
+    let (upstream, running) = sidecar::echoing(&[]).await;
     let connect = "CONNECT evil.example.com:443 HTTP/1.1\r\nHost: evil.example.com:443\r\n\r\n";
     refused_as_written(&upstream, &running, connect, "405", "method_not_allowed").await;
 }
@@ -225,7 +217,7 @@ async fn unreachable_upstream_is_502_with_a_fixed_message() {
 
 #[tokio::test]
 async fn slow_upstream_is_504() {
-    let (_upstream, running) = echo_sidecar(&[("LANYARD_UPSTREAM_TIMEOUT", "200ms")]).await;
+    let (_upstream, running) = sidecar::echoing(&[("LANYARD_UPSTREAM_TIMEOUT", "200ms")]).await;
     let answer = get(&format!("{}/slow?ms=5000", running.proxy)).await;
     assert_eq!(answer.status, StatusCode::GATEWAY_TIMEOUT);
     assert_eq!(answer.headers["lanyard-error"], "upstream_timeout");
@@ -286,7 +278,7 @@ async fn tls_upstream_with_an_unknown_ca_is_upstream_tls() {
 
 #[tokio::test]
 async fn upstream_403_is_passed_through_and_counted() {
-    let (_upstream, running) = echo_sidecar(&[]).await;
+    let (_upstream, running) = sidecar::echoing(&[]).await;
     for _ in 0..3 {
         let answer = get(&format!("{}/status/403", running.proxy)).await;
         assert_eq!(answer.status, StatusCode::FORBIDDEN);
@@ -485,7 +477,7 @@ async fn readiness_is_lost_when_the_token_expires_unrenewed() {
 
 #[tokio::test]
 async fn metrics_are_exported_under_the_contract_names_and_pass_promtool() {
-    let (_upstream, running) = echo_sidecar(&[]).await;
+    let (_upstream, running) = sidecar::echoing(&[]).await;
     get(&format!("{}/x", running.proxy)).await;
     get(&format!("{}/status/403", running.proxy)).await;
     let answer = get(&format!("{}/metrics", running.admin)).await;
@@ -562,7 +554,7 @@ async fn metrics_are_exported_under_the_contract_names_and_pass_promtool() {
 
 #[tokio::test]
 async fn upstream_rejecting_every_token_does_not_hammer_the_token_endpoint() {
-    let (_upstream, running) = echo_sidecar(&[]).await;
+    let (_upstream, running) = sidecar::echoing(&[]).await;
     for _ in 0..20 {
         let answer = get(&format!("{}/status/401", running.proxy)).await;
         assert_eq!(answer.status, StatusCode::UNAUTHORIZED);

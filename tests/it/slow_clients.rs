@@ -249,13 +249,6 @@ async fn at_the_verifier_limit_a_connection_held_at_a_zero_window_gives_way() {
     assert_eq!(metric(&running.admin, STALLED_VERIFIER).await, 0.0);
 }
 
-/// A sidecar in front of `upstream`, with its first token.
-async fn sidecar_for(upstream: &str, extra: &[(&str, &str)]) -> sidecar::Running {
-    let running = sidecar::start(support::mock().await, upstream, extra).await;
-    running.ready().await;
-    running
-}
-
 #[tokio::test]
 async fn a_proxy_client_that_stops_reading_is_closed_at_the_send_timeout() {
     const SEND_TIMEOUT: Duration = Duration::from_secs(2);
@@ -263,7 +256,7 @@ async fn a_proxy_client_that_stops_reading_is_closed_at_the_send_timeout() {
     // client hold (a few MiB on loopback), so lanyard's writes wait.
     const BODY: usize = 64 * 1024 * 1024;
     let upstream = TestUpstream::start(None).await;
-    let running = sidecar_for(&upstream.url, &[("LANYARD_SEND_TIMEOUT", "2s")]).await;
+    let running = sidecar::ready_for(&upstream.url, &[("LANYARD_SEND_TIMEOUT", "2s")]).await;
     let proxy = running.process.proxy_addr.unwrap();
     let request = format!("GET /download?bytes={BODY} HTTP/1.1\r\nhost: lanyard\r\n\r\n");
     let (mut client, began) = non_reader(proxy, &request).await;
@@ -306,7 +299,7 @@ async fn an_upstream_that_pauses_longer_than_the_send_timeout_is_passed_through_
         }
     })
     .await;
-    let running = sidecar_for(&upstream.url, &[("LANYARD_SEND_TIMEOUT", "1s")]).await;
+    let running = sidecar::ready_for(&upstream.url, &[("LANYARD_SEND_TIMEOUT", "1s")]).await;
     let proxy = running.process.proxy_addr.unwrap();
     let check = |body: &[u8], what: &str| {
         assert_eq!(body.len(), 2 * HALF, "{what}: the whole answer");

@@ -29,7 +29,6 @@ use lanyard::process::{Components, Process};
 use serde::{Deserialize, Serialize};
 use support::logs::Logs;
 use support::sidecar::{self, get};
-use support::upstream::TestUpstream;
 use support::*;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
@@ -295,9 +294,7 @@ async fn across_a_token_endpoint_outage_no_expired_token_is_sent_and_no_401_is_s
 #[tokio::test]
 async fn a_401_while_the_token_endpoint_is_down_keeps_the_held_token() {
     let (logs, _guard) = Logs::capture();
-    let upstream = TestUpstream::start(None).await;
-    let running = sidecar::start(mock().await, &upstream.url, &[]).await;
-    running.ready().await;
+    let (_upstream, running) = sidecar::echoing(&[]).await;
     let token =
         get(&format!("{}/before", running.proxy)).await.json()["headers"]["authorization"].clone();
     // The token endpoint fails every request from now on.

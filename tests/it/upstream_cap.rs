@@ -45,8 +45,7 @@ const PROMPTLY: Duration = Duration::from_secs(10);
 const SETTLE: Duration = Duration::from_millis(200);
 
 async fn lanyard(upstream: &str, extra: &[(&str, &str)]) -> Arc<sidecar::Running> {
-    let running = sidecar::start(support::mock().await, upstream, extra).await;
-    running.ready().await;
+    let running = sidecar::ready_for(upstream, extra).await;
     Arc::new(running)
 }
 

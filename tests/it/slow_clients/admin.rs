@@ -29,7 +29,7 @@ async fn a_flood_from_one_address_holds_eight_admin_connections_and_probes_pass(
     // Long: the held connections must outlast the test, which shows the
     // cap rather than the send timeout.
     let upstream = TestUpstream::start(None).await;
-    let running = sidecar_for(&upstream.url, &[("LANYARD_SEND_TIMEOUT", "60s")]).await;
+    let running = sidecar::ready_for(&upstream.url, &[("LANYARD_SEND_TIMEOUT", "60s")]).await;
     let admin = running.process.admin_addr;
 
     // Zero-window connections, each holding a scrape: each past the
@@ -89,7 +89,7 @@ async fn a_flood_from_one_address_holds_eight_admin_connections_and_probes_pass(
 async fn a_flood_filling_the_admin_listener_from_eight_addresses_gives_way_to_probes() {
     allow_sockets(2 * ADMIN_MAX_CONNECTIONS);
     let upstream = TestUpstream::start(None).await;
-    let running = sidecar_for(&upstream.url, &[("LANYARD_SEND_TIMEOUT", "60s")]).await;
+    let running = sidecar::ready_for(&upstream.url, &[("LANYARD_SEND_TIMEOUT", "60s")]).await;
     let admin = running.process.admin_addr;
 
     // Eight addresses at their cap: all 64 of the listener's connections,
@@ -131,7 +131,7 @@ async fn a_probe_from_an_address_whose_connections_sit_idle_takes_one_of_their_p
     // NodePort traffic) holds the address's eight connections, each kept
     // alive after a request of its own.
     let upstream = TestUpstream::start(None).await;
-    let running = sidecar_for(&upstream.url, &[]).await;
+    let running = sidecar::ready_for(&upstream.url, &[]).await;
     let admin = running.process.admin_addr;
     let shared = loopback(7);
     let mut neighbour = Vec::new();
