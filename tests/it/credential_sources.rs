@@ -1,7 +1,8 @@
 //! Where each credential comes from, through the binary as users run it:
 //! `SA_*` variables overriding single fields of the credentials file, the
 //! order of the organization id's sources, and each unusable credential or
-//! URL refused with exit 2 and a line naming the setting and its source.
+//! URL refused with exit 2 and a line naming the setting and its source
+//! (keys and URLs in `credential_sources/keys_and_urls.rs`).
 
 use crate::support;
 

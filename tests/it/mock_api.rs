@@ -1,6 +1,8 @@
 //! The embedded mock's API over real sockets: bearer-token authentication,
 //! the authorization model of docs/service.md §5.4, verification sessions with the
-//! simulated wallet, and the issuance lifecycle of docs/service.md §5.5.
+//! simulated wallet, and (in `mock_api/issuance.rs`) the issuance lifecycle
+//! of docs/service.md §5.5; bodies, methods, hooks and transports in
+//! `mock_api/transport.rs`.
 
 use crate::support;
 

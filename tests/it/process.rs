@@ -1,5 +1,7 @@
 //! The `lanyard run` process as operators run it: its logs hold no secret,
-//! and SIGTERM drains a request in flight before exiting 0.
+//! and SIGTERM drains a request in flight before exiting 0. Its limits on
+//! the host (accept queue, open files, Unix socket, dumpability) are in
+//! `process/limits.rs`.
 
 use crate::support;
 

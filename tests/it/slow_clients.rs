@@ -6,7 +6,7 @@
 //! admin listener caps each address and keeps answering its probes; a
 //! start whose body never comes is closed early and still spends the
 //! client's starts; and one verified answer is shared by every stream
-//! that polls it.
+//! that polls it. The admin listener's floods are in `slow_clients/admin.rs`.
 
 use crate::support;
 

@@ -1,5 +1,6 @@
 //! The token exchange over real sockets against the embedded mock: what is
-//! sent, how the mock verifies it, and how each failure is classified.
+//! sent, how the mock verifies it, and how each failure is classified. The
+//! mock's own refusals, one by one, are in `token_exchange/mock_rules.rs`.
 
 use crate::support;
 

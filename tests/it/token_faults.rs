@@ -14,6 +14,8 @@
 //! (the file changes, SIGHUP): the refresher requests a token at once,
 //! through the same request, classify and retry path, while a token valid
 //! for two more minutes is held. One test goes through the schedule itself.
+//! Malformed answers and odd `expires_in` are in `token_faults/answers.rs`,
+//! renewals meeting rejections in `token_faults/renewals.rs`.
 
 use crate::support;
 use crate::support::DefaultTokens;

@@ -1,7 +1,10 @@
 //! `lanyard verifier` over real sockets against the mock service: a
 //! session started and polled to its end, bound to its browser; each
 //! refusal of the service and each bad input, as the page and the operator
-//! see them; the bound on starts; no claim in any log.
+//! see them; the bound on starts; no claim in any log. Bad requests, the
+//! page's files, floods of starts and planted cookies are in
+//! `verifier/requests.rs`; session keys and their rotation in
+//! `verifier/keys.rs`.
 
 use crate::support;
 use crate::support::DefaultTokens;
