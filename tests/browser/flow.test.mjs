@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
 import {
-  DESKTOP, VERIFIER_ORIGIN, claimsShown, launch, newContext, openVerifier, openWallet,
+  DESKTOP, VERIFIER_ORIGIN, launch, newContext, openVerifier, openWallet, presentAndSeeVerified,
   screenshot, startSession,
 } from './support.mjs';
 
@@ -29,19 +29,7 @@ test('presenting in the wallet shows the claims, and the page asks only its own 
   assert.equal(wallet.url(), session.wallet_url);
   assert.notEqual(new URL(wallet.url()).origin, VERIFIER_ORIGIN, 'the mock wallet is another origin');
   assert.equal(await wallet.evaluate(() => window.opener), null, 'the wallet tab cannot reach back (noopener)');
-  await wallet.click('#present');
-  assert.match(await wallet.locator('#outcome').textContent(), /^Presented\./);
-
-  await page.locator('#result').waitFor({ state: 'visible' });
-  assert.deepEqual(await claimsShown(page), {
-    'Given name': 'Erika',
-    'Family name': 'Mustermann',
-    // A date in the page's language, on its own day in every time zone.
-    'Birth date': 'January 26, 1984',
-    'At least 18 years old': 'Yes',
-  });
-  assert.equal(await page.locator('#status').textContent(), 'Verified. Your wallet presented the claims below.');
-  assert.equal(await page.locator('#error').isVisible(), false);
+  await presentAndSeeVerified(wallet, page);
   await screenshot(page, 'verified');
 
   const paths = requested.map((url) => new URL(url).pathname);

@@ -10,11 +10,11 @@
 
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 
 import {
-  DESKTOP, LOCALES, PHONE, VERIFIER_URL, claimsShown, decodeQr, inLanguage, launch, message, newContext,
-  oneStart, openVerifier, openWallet, replaying as replayingIn, screenshot, scrollsSideways, startSession,
+  DESKTOP, LOCALES, PHONE, VERIFIER_URL, claimsShown, decodeQr, inLanguage, message, newContext,
+  openVerifier, openWallet, replaying as replayingIn, sharedStart, screenshot, scrollsSideways, startSession,
   violations,
 } from './support.mjs';
 
@@ -26,15 +26,9 @@ const VERIFIED = JSON.stringify({
 const PENDING = JSON.stringify({ status: 'pending', expires_in: 300 });
 const DECLINED = JSON.stringify({ status: 'declined' });
 
-let browser;
-// What one real /api/start answered, replayed wherever a test needs a
-// session but not the server's answers.
-let session;
-before(async () => {
-  browser = await launch();
-  session = await oneStart(browser);
-});
-after(() => browser?.close());
+// One real start, replayed wherever a test needs a session but not the
+// server's answers.
+const shared = sharedStart();
 
 /** `page`'s language as the browser sees it, and its h1. */
 const shown = (page) => page.evaluate(() => ({
@@ -44,7 +38,7 @@ const shown = (page) => page.evaluate(() => ({
 }));
 
 /** A `device` tab in language `tag` whose starts replay `session` and whose polls answer `poll()`. */
-const replaying = (device, tag, poll) => replayingIn(browser, session, device, tag, poll);
+const replaying = (device, tag, poll) => replayingIn(shared.browser, shared.session, device, tag, poll);
 
 for (const tag of ['en', 'de', 'ar']) {
   test(`in ${tag}, axe-core finds no WCAG 2.1 A or AA violation at the start, with the QR code, the wallet button, the claims, or a decline`, async () => {
@@ -93,7 +87,7 @@ test("the browser's Accept-Language chooses the language, and <html lang> and di
     { options: { extraHTTPHeaders: { 'Accept-Language': 'ja, de;q=0.8, en;q=0.5' } }, lang: 'de', dir: 'ltr' },
   ];
   for (const { options, lang, dir, h1 } of cases) {
-    const context = await newContext(browser, { ...DESKTOP, ...options });
+    const context = await newContext(shared.browser, { ...DESKTOP, ...options });
     const page = await context.newPage();
     const response = await page.goto(VERIFIER_URL);
     const asked = JSON.stringify(options);
@@ -108,7 +102,7 @@ test("the browser's Accept-Language chooses the language, and <html lang> and di
 });
 
 test('every language the switch lists opens in its own words and passes axe-core', async () => {
-  const context = await newContext(browser, DESKTOP);
+  const context = await newContext(shared.browser, DESKTOP);
   const page = await openVerifier(context);
   const listed = await page.locator('nav.languages a[hreflang]').evaluateAll((links) =>
     links.map((link) => link.getAttribute('hreflang')));
@@ -134,7 +128,7 @@ test('every language the switch lists opens in its own words and passes axe-core
 
 test('the switch is a visible list of languages, each in its own name and language, on both screens', async () => {
   for (const [device, name] of [[DESKTOP, 'ar-switch'], [PHONE, 'ar-switch-phone']]) {
-    const context = await newContext(browser, device);
+    const context = await newContext(shared.browser, device);
     const page = await openVerifier(context, () => {}, inLanguage('ar'));
     const nav = page.getByRole('navigation', { name: message('ar', 'language-switch') });
     assert.equal(await nav.isVisible(), true);
@@ -157,7 +151,7 @@ test('the switch is a visible list of languages, each in its own name and langua
 test('switching to German while a session is pending carries it on, and its claims show in German, on their own day west of Greenwich', async () => {
   // Midnight UTC is the evening before here: a date formatted in the
   // browser's own zone would show the 25th.
-  const context = await newContext(browser, { ...DESKTOP, timezoneId: 'America/Los_Angeles' });
+  const context = await newContext(shared.browser, { ...DESKTOP, timezoneId: 'America/Los_Angeles' });
   const page = await openVerifier(context);
   assert.equal(await page.evaluate(() => Intl.DateTimeFormat().resolvedOptions().timeZone), 'America/Los_Angeles');
   const started = await startSession(page);

@@ -14,6 +14,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
+import { after, before } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
 import jsQR from 'jsqr';
@@ -141,6 +142,40 @@ export async function oneStart(browser) {
   const session = await startSession(await openVerifier(context));
   await context.close();
   return session;
+}
+
+/**
+ * Presses "Present" in the mock wallet's tab `wallet`, and checks that
+ * `page` then shows the mock's claims in English, verified, with no error.
+ */
+export async function presentAndSeeVerified(wallet, page) {
+  await wallet.click('#present');
+  assert.match(await wallet.locator('#outcome').textContent(), /^Presented\./);
+  await page.locator('#result').waitFor({ state: 'visible' });
+  assert.deepEqual(await claimsShown(page), {
+    'Given name': 'Erika',
+    'Family name': 'Mustermann',
+    // A date in the page's language, on its own day in every time zone.
+    'Birth date': 'January 26, 1984',
+    'At least 18 years old': 'Yes',
+  });
+  assert.equal(await page.locator('#status').textContent(), 'Verified. Your wallet presented the claims below.');
+  assert.equal(await page.locator('#error').isVisible(), false);
+}
+
+/**
+ * Headless Chromium for a file's tests and one real start in it, made
+ * before the tests run and closed after them: `shared.browser` and
+ * `shared.session` are set once they run.
+ */
+export function sharedStart() {
+  const shared = {};
+  before(async () => {
+    shared.browser = await launch();
+    shared.session = await oneStart(shared.browser);
+  });
+  after(() => shared.browser?.close());
+  return shared;
 }
 
 /**

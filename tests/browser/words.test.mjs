@@ -11,25 +11,21 @@
 
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 
 import {
-  CONTENT_SECURITY_POLICY, DESKTOP, LOCALES, VERIFIER_ORIGIN, claimsShown, inLanguage, launch, message,
-  newContext, oneStart, openVerifier, replaying as replayingIn, screenshot, startSession, variant, violations,
+  CONTENT_SECURITY_POLICY, DESKTOP, LOCALES, VERIFIER_ORIGIN, claimsShown, inLanguage, message,
+  newContext, openVerifier, replaying as replayingIn, sharedStart, screenshot, startSession, variant, violations,
 } from './support.mjs';
 
 const TAGS = readdirSync(LOCALES).filter((f) => f.endsWith('.ftl')).map((f) => f.slice(0, -4)).sort();
 
-let browser;
-let session;
-before(async () => {
-  browser = await launch();
-  session = await oneStart(browser);
-});
-after(() => browser?.close());
+// One real start, replayed wherever a test needs a session but not the
+// server's answers.
+const shared = sharedStart();
 
 /** A desktop tab in language `tag` whose start replays the real one and whose polls answer `poll()`. */
-const replaying = (tag, poll) => replayingIn(browser, session, DESKTOP, tag, poll);
+const replaying = (tag, poll) => replayingIn(shared.browser, shared.session, DESKTOP, tag, poll);
 
 /** The claims `claims` as the page in `tag` shows them. */
 async function shownIn(tag, claims) {
@@ -76,7 +72,7 @@ function refuseStarts(page, status, code, sentence) {
 }
 
 test("a known code shows the page's own sentence, never the server's, and an unknown one shows the server's as English", async () => {
-  const context = await newContext(browser, DESKTOP);
+  const context = await newContext(shared.browser, DESKTOP);
   const page = await openVerifier(context, () => {}, inLanguage('ar'));
   await refuseStarts(page, 413, 'payload_too_large', 'The request body is too large.');
   await page.click('#start');
@@ -123,7 +119,7 @@ const OWN_PAGES = [
 ];
 
 test("lanyard's own pages speak each language, styled as the page under its CSP, and pass axe-core", async () => {
-  const context = await newContext(browser, DESKTOP);
+  const context = await newContext(shared.browser, DESKTOP);
   const page = await context.newPage();
   const blocked = [];
   page.on('console', (line) => {

@@ -29,7 +29,6 @@ use lanyard::mock::{MockAccount, MockService, generate_rsa_key};
 use lanyard::token::TokenHandle;
 use support::sidecar::{self, Answer, Running};
 use support::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The watcher polls every 2 s and reads a changed file until two reads
 /// agree; this leaves room for a loaded machine.
@@ -177,6 +176,14 @@ impl Fleet {
 
     /// A sidecar in-process serving the directory as it now is, with the
     /// default account when `default` (its first token awaited).
+    /// A sidecar on a fleet with every member's file written, and no
+    /// default account.
+    async fn all_written() -> Sidecar {
+        let fleet = Fleet::new().await;
+        fleet.write_all();
+        fleet.start(false).await
+    }
+
     async fn start(self, default: bool) -> Sidecar {
         let map = self.settings(default);
         let Fleet {
@@ -300,29 +307,14 @@ struct Raw {
 /// close`, and reads the answer to its end.
 async fn raw_get(proxy: &str, target: &str) -> Raw {
     let addr = proxy.trim_start_matches("http://");
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let request = format!("GET {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut all = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut all))
-        .await
-        .expect("the proxy answers and closes")
-        .unwrap();
-    let split = all
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("{target}: no whole head in {:?}", text(&all)));
-    let head = text(&all[..split]);
+    let (head, body) = support::raw::to_end(proxy, &request).await;
     let status = head
         .split(' ')
         .nth(1)
         .and_then(|code| code.parse().ok())
         .unwrap_or_else(|| panic!("{target}: no status in {head}"));
-    Raw {
-        status,
-        head,
-        body: all[split + 4..].to_vec(),
-    }
+    Raw { status, head, body }
 }
 
 /// Writes `contents` to `name` in `dir` as a deployment tool should: to a

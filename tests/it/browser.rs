@@ -8,7 +8,6 @@
 //! installs both.
 
 use crate::support;
-use crate::support::DefaultTokens;
 use crate::support::relying_party;
 
 use std::collections::HashMap;
@@ -18,8 +17,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use lanyard::demo::{Demo, DemoListeners};
-use tokio::net::TcpListener;
+use lanyard::demo::Demo;
 
 /// Debian's Chromium; playwright-core brings no browser of its own.
 /// The whole browser suite takes one to five minutes on two cores, as
@@ -53,26 +51,7 @@ async fn start_demo(extra: &[(&str, &str)]) -> Demo {
     let mut settings: HashMap<String, String> =
         HashMap::from([("LANYARD_VERIFIER_CLIENT_STARTS".into(), "30/1m".into())]);
     settings.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    let config = support::demo_config(&settings);
-    let listeners = DemoListeners {
-        admin: TcpListener::bind("127.0.0.1:0").await.unwrap(),
-        proxy: None,
-        verifier: Some(TcpListener::bind("127.0.0.1:0").await.unwrap()),
-    };
-    let demo = Demo::start(&config, listeners, &lanyard::otel::Telemetry::off())
-        .await
-        .expect("the demo starts");
-    tokio::time::timeout(
-        Duration::from_secs(10),
-        demo.process
-            .default_tokens()
-            .state()
-            .wait_for(|s| s.generation >= 1),
-    )
-    .await
-    .expect("the first token within 10 s")
-    .expect("the refresher runs");
-    demo
+    support::demo_holding_a_token(&support::demo_config(&settings), None).await
 }
 
 /// The shop's own brand as the page must show it, for
@@ -89,18 +68,52 @@ fn client_brand() -> String {
     .to_string()
 }
 
+/// Where the browser tests find what they test, as they read it from
+/// their environment (tests/browser/support.mjs): the demo, the demo in
+/// the example brand, and a login of a client with a brand of its own
+/// (`authorize` of its `client_id` parameter) and of one without.
+fn suite_env(
+    demo: &Demo,
+    branded: &Demo,
+    authorize: impl Fn(&str) -> String,
+) -> Vec<(&'static str, String)> {
+    let verifier = demo.process.verifier_addr.expect("the verifier listens");
+    let branded_verifier = branded.process.verifier_addr.expect("the verifier listens");
+    vec![
+        ("BROWSER_TEST_VERIFIER_URL", format!("http://{verifier}/")),
+        (
+            "BROWSER_TEST_CSP",
+            lanyard::verifier::CONTENT_SECURITY_POLICY.into(),
+        ),
+        ("BROWSER_TEST_CHROMIUM", support::node::CHROMIUM.into()),
+        ("BROWSER_TEST_SHOP_URL", demo.mock.shop_url()),
+        (
+            "BROWSER_TEST_BRANDED_URL",
+            format!("http://{branded_verifier}/"),
+        ),
+        ("BROWSER_TEST_BRANDED_SHOP_URL", branded.mock.shop_url()),
+        (
+            "BROWSER_TEST_CLIENT_BRANDED_URL",
+            authorize("client_id=shop"),
+        ),
+        (
+            "BROWSER_TEST_CLIENT_PLAIN_URL",
+            authorize("client_id=plain"),
+        ),
+        ("BROWSER_TEST_CLIENT_BRAND", client_brand()),
+    ]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn verifier_page_works_in_headless_chromium() {
     // Blocking, but nothing is served yet.
     let browser_dir = support::node::browser();
 
     let demo = start_demo(&[]).await;
-    let verifier = demo.process.verifier_addr.expect("the verifier listens");
     // The same demo in the example brand shipped in config/
     // (tests/browser/brand.test.mjs).
     let brand_file = format!("{}/config/brand.example.toml", env!("CARGO_MANIFEST_DIR"));
     let branded = start_demo(&[("LANYARD_VERIFIER_BRAND_FILE", &brand_file)]).await;
-    let branded_verifier = branded.process.verifier_addr.expect("the verifier listens");
     // A provider whose client `shop` has a brand of its own.
     let clients_dir = tempfile::tempdir().unwrap();
     let clients = relying_party::branded_clients_file(clients_dir.path());
@@ -113,34 +126,13 @@ async fn verifier_page_works_in_headless_chromium() {
         let query = relying_party::shop_query("").replace("client_id=shop", client);
         provider.url(&format!("/authorize?{query}"))
     };
-    let client_brand = client_brand();
 
     let started = Instant::now();
     let run = tokio::process::Command::new("node")
         .args(["--test", "--test-reporter=spec"])
         .args(test_files(&browser_dir))
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("BROWSER_TEST_VERIFIER_URL", format!("http://{verifier}/"))
-        .env(
-            "BROWSER_TEST_CSP",
-            lanyard::verifier::CONTENT_SECURITY_POLICY,
-        )
-        .env("BROWSER_TEST_CHROMIUM", support::node::CHROMIUM)
-        .env("BROWSER_TEST_SHOP_URL", demo.mock.shop_url())
-        .env(
-            "BROWSER_TEST_BRANDED_URL",
-            format!("http://{branded_verifier}/"),
-        )
-        .env("BROWSER_TEST_BRANDED_SHOP_URL", branded.mock.shop_url())
-        .env(
-            "BROWSER_TEST_CLIENT_BRANDED_URL",
-            authorize("client_id=shop"),
-        )
-        .env(
-            "BROWSER_TEST_CLIENT_PLAIN_URL",
-            authorize("client_id=plain"),
-        )
-        .env("BROWSER_TEST_CLIENT_BRAND", client_brand)
+        .envs(suite_env(&demo, &branded, authorize))
         .env("BROWSER_TEST_SCREENSHOTS", screenshot_dir())
         .stdin(Stdio::null())
         .kill_on_drop(true)

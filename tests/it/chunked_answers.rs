@@ -12,12 +12,10 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 use h2::{Reason, RecvStream};
-use support::flood::{PROMPTLY, metric, until_metric};
-use support::h2raw::ZeroWindow;
+use support::flood::{PROMPTLY, metric, non_reader, stalled_after, until_closed};
+use support::h2raw::{ZeroWindow, assert_one_byte_then_cancelled};
 use support::sidecar;
 use support::upstream::TestUpstream;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpSocket;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
@@ -33,11 +31,7 @@ const CLIENT: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
 /// A sidecar in front of a [`TestUpstream`], with its first token.
 async fn sidecar(send_timeout: &str) -> (TestUpstream, sidecar::Running) {
-    let upstream = TestUpstream::start(None).await;
-    let extra = [("LANYARD_SEND_TIMEOUT", send_timeout)];
-    let running = sidecar::start(support::mock().await, &upstream.url, &extra).await;
-    running.ready().await;
-    (upstream, running)
+    sidecar::echoing(&[("LANYARD_SEND_TIMEOUT", send_timeout)]).await
 }
 
 /// Reads `body`, giving back each byte's window for the first `released`
@@ -94,14 +88,7 @@ async fn a_chunked_answer_behind_a_one_byte_window_is_reset_and_counted() {
     let (_upstream, running) = sidecar("2s").await;
     let began = Instant::now();
     let (ended, connection) = hold_chunked(&running, STREAMS, 0, SEND_TIMEOUT + MARGIN).await;
-    for (received, reason) in ended {
-        assert_eq!(received, 1, "the one byte of window, and no more");
-        assert_eq!(reason, Some(Reason::CANCEL), "reset, not ended");
-    }
-    assert!(
-        began.elapsed() >= SEND_TIMEOUT,
-        "cut before the send timeout"
-    );
+    assert_one_byte_then_cancelled(ended, began, SEND_TIMEOUT);
     assert_eq!(metric(&running.admin, STALLED).await, STREAMS as f64);
     assert!(
         !connection.is_closed(),
@@ -140,30 +127,13 @@ async fn an_http1_client_that_stops_reading_a_chunked_answer_is_closed_and_count
     const BODY: usize = 64 * 1024 * 1024;
     let (_upstream, running) = sidecar("2s").await;
     let proxy = running.process.proxy_addr.unwrap();
-    let socket = TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let mut client = socket.connect(proxy).await.unwrap();
     let request = format!("GET /chunked?bytes={BODY} HTTP/1.1\r\nhost: lanyard\r\n\r\n");
-    let began = Instant::now();
-    client.write_all(request.as_bytes()).await.unwrap();
+    let (mut client, began) = non_reader(proxy, &request).await;
 
-    until_metric(&running.admin, STALLED, |n| n >= 1.0).await;
-    let stalled_after = began.elapsed();
-    assert!(
-        stalled_after >= SEND_TIMEOUT,
-        "cut after {stalled_after:?}, before the send timeout"
-    );
+    stalled_after(&running.admin, STALLED, began, SEND_TIMEOUT).await;
     // Reading now drains what the buffers held, then finds the end: the
     // answer was cut, not resumed.
-    let mut received = 0;
-    let mut buf = vec![0u8; 64 * 1024];
-    tokio::time::timeout(PROMPTLY, async {
-        while let Ok(n @ 1..) = client.read(&mut buf).await {
-            received += n;
-        }
-    })
-    .await
-    .expect("lanyard closed the connection");
+    let received = until_closed(&mut client, PROMPTLY).await;
     assert!(received < BODY, "{received} bytes: the whole answer came");
     assert_eq!(metric(&running.admin, STALLED).await, 1.0);
 }

@@ -5,8 +5,10 @@ use crate::support;
 use crate::support::DefaultTokens;
 
 use std::collections::HashMap;
+use std::path::Path;
 
-use lanyard::mock::Fault;
+use lanyard::mock::{Fault, MockService};
+use serde_json::Value;
 use support::*;
 
 /// Nothing secret may appear in what lanyard prints on its own.
@@ -170,6 +172,28 @@ async fn check_exits_1_and_says_why_when_the_token_request_fails() {
     assert!(stdout.ends_with("1 check(s) failed\n"), "{stdout}");
 }
 
+/// A new RSA key for ID tokens, written to `name` in `d`: its path, its
+/// PEM and its `kid`.
+fn oidc_key(d: &Path, name: &str) -> (std::path::PathBuf, lanyard::Secret, String) {
+    let pem = lanyard::mock::generate_rsa_key().unwrap().private_pem;
+    let kid = lanyard::config::credentials::parse_private_key(pem.expose())
+        .unwrap()
+        .public()
+        .unwrap()
+        .kid();
+    (write(d, name, pem.expose()), pem, kid)
+}
+
+/// Nothing of the account's, no client's `secret`, no line of the ID
+/// token key `pem` in `out`.
+fn assert_no_provider_secret(out: &str, secret: &str, pem: &str) {
+    assert_no_secret(out);
+    assert!(!out.contains(secret), "a client's secret in output:\n{out}");
+    for line in pem.lines().filter(|l| !l.starts_with("-----")) {
+        assert!(!out.contains(line), "the ID token key in output:\n{out}");
+    }
+}
+
 /// With `LANYARD_OIDC_ISSUER` set, `check` reads the provider as
 /// `verifier` does and reports it: its issuer, its clients, its key by
 /// size and `kid`, and the previous key when one is published; never a
@@ -185,34 +209,15 @@ async fn check_reports_the_openid_connect_provider_and_never_its_key_or_secrets(
         {"client_id": "spa", "redirect_uris": ["http://127.0.0.1:3000/cb"]},
     ]});
     let clients = write(d, "clients.json", &clients.to_string());
-    let key = |name: &str| {
-        let pem = lanyard::mock::generate_rsa_key().unwrap().private_pem;
-        let kid = lanyard::config::credentials::parse_private_key(pem.expose())
-            .unwrap()
-            .public()
-            .unwrap()
-            .kid();
-        (write(d, name, pem.expose()), pem, kid)
-    };
-    let (current, current_pem, kid) = key("oidc.pem");
-    let (previous, _, previous_kid) = key("oidc.previous.pem");
+    let (current, current_pem, kid) = oidc_key(d, "oidc.pem");
+    let (previous, _, previous_kid) = oidc_key(d, "oidc.previous.pem");
     let provider = [
         ("LANYARD_OIDC_ISSUER", "http://127.0.0.1/wallet"),
         ("LANYARD_OIDC_CLIENTS_FILE", clients.to_str().unwrap()),
         ("LANYARD_OIDC_SIGNING_KEY_FILE", current.to_str().unwrap()),
     ];
     let provider_line = "  ok    provider     OpenID Connect issuer http://127.0.0.1/wallet, 2 clients, discovery at http://127.0.0.1/wallet/.well-known/openid-configuration";
-    let no_secret = |out: &str| {
-        assert_no_secret(out);
-        assert!(!out.contains(SECRET), "a client's secret in output:\n{out}");
-        for line in current_pem
-            .expose()
-            .lines()
-            .filter(|l| !l.starts_with("-----"))
-        {
-            assert!(!out.contains(line), "the ID token key in output:\n{out}");
-        }
-    };
+    let no_secret = |out: &str| assert_no_provider_secret(out, SECRET, current_pem.expose());
 
     let out = lanyard(&["check"], &settings(&mock, d, &provider)).await;
     let stdout = text(&out.stdout);
@@ -264,145 +269,143 @@ async fn check_reports_the_openid_connect_provider_and_never_its_key_or_secrets(
     no_secret(&stderr);
 }
 
-/// Each bad input: the settings, and the one line lanyard must print.
-#[tokio::test]
-async fn bad_input_is_refused_with_exit_2_and_a_message_naming_it() {
-    let mock = mock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let good_key = fixture("rsa2048.pkcs8.pem");
-    let creds_with_key = |name: &str, key: &str| {
-        write_private(d, name, &credentials_json(&mock, key))
-            .to_str()
-            .unwrap()
-            .to_string()
-    };
-    let creds_with = |name: &str, mutate: &dyn Fn(&mut serde_json::Value)| {
-        let mut value: serde_json::Value =
-            serde_json::from_str(&credentials_json(&mock, &good_key)).unwrap();
-        mutate(&mut value);
-        write(d, name, &value.to_string())
-            .to_str()
-            .unwrap()
-            .to_string()
-    };
-    let key_case = |file: &str| creds_with_key(&format!("{file}.json"), &fixture(file));
-    let prefix = |path: &str| format!("SA_PRIVATE_KEY (key `private_key` in {path}): ");
+/// A bad input: the variables set, and the one line lanyard must print.
+type BadInput = (Vec<(String, String)>, String);
 
-    let mut cases: Vec<(Vec<(String, String)>, String)> = Vec::new();
-    let mut case = |vars: &[(&str, &str)], expected: String| {
-        cases.push((
-            vars.iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            expected,
+fn bad_input(vars: &[(&str, &str)], expected: String) -> BadInput {
+    let vars = vars.iter().map(|(k, v)| (k.to_string(), v.to_string()));
+    (vars.collect(), expected)
+}
+
+/// A credentials file `name` in `d`: the mock's account with `key`.
+fn creds_with_key(mock: &MockService, d: &Path, name: &str, key: &str) -> String {
+    write_private(d, name, &credentials_json(mock, key))
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+/// A credentials file `name` in `d`: the mock's account, changed by `mutate`.
+fn creds_with(mock: &MockService, d: &Path, name: &str, mutate: &dyn Fn(&mut Value)) -> String {
+    let good_key = fixture("rsa2048.pkcs8.pem");
+    let mut value: Value = serde_json::from_str(&credentials_json(mock, &good_key)).unwrap();
+    mutate(&mut value);
+    write(d, name, &value.to_string())
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Each key lanyard cannot sign with, in a credentials file or a variable.
+fn bad_keys(mock: &MockService, d: &Path) -> Vec<BadInput> {
+    let key_case = |file: &str| creds_with_key(mock, d, &format!("{file}.json"), &fixture(file));
+    let prefix = |path: &str| format!("SA_PRIVATE_KEY (key `private_key` in {path}): ");
+    let not_rsa = "is an EC, Ed25519 or other non-RSA key; RS256 needs an RSA key";
+    let mut cases = Vec::new();
+    let mut case = |file: &str, why: &str| {
+        let path = key_case(file);
+        cases.push(bad_input(
+            &[("SA_CREDENTIALS_FILE", &path)],
+            format!("{}{why}", prefix(&path)),
         ));
     };
-
-    let ec = key_case("ec-p256.sec1.pem");
+    case("ec-p256.sec1.pem", "is an EC key; RS256 needs an RSA key");
+    case("ec-p256.pkcs8.pem", not_rsa);
+    case("ed25519.pem", not_rsa);
     case(
-        &[("SA_CREDENTIALS_FILE", &ec)],
-        format!("{}is an EC key; RS256 needs an RSA key", prefix(&ec)),
-    );
-    let ec8 = key_case("ec-p256.pkcs8.pem");
-    case(
-        &[("SA_CREDENTIALS_FILE", &ec8)],
-        format!(
-            "{}is an EC, Ed25519 or other non-RSA key; RS256 needs an RSA key",
-            prefix(&ec8)
-        ),
-    );
-    let ed = key_case("ed25519.pem");
-    case(
-        &[("SA_CREDENTIALS_FILE", &ed)],
-        format!(
-            "{}is an EC, Ed25519 or other non-RSA key; RS256 needs an RSA key",
-            prefix(&ed)
-        ),
-    );
-    let short = key_case("rsa1024.pem");
-    case(
-        &[("SA_CREDENTIALS_FILE", &short)],
-        format!(
-            "{}is an RSA key shorter than 2048 bits; generate a 2048-bit or longer key",
-            prefix(&short)
-        ),
+        "rsa1024.pem",
+        "is an RSA key shorter than 2048 bits; generate a 2048-bit or longer key",
     );
     for file in ["rsa2048.encrypted.pem", "rsa2048.pkcs1-encrypted.pem"] {
-        let path = key_case(file);
         case(
-            &[("SA_CREDENTIALS_FILE", &path)],
-            format!(
-                "{}is encrypted; lanyard needs an unencrypted key (decrypt it with `openssl pkey -in key.pem -out plain.pem` and keep the result in a Secret)",
-                prefix(&path)
-            ),
+            file,
+            "is encrypted; lanyard needs an unencrypted key (decrypt it with `openssl pkey -in key.pem -out plain.pem` and keep the result in a Secret)",
         );
     }
-    let public = key_case("rsa2048.pub.pem");
-    case(
-        &[("SA_CREDENTIALS_FILE", &public)],
-        format!("{}is a public key, not a private key", prefix(&public)),
+    case("rsa2048.pub.pem", "is a public key, not a private key");
+    let garbage = creds_with_key(
+        mock,
+        d,
+        "garbage.json",
+        "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcw",
     );
-    let garbage = creds_with_key("garbage.json", "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcw");
-    case(
+    cases.push(bad_input(
         &[("SA_CREDENTIALS_FILE", &garbage)],
         format!(
             "{}is not a PEM private key (expected a -----BEGIN PRIVATE KEY----- block)",
             prefix(&garbage)
         ),
-    );
-    let env_creds = creds_with_key("env-override.json", &good_key);
-    case(
+    ));
+    let env_creds = creds_with_key(mock, d, "env-override.json", &fixture("rsa2048.pkcs8.pem"));
+    cases.push(bad_input(
         &[("SA_CREDENTIALS_FILE", &env_creds), ("SA_PRIVATE_KEY", "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcw")],
         "SA_PRIVATE_KEY (environment variable SA_PRIVATE_KEY): is not a PEM private key (expected a -----BEGIN PRIVATE KEY----- block)".into(),
-    );
-    let http = creds_with("http.json", &|v| {
+    ));
+    cases
+}
+
+/// Each credentials file or setting lanyard refuses for what is not its key.
+fn bad_files_and_settings(mock: &MockService, d: &Path) -> Vec<BadInput> {
+    let http = creds_with(mock, d, "http.json", &|v| {
         v["token_uri"] = "http://iam.example.com/token".into()
     });
-    case(
-        &[("SA_CREDENTIALS_FILE", &http)],
-        format!(
-            "SA_TOKEN_URI (key `token_uri` in {http}): must use https: the token would cross the network in clear text (plain http is accepted on loopback only)"
-        ),
-    );
-    let no_client = creds_with("no-client.json", &|v| {
+    let no_client = creds_with(mock, d, "no-client.json", &|v| {
         v.as_object_mut().unwrap().remove("client_id");
     });
-    case(
-        &[("SA_CREDENTIALS_FILE", &no_client)],
-        "SA_CLIENT_ID: not set (give `client_id` in the credentials file or set SA_CLIENT_ID)"
-            .into(),
-    );
-    let wrong_type = creds_with("wrong-type.json", &|v| v["type"] = "authorized_user".into());
-    case(
-        &[("SA_CREDENTIALS_FILE", &wrong_type)],
-        format!(
-            "credentials file {wrong_type} (environment variable SA_CREDENTIALS_FILE): field `type` is `authorized_user`, expected `service_account`"
-        ),
-    );
+    let wrong_type = creds_with(mock, d, "wrong-type.json", &|v| {
+        v["type"] = "authorized_user".into()
+    });
     let not_json = write(d, "not-json.json", "{\"private_key\": \"-----BEGIN")
         .to_str()
         .unwrap()
         .to_string();
-    case(
-        &[("SA_CREDENTIALS_FILE", &not_json)],
-        format!(
-            "credentials file {not_json} (environment variable SA_CREDENTIALS_FILE): is not valid JSON (line 1, column 27)"
+    let env_creds = creds_with_key(mock, d, "env-override.json", &fixture("rsa2048.pkcs8.pem"));
+    vec![
+        bad_input(
+            &[("SA_CREDENTIALS_FILE", &http)],
+            format!(
+                "SA_TOKEN_URI (key `token_uri` in {http}): must use https: the token would cross the network in clear text (plain http is accepted on loopback only)"
+            ),
         ),
-    );
-    case(
-        &[("SA_CREDENTIALS_FILE", "/nonexistent/creds.json")],
-        "credentials file /nonexistent/creds.json (environment variable SA_CREDENTIALS_FILE): cannot be read: no such file".into(),
-    );
-    case(
-        &[],
-        "no credentials: set SA_CREDENTIALS_FILE to the JSON file downloaded from the Portal, or set SA_CLIENT_ID, SA_PRIVATE_KEY, SA_IAM_AUDIENCE and SA_TOKEN_URI".into(),
-    );
-    case(
-        &[("SA_CREDENTIALS_FILE", &env_creds), ("LANYARD_TOKEN_TIMEOUT", "fast")],
-        "LANYARD_TOKEN_TIMEOUT (environment variable LANYARD_TOKEN_TIMEOUT): `fast` is not a duration (use seconds, or a value like 90s, 5m, 1h)".into(),
-    );
+        bad_input(
+            &[("SA_CREDENTIALS_FILE", &no_client)],
+            "SA_CLIENT_ID: not set (give `client_id` in the credentials file or set SA_CLIENT_ID)"
+                .into(),
+        ),
+        bad_input(
+            &[("SA_CREDENTIALS_FILE", &wrong_type)],
+            format!(
+                "credentials file {wrong_type} (environment variable SA_CREDENTIALS_FILE): field `type` is `authorized_user`, expected `service_account`"
+            ),
+        ),
+        bad_input(
+            &[("SA_CREDENTIALS_FILE", &not_json)],
+            format!(
+                "credentials file {not_json} (environment variable SA_CREDENTIALS_FILE): is not valid JSON (line 1, column 27)"
+            ),
+        ),
+        bad_input(
+            &[("SA_CREDENTIALS_FILE", "/nonexistent/creds.json")],
+            "credentials file /nonexistent/creds.json (environment variable SA_CREDENTIALS_FILE): cannot be read: no such file".into(),
+        ),
+        bad_input(
+            &[],
+            "no credentials: set SA_CREDENTIALS_FILE to the JSON file downloaded from the Portal, or set SA_CLIENT_ID, SA_PRIVATE_KEY, SA_IAM_AUDIENCE and SA_TOKEN_URI".into(),
+        ),
+        bad_input(
+            &[("SA_CREDENTIALS_FILE", &env_creds), ("LANYARD_TOKEN_TIMEOUT", "fast")],
+            "LANYARD_TOKEN_TIMEOUT (environment variable LANYARD_TOKEN_TIMEOUT): `fast` is not a duration (use seconds, or a value like 90s, 5m, 1h)".into(),
+        ),
+    ]
+}
 
+/// Each bad input: the settings, and the one line lanyard must print.
+#[tokio::test]
+async fn bad_input_is_refused_with_exit_2_and_a_message_naming_it() {
+    let mock = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cases = bad_keys(&mock, dir.path());
+    cases.extend(bad_files_and_settings(&mock, dir.path()));
     for (vars, expected) in cases {
         let vars: HashMap<String, String> = vars.into_iter().collect();
         let out = lanyard(&["token"], &vars).await;

@@ -4,7 +4,6 @@
 //! OpenID Connect provider, driven as a browser would over HTTP.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http::Method;
@@ -13,11 +12,10 @@ use lanyard::demo::{Demo, DemoListeners};
 use lanyard::process::{ProxyListener, bind_proxy};
 use tokio::net::TcpListener;
 
-use crate::support::DefaultTokens;
 use crate::support::child::Process;
 use crate::support::relying_party;
 use crate::support::sidecar::{Answer, send};
-use crate::support::{demo_config, env, text};
+use crate::support::{demo_config, demo_holding_a_token, env, text};
 
 #[tokio::test]
 async fn banner_curl_lines_start_poll_and_show_a_403() {
@@ -46,24 +44,7 @@ async fn banner_curl_lines_work_on_a_unix_socket() {
 
 /// Runs the demo on `proxy` and the banner's lines in bash; the banner.
 async fn banner_curl_lines_work(config: &DemoConfig, proxy: ProxyListener) -> String {
-    let listeners = DemoListeners {
-        admin: TcpListener::bind("127.0.0.1:0").await.unwrap(),
-        proxy: Some(proxy),
-        verifier: Some(TcpListener::bind("127.0.0.1:0").await.unwrap()),
-    };
-    let demo = Demo::start(config, listeners, &lanyard::otel::Telemetry::off())
-        .await
-        .unwrap();
-    tokio::time::timeout(
-        Duration::from_secs(10),
-        demo.process
-            .default_tokens()
-            .state()
-            .wait_for(|s| s.generation >= 1),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    let demo = demo_holding_a_token(config, Some(proxy)).await;
 
     let banner = demo.banner();
     let script: Vec<&str> = banner

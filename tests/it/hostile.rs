@@ -17,13 +17,6 @@ use tokio::net::TcpStream;
 /// a hang fails the test rather than the suite.
 const CLOSE_WITHIN: Duration = Duration::from_secs(10);
 
-async fn sidecar_with(extra: &[(&str, &str)]) -> (TestUpstream, sidecar::Running) {
-    let upstream = TestUpstream::start(None).await;
-    let running = sidecar::start(mock().await, &upstream.url, extra).await;
-    running.ready().await;
-    (upstream, running)
-}
-
 async fn connect(running: &sidecar::Running) -> TcpStream {
     TcpStream::connect(running.proxy.trim_start_matches("http://"))
         .await
@@ -111,7 +104,7 @@ async fn metric(running: &sidecar::Running, name: &str) -> f64 {
 
 #[tokio::test]
 async fn oversized_request_headers_get_431_and_are_not_forwarded() {
-    let (upstream, running) = sidecar_with(&[]).await;
+    let (upstream, running) = sidecar::echoing(&[]).await;
 
     let huge_value = "a".repeat(1024 * 1024);
     let request = format!("GET /x HTTP/1.1\r\nhost: lanyard\r\nx-big: {huge_value}\r\n\r\n");
@@ -129,7 +122,7 @@ async fn oversized_request_headers_get_431_and_are_not_forwarded() {
 
 #[tokio::test]
 async fn malformed_request_lines_get_400_and_are_not_forwarded() {
-    let (upstream, running) = sidecar_with(&[]).await;
+    let (upstream, running) = sidecar::echoing(&[]).await;
     let malformed: [&[u8]; 5] = [
         b"GARBAGE\r\n\r\n",
         b"GET /x HTTP/9.9\r\nhost: lanyard\r\n\r\n",
@@ -151,7 +144,7 @@ async fn malformed_request_lines_get_400_and_are_not_forwarded() {
 
 #[tokio::test]
 async fn ambiguous_body_framing_is_refused_before_anything_is_forwarded() {
-    let (upstream, running) = sidecar_with(&[]).await;
+    let (upstream, running) = sidecar::echoing(&[]).await;
     let ambiguous: [&[u8]; 9] = [
         // The classic CL.TE attempt: a front end that trusted
         // Content-Length would forward the trailing request as part of
@@ -213,7 +206,7 @@ async fn ambiguous_body_framing_is_refused_before_anything_is_forwarded() {
 
 #[tokio::test]
 async fn slow_headers_are_cut_off_at_the_header_timeout() {
-    let (upstream, running) = sidecar_with(&[("LANYARD_HEADER_TIMEOUT", "1s")]).await;
+    let (upstream, running) = sidecar::echoing(&[("LANYARD_HEADER_TIMEOUT", "1s")]).await;
 
     // Slowloris: a request head trickled a byte at a time never completes.
     let mut slow = connect(&running).await;
@@ -251,7 +244,7 @@ async fn slow_headers_are_cut_off_at_the_header_timeout() {
 
 #[tokio::test]
 async fn partial_and_idle_http2_prefaces_are_cut_off_at_the_header_timeout() {
-    let (upstream, running) = sidecar_with(&[("LANYARD_HEADER_TIMEOUT", "1s")]).await;
+    let (upstream, running) = sidecar::echoing(&[("LANYARD_HEADER_TIMEOUT", "1s")]).await;
 
     // HTTP/2 with prior knowledge is served.
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
@@ -288,7 +281,7 @@ async fn partial_and_idle_http2_prefaces_are_cut_off_at_the_header_timeout() {
 async fn a_flood_of_idle_connections_is_bounded_and_other_clients_are_served() {
     const LIMIT: usize = 1000;
     const FLOOD: usize = 2500;
-    let (_upstream, running) = sidecar_with(&[
+    let (_upstream, running) = sidecar::echoing(&[
         ("LANYARD_MAX_CONNECTIONS", &LIMIT.to_string()),
         ("LANYARD_HEADER_TIMEOUT", "5s"),
     ])
@@ -338,7 +331,7 @@ const STALLED_BODY: &[u8] = b"POST /upload HTTP/1.1\r\nhost: lanyard\r\ncontent-
 #[tokio::test]
 async fn stalled_bodies_free_their_connection_slots_within_the_body_timeout() {
     const LIMIT: usize = 20;
-    let (upstream, running) = sidecar_with(&[
+    let (upstream, running) = sidecar::echoing(&[
         ("LANYARD_MAX_CONNECTIONS", &LIMIT.to_string()),
         // Room for a loaded machine to open the 21st connection while the
         // 20 still hold their slots.
@@ -395,7 +388,7 @@ impl hyper::body::Body for Stall {
 
 #[tokio::test]
 async fn a_stalled_http2_stream_is_reset_and_the_connection_goes_idle() {
-    let (_upstream, running) = sidecar_with(&[
+    let (_upstream, running) = sidecar::echoing(&[
         ("LANYARD_BODY_TIMEOUT", "1s"),
         ("LANYARD_HEADER_TIMEOUT", "1s"),
     ])
@@ -424,7 +417,7 @@ async fn a_stalled_http2_stream_is_reset_and_the_connection_goes_idle() {
 #[tokio::test]
 async fn a_malformed_chunk_is_the_clients_400_not_an_upstream_error() {
     let (logs, _guard) = support::logs::Logs::capture();
-    let (_upstream, running) = sidecar_with(&[]).await;
+    let (_upstream, running) = sidecar::echoing(&[]).await;
     let answer = exchange(
         &running,
         b"POST /upload HTTP/1.1\r\nhost: lanyard\r\ntransfer-encoding: chunked\r\n\r\n10000000000000005\r\nhello\r\n0\r\n\r\n",
@@ -466,7 +459,7 @@ async fn a_malformed_chunk_is_the_clients_400_not_an_upstream_error() {
 
 #[tokio::test]
 async fn a_client_looping_on_a_path_that_answers_401_cannot_make_the_pod_unready() {
-    let (_upstream, running) = sidecar_with(&[]).await;
+    let (_upstream, running) = sidecar::echoing(&[]).await;
     let readyz = format!("{}/readyz", running.admin);
     for _ in 0..30 {
         assert_eq!(
@@ -486,8 +479,7 @@ async fn a_client_looping_on_a_path_that_answers_401_cannot_make_the_pod_unready
 async fn paths_that_could_leave_the_base_prefix_are_refused() {
     let upstream = TestUpstream::start(None).await;
     let base = format!("{}/prefix", upstream.url);
-    let running = sidecar::start(mock().await, &base, &[]).await;
-    running.ready().await;
+    let running = sidecar::ready_for(&base, &[]).await;
     for path in [
         "/../other",
         "/%2e%2e/other",
@@ -515,8 +507,7 @@ async fn paths_that_could_leave_the_base_prefix_are_refused() {
 async fn dot_segments_hidden_from_a_strict_reading_are_refused_with_one_account() {
     let upstream = TestUpstream::start(None).await;
     let base = format!("{}/prefix", upstream.url);
-    let running = sidecar::start(mock().await, &base, &[]).await;
-    running.ready().await;
+    let running = sidecar::ready_for(&base, &[]).await;
     for path in [
         "/a/..%20/other",
         "/a/%20../other",
@@ -553,7 +544,7 @@ async fn dot_segments_hidden_from_a_strict_reading_are_refused_with_one_account(
 
 #[tokio::test]
 async fn an_absolute_form_target_with_no_path_keeps_its_query() {
-    let (_upstream, running) = sidecar_with(&[]).await;
+    let (_upstream, running) = sidecar::echoing(&[]).await;
     let upstream = running.process.proxy_addr.unwrap();
     let request = format!(
         "GET http://{upstream}?q=1 HTTP/1.1\r\nhost: {upstream}\r\nconnection: close\r\n\r\n"
@@ -565,7 +556,7 @@ async fn an_absolute_form_target_with_no_path_keeps_its_query() {
 
 #[tokio::test]
 async fn probes_answer_while_500_half_open_sockets_from_another_address_sit_on_the_admin_port() {
-    let (_upstream, running) = sidecar_with(&[]).await;
+    let (_upstream, running) = sidecar::echoing(&[]).await;
     let admin = running.process.admin_addr;
     let mut flood = Vec::new();
     for _ in 0..500 {

@@ -9,7 +9,6 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use support::sidecar;
-use support::upstream::TestUpstream;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpSocket;
 use tokio::time::Instant;
@@ -39,9 +38,7 @@ fn queued_on(port: u16) -> Vec<u64> {
 
 #[tokio::test]
 async fn an_answer_its_client_does_not_read_queues_little_in_lanyards_socket() {
-    let upstream = TestUpstream::start(None).await;
-    let running = sidecar::start(support::mock().await, &upstream.url, &[]).await;
-    running.ready().await;
+    let (_upstream, running) = sidecar::echoing(&[]).await;
     let proxy: SocketAddr = running.process.proxy_addr.unwrap();
 
     // A client that means to hold the answer: a small receive buffer, and

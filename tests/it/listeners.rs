@@ -257,9 +257,7 @@ async fn connections_handed_between_proxy_threads_are_answered() {
 
 #[tokio::test]
 async fn probes_are_answered_while_the_starting_thread_is_busy() {
-    let upstream = TestUpstream::start(None).await;
-    let running = sidecar::start(support::mock().await, &upstream.url, &[]).await;
-    running.ready().await;
+    let (_upstream, running) = sidecar::echoing(&[]).await;
     let admin = running.process.admin_addr;
 
     // This test's runtime carries the token refresher, as lanyard's main

@@ -50,6 +50,12 @@ impl Provider {
         send(Method::GET, &self.url(path), &[], Bytes::new()).await
     }
 
+    /// The admin listener's `/metrics` page.
+    pub(crate) async fn metrics(&self) -> String {
+        let url = format!("{}/metrics", self.running.admin);
+        support::text(&send(Method::GET, &url, &[], Bytes::new()).await.body)
+    }
+
     /// The authorization endpoint's answer to `query`.
     pub(crate) async fn authorize(&self, query: &str) -> Answer {
         self.get(&format!("/authorize?{query}")).await
@@ -168,14 +174,7 @@ async fn a_login_gives_the_shop_an_id_token_over_the_presented_claims_once() {
         (again.status.as_u16(), again.json()["error"].clone()),
         (400, "invalid_grant".into())
     );
-    let metrics = send(
-        Method::GET,
-        &format!("{}/metrics", provider.running.admin),
-        &[],
-        Bytes::new(),
-    )
-    .await;
-    let metrics = support::text(&metrics.body);
+    let metrics = provider.metrics().await;
     for line in [
         "lanyard_oidc_authorizations_total{client_id=\"shop\",outcome=\"verified\"} 1",
         "lanyard_oidc_tokens_total{client_id=\"shop\"} 1",
@@ -484,23 +483,15 @@ async fn an_authorization_request_may_be_posted_and_discovery_is_preflighted() {
     assert!(head.body.is_empty());
 }
 
-/// The page may ask for a login's ending again and again (a reload, a
-/// second tab), and gets a code each time: they are one authorization,
-/// redeemed once, not one each.
-#[tokio::test]
-async fn every_code_of_one_login_is_one_authorization() {
-    let provider = Provider::start(&[]).await;
-    let page = provider.authorize(&shop_query("")).await;
+/// The page's login up to the wallet's presentation; the browser and the
+/// session's status URL.
+pub(crate) async fn presented(provider: &Provider, query: &str) -> (Browser, String) {
+    let page = provider.authorize(query).await;
+    let sealed = sealed_request(&page);
     let mut browser = Browser::default();
+    let url = provider.url(&format!("/api/start?authorization={}", enc(&sealed)));
     let started = browser
-        .request(
-            Method::POST,
-            &provider.url(&format!(
-                "/api/start?authorization={}",
-                enc(&sealed_request(&page))
-            )),
-            &[("content-type", "application/json")],
-        )
+        .request(Method::POST, &url, &[("content-type", "application/json")])
         .await;
     let set = started.headers["set-cookie"].to_str().unwrap();
     browser.cookie = Some(set.split(';').next().unwrap().to_string());
@@ -514,6 +505,16 @@ async fn every_code_of_one_login_is_one_authorization() {
         200
     );
     let status = provider.url(&format!("/api/status?transactionId={}", session.handle));
+    (browser, status)
+}
+
+/// The page may ask for a login's ending again and again (a reload, a
+/// second tab), and gets a code each time: they are one authorization,
+/// redeemed once, not one each.
+#[tokio::test]
+async fn every_code_of_one_login_is_one_authorization() {
+    let provider = Provider::start(&[]).await;
+    let (browser, status) = presented(&provider, &shop_query("")).await;
     let mut codes = Vec::new();
     while codes.len() < 3 {
         let answer = browser.request(Method::GET, &status, &[]).await.json();

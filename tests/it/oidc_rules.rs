@@ -7,8 +7,6 @@
 //! refuses a rule path that is not made of path segments. A login shown
 //! on one replica and ended on another is in `oidc_replicas`.
 
-use bytes::Bytes;
-use http::Method;
 use serde_json::Value;
 
 use crate::oidc::{Provider, login};
@@ -16,7 +14,6 @@ use crate::support::relying_party::{
     self, AGE_RULE, BANK_CB, CHALLENGE, ISSUER, KYC_RULE, SECRET, SHOP_CB, basic, code_of, enc,
     param, params_of, shop_query,
 };
-use crate::support::sidecar::send;
 use crate::support::verifier::{PROJECT, RULE};
 use crate::support::{self, lanyard, text};
 
@@ -113,7 +110,7 @@ async fn a_login_per_scope_starts_its_rule_and_carries_only_its_claims() {
         ]
     );
 
-    let metrics = provider_metrics(&provider).await;
+    let metrics = provider.metrics().await;
     for line in [
         "lanyard_oidc_authorizations_total{client_id=\"shop\",outcome=\"verified\"} 2",
         "lanyard_oidc_authorizations_total{client_id=\"bank\",outcome=\"verified\"} 1",
@@ -123,11 +120,6 @@ async fn a_login_per_scope_starts_its_rule_and_carries_only_its_claims() {
     ] {
         assert!(metrics.contains(line), "{line} not in\n{metrics}");
     }
-}
-
-async fn provider_metrics(provider: &Provider) -> String {
-    let url = format!("{}/metrics", provider.running.admin);
-    text(&send(Method::GET, &url, &[], Bytes::new()).await.body)
 }
 
 #[tokio::test]
@@ -167,7 +159,7 @@ async fn two_rule_scopes_or_one_the_client_lacks_is_invalid_scope() {
     // An unknown client makes no series of its own.
     let intruder = shop_query("").replace("client_id=shop", "client_id=intruder-7f3a");
     assert_eq!(provider.authorize(&intruder).await.status, 400);
-    let metrics = provider_metrics(&provider).await;
+    let metrics = provider.metrics().await;
     for line in [
         "lanyard_oidc_refusals_total{client_id=\"shop\",reason=\"invalid_scope\"} 1",
         "lanyard_oidc_refusals_total{client_id=\"bank\",reason=\"invalid_scope\"} 1",

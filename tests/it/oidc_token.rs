@@ -15,14 +15,14 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
-use crate::oidc::{Provider, login};
+use crate::oidc::{Provider, login, presented};
 use crate::support;
 use crate::support::relying_party::{
     self, CHALLENGE, ISSUER, LEGACY_CB, SECRET, SPA_CB, VERIFIER, basic, code_of, enc, param,
     params_of, shop_form, shop_query,
 };
 use crate::support::sidecar::{Answer, send};
-use crate::support::verifier::{Browser, Session};
+use crate::support::verifier::Browser;
 
 /// The origin of the public client's redirect URI ([`SPA_CB`]).
 const SPA_ORIGIN: &str = "http://127.0.0.1:3000";
@@ -165,14 +165,7 @@ async fn wrong_secrets_from_one_address_are_throttled_and_the_right_one_from_ano
     let elsewhere: IpAddr = "127.0.0.2".parse().unwrap();
     let tokens = send_from(elsewhere, &url, &form, &[("authorization", &right)]).await;
     assert_eq!(tokens.status, 200, "{}", support::text(&tokens.body));
-    let metrics = send(
-        Method::GET,
-        &format!("{}/metrics", provider.running.admin),
-        &[],
-        Bytes::new(),
-    )
-    .await;
-    let metrics = support::text(&metrics.body);
+    let metrics = provider.metrics().await;
     let line = "lanyard_oidc_refusals_total{client_id=\"shop\",reason=\"client_auth_throttled\"} ";
     let count: u64 = metrics
         .lines()
@@ -181,31 +174,6 @@ async fn wrong_secrets_from_one_address_are_throttled_and_the_right_one_from_ano
         .parse()
         .unwrap();
     assert_eq!(count, throttled + 1);
-}
-
-/// The page's login up to the wallet's presentation; the browser and the
-/// session's status URL.
-async fn presented(provider: &Provider, query: &str) -> (Browser, String) {
-    let page = provider.authorize(query).await;
-    let sealed = relying_party::sealed_request(&page);
-    let mut browser = Browser::default();
-    let url = provider.url(&format!("/api/start?authorization={}", enc(&sealed)));
-    let started = browser
-        .request(Method::POST, &url, &[("content-type", "application/json")])
-        .await;
-    let set = started.headers["set-cookie"].to_str().unwrap();
-    browser.cookie = Some(set.split(';').next().unwrap().to_string());
-    let session = Session::of(&started.json());
-    let present = provider
-        .running
-        .mock
-        .wallet_present_url(&session.service_id);
-    assert_eq!(
-        send(Method::POST, &present, &[], Bytes::new()).await.status,
-        200
-    );
-    let status = provider.url(&format!("/api/status?transactionId={}", session.handle));
-    (browser, status)
 }
 
 /// The page's poll until it is sent on; the redirect.

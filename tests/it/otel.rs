@@ -211,6 +211,52 @@ async fn get_in_the_apps_trace(proxy: &str) -> (serde_json::Value, String) {
     (echo["headers"].clone(), token)
 }
 
+/// The first token request's span: its outcome and generation, and a
+/// trace the token endpoint continued.
+fn assert_token_request_span(spans: &[Span], mock: &lanyard::mock::MockService) {
+    let token_request = spans.iter().find(|s| s.name == "token request").unwrap();
+    assert_eq!(
+        attribute(&token_request.attributes, "lanyard.token.outcome"),
+        Some(&text("success"))
+    );
+    assert_eq!(
+        attribute(&token_request.attributes, "lanyard.token.generation"),
+        Some(&Value::IntValue(1))
+    );
+    assert!(token_request.end_time_unix_nano > token_request.start_time_unix_nano);
+    // The token endpoint's trace continues a token request's span (the
+    // latest granted: one, unless a renewal came meanwhile).
+    let sent = mock.last_accepted().unwrap().traceparent.unwrap();
+    let parts: Vec<&str> = sent.split('-').collect();
+    let continued = spans.iter().any(|s| {
+        s.name == "token request"
+            && (hex(&s.trace_id), hex(&s.span_id)) == (parts[1].into(), parts[2].into())
+    });
+    assert!(continued, "{sent} continues no token request span");
+}
+
+/// Not a byte of a secret in anything `collector` was sent, up to the
+/// exit's flush: the token, an assertion (a JWT), the key, the query.
+fn assert_nothing_secret_exported(collector: &mut Collector, token: &str) {
+    collector.take_the_rest();
+    let raw = String::from_utf8_lossy(&collector.raw).into_owned();
+    let key = support::fixture("rsa2048.pkcs8.pem");
+    let key_lines = key.lines().filter(|line| !line.starts_with("-----"));
+    for secret in [
+        token,
+        "eyJ",
+        "PRIVATE KEY",
+        QUERY_SECRET,
+        "email",
+        "someone",
+    ]
+    .into_iter()
+    .chain(key_lines)
+    {
+        assert!(!raw.contains(secret), "exported: {secret}");
+    }
+}
+
 #[tokio::test]
 async fn the_proxied_request_continues_the_apps_trace_and_the_upstream_gets_lanyards_span() {
     let mut collector = Collector::start(None).await;
@@ -263,25 +309,7 @@ async fn the_proxied_request_continues_the_apps_trace_and_the_upstream_gets_lany
     assert_eq!(upstream_saw["tracestate"][0], "vendor=abc");
     assert_eq!(upstream_saw["baggage"][0], "user.tier=gold");
 
-    let token_request = spans.iter().find(|s| s.name == "token request").unwrap();
-    assert_eq!(
-        attribute(&token_request.attributes, "lanyard.token.outcome"),
-        Some(&text("success"))
-    );
-    assert_eq!(
-        attribute(&token_request.attributes, "lanyard.token.generation"),
-        Some(&Value::IntValue(1))
-    );
-    assert!(token_request.end_time_unix_nano > token_request.start_time_unix_nano);
-    // The token endpoint's trace continues a token request's span (the
-    // latest granted: one, unless a renewal came meanwhile).
-    let sent = lanyard.mock.last_accepted().unwrap().traceparent.unwrap();
-    let parts: Vec<&str> = sent.split('-').collect();
-    let continued = spans.iter().any(|s| {
-        s.name == "token request"
-            && (hex(&s.trace_id), hex(&s.span_id)) == (parts[1].into(), parts[2].into())
-    });
-    assert!(continued, "{sent} continues no token request span");
+    assert_token_request_span(&spans, &lanyard.mock);
 
     let resource = exports[0].request.resource_spans[0]
         .resource
@@ -305,25 +333,7 @@ async fn the_proxied_request_continues_the_apps_trace_and_the_upstream_gets_lany
         !log.contains("collector-key"),
         "the collector's key, logged"
     );
-    // Not a byte of a secret in anything exported, up to the exit's flush:
-    // the token, an assertion (a JWT), the key, the query.
-    collector.take_the_rest();
-    let raw = String::from_utf8_lossy(&collector.raw).into_owned();
-    let key = support::fixture("rsa2048.pkcs8.pem");
-    let key_lines = key.lines().filter(|line| !line.starts_with("-----"));
-    for secret in [
-        token.as_str(),
-        "eyJ",
-        "PRIVATE KEY",
-        QUERY_SECRET,
-        "email",
-        "someone",
-    ]
-    .into_iter()
-    .chain(key_lines)
-    {
-        assert!(!raw.contains(secret), "exported: {secret}");
-    }
+    assert_nothing_secret_exported(&mut collector, &token);
 }
 
 #[tokio::test]

@@ -18,9 +18,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, StatusCode};
-use support::raw::{RawUpstream, Served};
+use support::raw::{RawUpstream, Served, read_head};
 use support::sidecar::{self, get, send};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::{Barrier, mpsc};
 use tokio::task::JoinSet;
@@ -162,26 +162,6 @@ async fn head_answers_return_their_upstream_connection_to_the_pool() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_content_answers_return_their_upstream_connection_to_the_pool() {
     bodiless_answers_share_one_connection(Method::GET, "/no-content", StatusCode::NO_CONTENT).await;
-}
-
-/// Reads from `stream` until a response head has arrived, and returns it.
-async fn read_head(stream: &mut TcpStream) -> String {
-    let mut received = Vec::new();
-    let mut chunk = [0u8; 8192];
-    loop {
-        if let Some(end) = received.windows(4).position(|w| w == b"\r\n\r\n") {
-            return String::from_utf8_lossy(&received[..end]).into_owned();
-        }
-        let n = tokio::time::timeout(PROMPTLY, stream.read(&mut chunk))
-            .await
-            .expect("response head in time")
-            .expect("the sidecar's connection is readable");
-        assert!(
-            n > 0,
-            "the sidecar closed before a whole head: {received:?}"
-        );
-        received.extend_from_slice(&chunk[..n]);
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

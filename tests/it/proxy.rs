@@ -14,55 +14,9 @@ use support::sidecar::{self, get, send};
 use support::tls::TestCa;
 use support::upstream::TestUpstream;
 use support::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 const RULE: &str = "2b0c1a7e-5d4f-4e3a-8b2c-1d0e9f8a7b6c";
-
-async fn echo_sidecar(extra: &[(&str, &str)]) -> (TestUpstream, sidecar::Running) {
-    let upstream = TestUpstream::start(None).await;
-    let running = sidecar::start(mock().await, &upstream.url, extra).await;
-    running.ready().await;
-    (upstream, running)
-}
-
-/// Sends raw bytes and returns the status line and the rest of the head.
-async fn raw(addr: &str, request: &str) -> String {
-    let addr = addr.trim_start_matches("http://");
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut buf = vec![0u8; 4096];
-    let mut head = Vec::new();
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = stream.read(&mut buf).await.unwrap();
-        if n == 0 {
-            break;
-        }
-        head.extend_from_slice(&buf[..n]);
-    }
-    String::from_utf8_lossy(&head).into_owned()
-}
-
-/// Sends a raw request that ends with `Connection: close`, reads the
-/// answer to the end, and returns its head and body (the proxy sends a
-/// sized body, never chunked, for the echo's JSON).
-async fn raw_to_end(addr: &str, request: &str) -> (String, Vec<u8>) {
-    let addr = addr.trim_start_matches("http://");
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut all = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut all))
-        .await
-        .expect("the proxy answers and closes")
-        .unwrap();
-    let split = all
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("a whole head");
-    (
-        String::from_utf8_lossy(&all[..split]).into_owned(),
-        all[split + 4..].to_vec(),
-    )
-}
 
 fn header_values(echo: &serde_json::Value, name: &str) -> Vec<String> {
     echo["headers"][name]
@@ -73,7 +27,7 @@ fn header_values(echo: &serde_json::Value, name: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn incoming_authorization_is_replaced_with_the_held_token() {
-    let (_upstream, running) = echo_sidecar(&[]).await;
+    let (_upstream, running) = sidecar::echoing(&[]).await;
     let answer = send(
         Method::GET,
         &format!("{}/whoami", running.proxy),
@@ -95,7 +49,7 @@ async fn incoming_authorization_is_replaced_with_the_held_token() {
 
 #[tokio::test]
 async fn hop_by_hop_headers_are_dropped_and_others_kept() {
-    let (upstream, running) = echo_sidecar(&[]).await;
+    let (upstream, running) = sidecar::echoing(&[]).await;
     // Raw, since an HTTP client would not send most of these itself.
     let request = "GET /h HTTP/1.1\r\n\
          Host: app.internal\r\n\
@@ -121,13 +75,13 @@ async fn hop_by_hop_headers_are_dropped_and_others_kept() {
     ];
     // Sent to the upstream directly, every one of them arrives: the echo
     // would show them.
-    let (_, body) = raw_to_end(&upstream.url, request).await;
+    let (_, body) = raw::to_end(&upstream.url, request).await;
     let direct: serde_json::Value = serde_json::from_slice(&body).unwrap();
     for name in HOP_BY_HOP {
         assert!(!header_values(&direct, name).is_empty(), "{name}: {direct}");
     }
 
-    let (head, body) = raw_to_end(&running.proxy, request).await;
+    let (head, body) = raw::to_end(&running.proxy, request).await;
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     let echo: serde_json::Value = serde_json::from_slice(&body).unwrap();
     for gone in HOP_BY_HOP {
@@ -142,7 +96,7 @@ async fn hop_by_hop_headers_are_dropped_and_others_kept() {
 
 #[tokio::test]
 async fn host_is_the_upstreams() {
-    let (upstream, running) = echo_sidecar(&[]).await;
+    let (upstream, running) = sidecar::echoing(&[]).await;
     let answer = send(
         Method::GET,
         &format!("{}/h", running.proxy),
@@ -160,8 +114,7 @@ async fn host_is_the_upstreams() {
 async fn path_and_query_join_the_base_url_prefix() {
     let upstream = TestUpstream::start(None).await;
     let base = format!("{}/base/v1/", upstream.url);
-    let running = sidecar::start(mock().await, &base, &[]).await;
-    running.ready().await;
+    let running = sidecar::ready_for(&base, &[]).await;
     let answer = get(&format!("{}/items/42?expand=true&x=%20y", running.proxy)).await;
     assert_eq!(
         answer.json()["path"],
@@ -171,17 +124,26 @@ async fn path_and_query_join_the_base_url_prefix() {
     assert_eq!(answer.json()["path"], "/base/v1/");
 }
 
+/// Sends `request` as written: lanyard answers `status` with `error`,
+/// and nothing reaches the upstream.
+async fn refused_as_written(
+    upstream: &TestUpstream,
+    running: &sidecar::Running,
+    request: &str,
+    status: &str,
+    error: &str,
+) {
+    let head = raw::head_of(&running.proxy, request).await;
+    assert!(head.starts_with(&format!("HTTP/1.1 {status}")), "{head}");
+    assert!(head.contains(&format!("lanyard-error: {error}")), "{head}");
+    assert_eq!(upstream.requests(), 0);
+}
+
 #[tokio::test]
 async fn absolute_form_for_another_host_is_refused_and_not_forwarded() {
-    let (upstream, running) = echo_sidecar(&[]).await;
-    let head = raw(
-        &running.proxy,
-        "GET http://evil.example.com/steal HTTP/1.1\r\nHost: evil.example.com\r\n\r\n",
-    )
-    .await;
-    assert!(head.starts_with("HTTP/1.1 400"), "{head}");
-    assert!(head.contains("lanyard-error: forbidden_target"), "{head}");
-    assert_eq!(upstream.requests(), 0);
+    let (upstream, running) = sidecar::echoing(&[]).await;
+    let steal = "GET http://evil.example.com/steal HTTP/1.1\r\nHost: evil.example.com\r\n\r\n";
+    refused_as_written(&upstream, &running, steal, "400", "forbidden_target").await;
 
     // Absolute form naming the upstream itself is fine.
     let request = format!(
@@ -189,7 +151,7 @@ async fn absolute_form_for_another_host_is_refused_and_not_forwarded() {
         port = upstream.addr.port()
     );
     assert!(
-        raw(&running.proxy, &request)
+        raw::head_of(&running.proxy, &request)
             .await
             .starts_with("HTTP/1.1 200")
     );
@@ -197,31 +159,32 @@ async fn absolute_form_for_another_host_is_refused_and_not_forwarded() {
 
 #[tokio::test]
 async fn connect_is_refused_and_not_forwarded() {
-    let (upstream, running) = echo_sidecar(&[]).await;
-    let head = raw(
-        &running.proxy,
-        "CONNECT evil.example.com:443 HTTP/1.1\r\nHost: evil.example.com:443\r\n\r\n",
-    )
-    .await;
-    assert!(head.starts_with("HTTP/1.1 405"), "{head}");
-    assert!(head.contains("lanyard-error: method_not_allowed"), "{head}");
-    assert_eq!(upstream.requests(), 0);
+    let (upstream, running) = sidecar::echoing(&[]).await;
+    let connect = "CONNECT evil.example.com:443 HTTP/1.1\r\nHost: evil.example.com:443\r\n\r\n";
+    refused_as_written(&upstream, &running, connect, "405", "method_not_allowed").await;
 }
 
-#[tokio::test]
-async fn no_token_is_token_unavailable_and_nothing_is_forwarded() {
-    let upstream = TestUpstream::start(None).await;
+/// A sidecar whose token endpoint answers `status` to its first `times`
+/// requests, once it has made its first attempt.
+async fn after_a_failed_attempt(upstream: &str, status: u16, times: usize) -> sidecar::Running {
     let mock = mock().await;
-    for _ in 0..5 {
-        mock.push_fault(Fault::server_error(503));
+    for _ in 0..times {
+        mock.push_fault(Fault::server_error(status));
     }
-    let running = sidecar::start(mock, &upstream.url, &[]).await;
+    let running = sidecar::start(mock, upstream, &[]).await;
     wait_for(
         &mut running.process.default_tokens().state(),
         Duration::from_secs(5),
         |s| s.attempts >= 1,
     )
     .await;
+    running
+}
+
+#[tokio::test]
+async fn no_token_is_token_unavailable_and_nothing_is_forwarded() {
+    let upstream = TestUpstream::start(None).await;
+    let running = after_a_failed_attempt(&upstream.url, 503, 5).await;
     let answer = get(&format!("{}/x", running.proxy)).await;
     assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(answer.headers["lanyard-error"], "token_unavailable");
@@ -254,7 +217,7 @@ async fn unreachable_upstream_is_502_with_a_fixed_message() {
 
 #[tokio::test]
 async fn slow_upstream_is_504() {
-    let (_upstream, running) = echo_sidecar(&[("LANYARD_UPSTREAM_TIMEOUT", "200ms")]).await;
+    let (_upstream, running) = sidecar::echoing(&[("LANYARD_UPSTREAM_TIMEOUT", "200ms")]).await;
     let answer = get(&format!("{}/slow?ms=5000", running.proxy)).await;
     assert_eq!(answer.status, StatusCode::GATEWAY_TIMEOUT);
     assert_eq!(answer.headers["lanyard-error"], "upstream_timeout");
@@ -315,7 +278,7 @@ async fn tls_upstream_with_an_unknown_ca_is_upstream_tls() {
 
 #[tokio::test]
 async fn upstream_403_is_passed_through_and_counted() {
-    let (_upstream, running) = echo_sidecar(&[]).await;
+    let (_upstream, running) = sidecar::echoing(&[]).await;
     for _ in 0..3 {
         let answer = get(&format!("{}/status/403", running.proxy)).await;
         assert_eq!(answer.status, StatusCode::FORBIDDEN);
@@ -450,15 +413,7 @@ async fn forbidden_project_is_passed_through_with_the_services_reason() {
 #[tokio::test]
 async fn readiness_waits_for_the_first_token() {
     let upstream = TestUpstream::start(None).await;
-    let mock = mock().await;
-    mock.push_fault(Fault::server_error(500));
-    let running = sidecar::start(mock, &upstream.url, &[]).await;
-    wait_for(
-        &mut running.process.default_tokens().state(),
-        Duration::from_secs(5),
-        |s| s.attempts >= 1,
-    )
-    .await;
+    let running = after_a_failed_attempt(&upstream.url, 500, 1).await;
     let answer = get(&format!("{}/readyz", running.admin)).await;
     assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
     let reason = answer.json();
@@ -522,7 +477,7 @@ async fn readiness_is_lost_when_the_token_expires_unrenewed() {
 
 #[tokio::test]
 async fn metrics_are_exported_under_the_contract_names_and_pass_promtool() {
-    let (_upstream, running) = echo_sidecar(&[]).await;
+    let (_upstream, running) = sidecar::echoing(&[]).await;
     get(&format!("{}/x", running.proxy)).await;
     get(&format!("{}/status/403", running.proxy)).await;
     let answer = get(&format!("{}/metrics", running.admin)).await;
@@ -599,7 +554,7 @@ async fn metrics_are_exported_under_the_contract_names_and_pass_promtool() {
 
 #[tokio::test]
 async fn upstream_rejecting_every_token_does_not_hammer_the_token_endpoint() {
-    let (_upstream, running) = echo_sidecar(&[]).await;
+    let (_upstream, running) = sidecar::echoing(&[]).await;
     for _ in 0..20 {
         let answer = get(&format!("{}/status/401", running.proxy)).await;
         assert_eq!(answer.status, StatusCode::UNAUTHORIZED);

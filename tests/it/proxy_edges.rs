@@ -11,7 +11,6 @@ use http::StatusCode;
 use support::logs::Logs;
 use support::sidecar::{self, get};
 use support::upstream::TestUpstream;
-use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -204,12 +203,6 @@ impl RawUpstream {
     }
 }
 
-async fn sidecar_before(upstream: &str) -> sidecar::Running {
-    let running = sidecar::start(mock().await, upstream, &[]).await;
-    running.ready().await;
-    running
-}
-
 fn echoed(echo: &serde_json::Value, name: &str) -> Vec<String> {
     echo["headers"][name]
         .as_array()
@@ -232,7 +225,7 @@ async fn hop_by_hop_headers_of_the_upstreams_answer_do_not_reach_the_client() {
          ok",
     )
     .await;
-    let running = sidecar_before(&upstream.url).await;
+    let running = sidecar::ready_for(&upstream.url, &[]).await;
 
     let mut client = Wire::connect(&running.proxy).await;
     client
@@ -261,7 +254,7 @@ async fn options_asterisk_is_forwarded_to_the_base_path_itself() {
         (upstream.url.clone(), "/"),
         (format!("{}/base/v1/", upstream.url), "/base/v1/"),
     ] {
-        let running = sidecar_before(&base).await;
+        let running = sidecar::ready_for(&base, &[]).await;
         let mut client = Wire::connect(&running.proxy).await;
         client
             .send(b"OPTIONS * HTTP/1.1\r\nHost: app.internal\r\n\r\n")
@@ -279,7 +272,7 @@ async fn options_asterisk_is_forwarded_to_the_base_path_itself() {
 async fn expect_100_continue_gets_the_interim_answer_and_the_body_arrives_whole() {
     let mut upstream =
         RawUpstream::start("HTTP/1.1 201 Created\r\nContent-Length: 4\r\n\r\ndone").await;
-    let running = sidecar_before(&upstream.url).await;
+    let running = sidecar::ready_for(&upstream.url, &[]).await;
 
     let mut client = Wire::connect(&running.proxy).await;
     client
@@ -314,7 +307,7 @@ async fn expect_100_continue_gets_the_interim_answer_and_the_body_arrives_whole(
 #[tokio::test]
 async fn a_websocket_upgrade_is_not_tunnelled_but_answered_as_plain_http() {
     let upstream = TestUpstream::start(None).await;
-    let running = sidecar_before(&upstream.url).await;
+    let running = sidecar::ready_for(&upstream.url, &[]).await;
 
     let mut client = Wire::connect(&running.proxy).await;
     client
@@ -355,7 +348,7 @@ const HINT: &str = "the service answered 403";
 async fn the_403_hint_is_logged_once_for_a_burst_while_every_403_is_counted() {
     let (logs, _guard) = Logs::capture();
     let upstream = TestUpstream::start(None).await;
-    let running = sidecar_before(&upstream.url).await;
+    let running = sidecar::ready_for(&upstream.url, &[]).await;
     let forbidden = format!("{}/status/403", running.proxy);
     let forbidden_total = || running.process.metrics.upstream_forbidden.get();
 

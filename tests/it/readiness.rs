@@ -102,6 +102,34 @@ struct Poll {
     failed_after: u32,
 }
 
+/// `/readyz` at the first poll that saw a renewal fail: not ready, the
+/// renewal failing and overdue, the error named.
+fn assert_first_failure(body: &Value) {
+    // The first failure comes 1-4 s before the retirement.
+    assert_eq!(body["reason"], FAILING, "{body}");
+    assert!(secs_left(body) < 4, "{body}");
+    let renewal = &body["renewal"];
+    assert_eq!(renewal["state"], "failing", "{body}");
+    assert_eq!(renewal["on_course"], false, "{body}");
+    assert!(
+        renewal["failures_since_due"].as_u64().unwrap() >= 1,
+        "{body}"
+    );
+    assert!(renewal["due_in_s"].as_f64().unwrap() <= 0.0, "{body}");
+    assert!(
+        body["consecutive_failures"].as_u64().unwrap() >= 1,
+        "{body}"
+    );
+    assert_eq!(
+        body["last_error"], "the token endpoint failed: HTTP 503",
+        "{body}"
+    );
+    assert!(
+        renewal["next_attempt_in_s"].is_number() || renewal["in_flight"] == true,
+        "{body}"
+    );
+}
+
 #[tokio::test]
 async fn short_tokens_turn_unready_at_the_first_failed_renewal() {
     let running = sidecar_with_tokens_of(20).await;
@@ -148,30 +176,7 @@ async fn short_tokens_turn_unready_at_the_first_failed_renewal() {
         .iter()
         .find(|p| p.failed_before > 0)
         .expect("a renewal failed");
-    let body = &first.body;
-    // The first failure comes 1-4 s before the retirement.
-    assert_eq!(body["reason"], FAILING, "{body}");
-    assert!(secs_left(body) < 4, "{body}");
-    let renewal = &body["renewal"];
-    assert_eq!(renewal["state"], "failing", "{body}");
-    assert_eq!(renewal["on_course"], false, "{body}");
-    assert!(
-        renewal["failures_since_due"].as_u64().unwrap() >= 1,
-        "{body}"
-    );
-    assert!(renewal["due_in_s"].as_f64().unwrap() <= 0.0, "{body}");
-    assert!(
-        body["consecutive_failures"].as_u64().unwrap() >= 1,
-        "{body}"
-    );
-    assert_eq!(
-        body["last_error"], "the token endpoint failed: HTTP 503",
-        "{body}"
-    );
-    assert!(
-        renewal["next_attempt_in_s"].is_number() || renewal["in_flight"] == true,
-        "{body}"
-    );
+    assert_first_failure(&first.body);
 
     // The endpoint comes back: retries are at most 15 s apart with no
     // token held, and the first success makes the pod ready again.

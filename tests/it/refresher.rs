@@ -301,12 +301,7 @@ async fn renewal_happens_before_expiry_against_the_mock() {
     // Renewal comes after 2.8-3.4 s, leaving a margin for a loaded machine.
     mock.set_expires_in(Some(4));
     let dir = tempfile::tempdir().unwrap();
-    let access = access(&settings(&mock, dir.path(), &[]));
-    let (handle, _task) = spawn(
-        access.exchanger,
-        RefreshPolicy::default(),
-        Metrics::unregistered(),
-    );
+    let (handle, _task) = against_the_mock(&mock, dir.path());
     let first = handle.first_outcome().await.unwrap();
     wait_for(&mut handle.state(), Duration::from_secs(10), |s| {
         s.generation >= 2

@@ -6,7 +6,6 @@ use crate::support;
 use bytes::Bytes;
 use http::{Request, StatusCode};
 use support::sidecar;
-use support::upstream::TestUpstream;
 use tokio::net::TcpStream;
 
 /// An HTTP/2 client may send at most one window of a request body (RFC
@@ -18,9 +17,7 @@ use tokio::net::TcpStream;
 #[tokio::test]
 async fn an_http2_request_body_is_taken_one_window_at_a_time_and_arrives_whole() {
     const BODY: usize = 1 << 20;
-    let upstream = TestUpstream::start(None).await;
-    let running = sidecar::start(support::mock().await, &upstream.url, &[]).await;
-    running.ready().await;
+    let (_upstream, running) = sidecar::echoing(&[]).await;
     let tcp = TcpStream::connect(running.process.proxy_addr.unwrap())
         .await
         .unwrap();

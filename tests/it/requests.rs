@@ -94,9 +94,7 @@ impl hyper::body::Body for ChannelBody {
 
 #[tokio::test]
 async fn te_trailers_is_forwarded_and_other_te_values_are_not() {
-    let upstream = TestUpstream::start(None).await;
-    let running = sidecar::start(mock().await, &upstream.url, &[]).await;
-    running.ready().await;
+    let (_upstream, running) = sidecar::echoing(&[]).await;
     for (te, forwarded) in [
         ("trailers", Some("trailers")),
         ("gzip", None),
@@ -120,9 +118,7 @@ async fn te_trailers_is_forwarded_and_other_te_values_are_not() {
 
 #[tokio::test]
 async fn trace_is_refused_and_never_forwarded() {
-    let upstream = TestUpstream::start(None).await;
-    let running = sidecar::start(mock().await, &upstream.url, &[]).await;
-    running.ready().await;
+    let (upstream, running) = sidecar::echoing(&[]).await;
     let answer = send(
         Method::TRACE,
         &format!("{}/echo", running.proxy),

@@ -6,9 +6,13 @@
 //! admin listener caps each address and keeps answering its probes; a
 //! start whose body never comes is closed early and still spends the
 //! client's starts; and one verified answer is shared by every stream
-//! that polls it.
+//! that polls it. The admin listener's floods are in `slow_clients/admin.rs`.
 
 use crate::support;
+
+// Cargo builds only the files directly under `tests/` as test crates;
+// these are modules of this one.
+mod admin;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
@@ -18,16 +22,16 @@ use h2::Reason;
 use http::Method;
 use http_body_util::BodyExt;
 use support::flood::{
-    NEIGHBOUR, PROMPTLY, allow_sockets, connect_from, exchange, half_open, metric, until_closed,
-    until_metric,
+    NEIGHBOUR, PROMPTLY, allow_sockets, connect_from, exchange, half_open, metric, non_reader,
+    stalled_after, until_closed, until_metric,
 };
-use support::h2raw::{ZeroWindow, any_closed};
+use support::h2raw::{ZeroWindow, any_closed, assert_one_byte_then_cancelled};
 use support::raw::RawUpstream;
 use support::sidecar;
 use support::upstream::TestUpstream;
 use support::verifier::{self, Browser};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
@@ -113,6 +117,28 @@ async fn h2_get(source: IpAddr, to: SocketAddr, path: &str) -> u16 {
     status
 }
 
+/// A verifier with `LANYARD_SEND_TIMEOUT` at `timeout`, and the address
+/// it listens on.
+async fn verifier_sending_within(timeout: &str) -> (verifier::Running, SocketAddr) {
+    let send_timeout = [("LANYARD_SEND_TIMEOUT", timeout)];
+    let running = verifier::start(support::mock().await, None, &send_timeout).await;
+    let addr = running.process.verifier_addr.unwrap();
+    (running, addr)
+}
+
+/// Each stream in `ended` was reset by lanyard (CANCEL), none before
+/// `timeout` (the first request plus the send timeout).
+fn assert_cancelled_after(ended: &[(Option<Reason>, Instant)], timeout: Instant) {
+    for (reason, at) in ended {
+        assert_eq!(*reason, Some(Reason::CANCEL), "lanyard reset the stream");
+        assert!(
+            *at >= timeout,
+            "a stream reset {:?} before the send timeout",
+            timeout - *at
+        );
+    }
+}
+
 #[tokio::test]
 async fn verifier_streams_held_at_a_zero_window_are_reset_while_others_are_served() {
     const SEND_TIMEOUT: Duration = Duration::from_secs(2);
@@ -123,13 +149,7 @@ async fn verifier_streams_held_at_a_zero_window_are_reset_while_others_are_serve
     const CONNECTIONS_EACH: usize = 6;
     const STREAMS_EACH: usize = 8;
     const STREAMS: usize = HOLDERS.len() * CONNECTIONS_EACH * STREAMS_EACH;
-    let running = verifier::start(
-        support::mock().await,
-        None,
-        &[("LANYARD_SEND_TIMEOUT", "2s")],
-    )
-    .await;
-    let addr = running.process.verifier_addr.unwrap();
+    let (running, addr) = verifier_sending_within("2s").await;
     let mut neighbour = served_neighbour(addr).await;
 
     // No stream's timer can start before this.
@@ -173,14 +193,7 @@ async fn verifier_streams_held_at_a_zero_window_are_reset_while_others_are_serve
             ),
         }
     }
-    for (reason, at) in &ended {
-        assert_eq!(*reason, Some(Reason::CANCEL), "lanyard reset the stream");
-        assert!(
-            *at >= began + SEND_TIMEOUT,
-            "a stream reset {:?} after the first request, before the send timeout",
-            *at - began
-        );
-    }
+    assert_cancelled_after(&ended, began + SEND_TIMEOUT);
     assert_eq!(
         metric(&running.admin, STALLED_VERIFIER).await,
         STREAMS as f64,
@@ -236,13 +249,6 @@ async fn at_the_verifier_limit_a_connection_held_at_a_zero_window_gives_way() {
     assert_eq!(metric(&running.admin, STALLED_VERIFIER).await, 0.0);
 }
 
-/// A sidecar in front of `upstream`, with its first token.
-async fn sidecar_for(upstream: &str, extra: &[(&str, &str)]) -> sidecar::Running {
-    let running = sidecar::start(support::mock().await, upstream, extra).await;
-    running.ready().await;
-    running
-}
-
 #[tokio::test]
 async fn a_proxy_client_that_stops_reading_is_closed_at_the_send_timeout() {
     const SEND_TIMEOUT: Duration = Duration::from_secs(2);
@@ -250,39 +256,21 @@ async fn a_proxy_client_that_stops_reading_is_closed_at_the_send_timeout() {
     // client hold (a few MiB on loopback), so lanyard's writes wait.
     const BODY: usize = 64 * 1024 * 1024;
     let upstream = TestUpstream::start(None).await;
-    let running = sidecar_for(&upstream.url, &[("LANYARD_SEND_TIMEOUT", "2s")]).await;
+    let running = sidecar::ready_for(&upstream.url, &[("LANYARD_SEND_TIMEOUT", "2s")]).await;
     let proxy = running.process.proxy_addr.unwrap();
-    // A small receive buffer, so the client's side fills at once.
-    let socket = TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let mut client = socket.connect(proxy).await.unwrap();
     let request = format!("GET /download?bytes={BODY} HTTP/1.1\r\nhost: lanyard\r\n\r\n");
-    let began = Instant::now();
-    client.write_all(request.as_bytes()).await.unwrap();
+    let (mut client, began) = non_reader(proxy, &request).await;
 
     // The client reads nothing: the only sign of the close it could see
     // is the count.
-    until_metric(&running.admin, STALLED_PROXY, |n| n >= 1.0).await;
-    let stalled_after = began.elapsed();
-    assert!(
-        stalled_after >= SEND_TIMEOUT,
-        "cut after {stalled_after:?}, before the send timeout"
-    );
+    let stalled_after = stalled_after(&running.admin, STALLED_PROXY, began, SEND_TIMEOUT).await;
     assert!(
         stalled_after <= SEND_TIMEOUT + MARGIN,
         "cut only after {stalled_after:?}"
     );
     // Reading now drains what the buffers held, then finds the end: the
     // answer was cut, not resumed.
-    let mut received = 0;
-    let mut buf = vec![0u8; 64 * 1024];
-    tokio::time::timeout(PROMPTLY, async {
-        while let Ok(n @ 1..) = client.read(&mut buf).await {
-            received += n;
-        }
-    })
-    .await
-    .expect("lanyard closed the connection");
+    let received = until_closed(&mut client, PROMPTLY).await;
     assert!(received < BODY, "{received} bytes: the whole answer came");
     assert_eq!(metric(&running.admin, STALLED_PROXY).await, 1.0);
     // The next client is served as ever.
@@ -311,7 +299,7 @@ async fn an_upstream_that_pauses_longer_than_the_send_timeout_is_passed_through_
         }
     })
     .await;
-    let running = sidecar_for(&upstream.url, &[("LANYARD_SEND_TIMEOUT", "1s")]).await;
+    let running = sidecar::ready_for(&upstream.url, &[("LANYARD_SEND_TIMEOUT", "1s")]).await;
     let proxy = running.process.proxy_addr.unwrap();
     let check = |body: &[u8], what: &str| {
         assert_eq!(body.len(), 2 * HALF, "{what}: the whole answer");
@@ -355,127 +343,6 @@ async fn an_upstream_that_pauses_longer_than_the_send_timeout_is_passed_through_
     check(&http2, "HTTP/2");
     assert_eq!(upstream.served().len(), 2);
     assert_eq!(metric(&running.admin, STALLED_PROXY).await, 0.0);
-}
-
-/// Waits until lanyard ends `stream`; the status of what it said first,
-/// if anything.
-async fn refusal(mut stream: TcpStream) -> Option<u16> {
-    let mut said = Vec::new();
-    tokio::time::timeout(PROMPTLY, stream.read_to_end(&mut said))
-        .await
-        .expect("refused in time")
-        .ok()?;
-    (!said.is_empty()).then(|| {
-        let said = text(&said);
-        said.get(9..12)
-            .and_then(|code| code.parse().ok())
-            .unwrap_or_else(|| panic!("not an HTTP answer: {said:?}"))
-    })
-}
-
-#[tokio::test]
-async fn a_flood_from_one_address_holds_eight_admin_connections_and_probes_pass() {
-    const FLOOD: usize = ADMIN_MAX_CONNECTIONS;
-    const HALF_OPEN: usize = 16;
-    allow_sockets(2 * FLOOD);
-    let flooder = loopback(3);
-    // Long: the held connections must outlast the test, which shows the
-    // cap rather than the send timeout.
-    let upstream = TestUpstream::start(None).await;
-    let running = sidecar_for(&upstream.url, &[("LANYARD_SEND_TIMEOUT", "60s")]).await;
-    let admin = running.process.admin_addr;
-
-    // Zero-window connections, each holding a scrape: each past the
-    // address's eighth takes the place of one of its own (stalled, so
-    // idle), never anyone else's.
-    let mut held = Vec::new();
-    for n in 0..FLOOD {
-        let mut connection = ZeroWindow::open(flooder, admin).await;
-        let scrape = tokio::time::timeout(PROMPTLY, connection.hold("/metrics", &[]))
-            .await
-            .unwrap_or_else(|_| panic!("connection {n} neither held nor refused in time"));
-        if let Ok(scrape) = scrape {
-            assert_eq!(scrape.status, 200);
-            held.push((connection, scrape));
-        }
-    }
-    let open = || held.iter().filter(|(c, _)| !c.is_closed()).count();
-    tokio::time::timeout(PROMPTLY, async {
-        while open() > ADMIN_PER_CLIENT {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("{} of the flood's connections still open", open()));
-
-    // Half-open connections from the same address take the places of its
-    // own too, or are told 503.
-    let half_open = half_open(flooder, admin, HALF_OPEN).await;
-    for (n, stream) in half_open
-        .into_iter()
-        .enumerate()
-        .take(HALF_OPEN - ADMIN_PER_CLIENT)
-    {
-        let said = refusal(stream).await;
-        assert!(matches!(said, None | Some(503)), "half-open {n}: {said:?}");
-    }
-
-    // Probes from elsewhere pass, every time.
-    for round in 0..5 {
-        probes_pass(NEIGHBOUR, admin, round).await;
-    }
-    // A scraper's kept-alive connection is answered too.
-    let mut scraper = connect_from(NEIGHBOUR, admin).await;
-    for _ in 0..3 {
-        let scrape = exchange(
-            &mut scraper,
-            b"GET /metrics HTTP/1.1\r\nhost: admin\r\n\r\n",
-        )
-        .await;
-        assert_eq!(scrape.status, 200);
-    }
-    // The cap, not the send timeout, kept the flood to its eight.
-    assert_eq!(metric(&running.admin, STALLED_ADMIN).await, 0.0);
-}
-
-#[tokio::test]
-async fn a_flood_filling_the_admin_listener_from_eight_addresses_gives_way_to_probes() {
-    allow_sockets(2 * ADMIN_MAX_CONNECTIONS);
-    let upstream = TestUpstream::start(None).await;
-    let running = sidecar_for(&upstream.url, &[("LANYARD_SEND_TIMEOUT", "60s")]).await;
-    let admin = running.process.admin_addr;
-
-    // Eight addresses at their cap: all 64 of the listener's connections,
-    // each holding a scrape behind a zero window.
-    let mut flood = Vec::new();
-    let mut held = Vec::new();
-    for address in 0..ADMIN_MAX_CONNECTIONS / ADMIN_PER_CLIENT {
-        for _ in 0..ADMIN_PER_CLIENT {
-            let mut connection = ZeroWindow::open(loopback(20 + address as u8), admin).await;
-            let scrape = tokio::time::timeout(PROMPTLY, connection.hold("/metrics", &[]))
-                .await
-                .expect("a scrape's head in time")
-                .expect("admitted");
-            assert_eq!(scrape.status, 200);
-            held.push(scrape);
-            flood.push(connection);
-        }
-    }
-
-    // A ninth address's probes take stalled connections' places.
-    let prober = loopback(40);
-    for round in 0..5 {
-        probes_pass(prober, admin, round).await;
-    }
-    tokio::time::timeout(PROMPTLY, any_closed(&flood))
-        .await
-        .expect("a stalled connection was evicted");
-    // Over HTTP/2 as well: an evicted connection's streams leave the
-    // listener's budget for streams.
-    assert_eq!(h2_get(prober, admin, "/healthz").await, 200);
-    assert_eq!(h2_get(prober, admin, "/readyz").await, 200);
-    let closed = flood.iter().filter(|c| c.is_closed()).count();
-    assert!(closed >= 1, "{closed} of the flood's connections closed");
 }
 
 /// A `/api/start` that announces a body and sends none.
@@ -557,14 +424,8 @@ async fn streams_held_on_a_verified_answer_share_it_rather_than_copy_it() {
     const STREAMS_EACH: usize = 8;
     const CLAIMS: usize = 250 * 1024;
     const GROWTH_BOUND: u64 = 30 * 1024 * 1024;
-    let running = verifier::start(
-        support::mock().await,
-        None,
-        // The streams must be held while memory is read.
-        &[("LANYARD_SEND_TIMEOUT", "120s")],
-    )
-    .await;
-    let addr = running.process.verifier_addr.unwrap();
+    // The streams must be held while memory is read.
+    let (running, addr) = verifier_sending_within("120s").await;
     let mut browser = Browser::default();
     let session = browser.start_session(&running).await;
     let claims = serde_json::json!({ "portrait": "x".repeat(CLAIMS) }).to_string();
@@ -616,13 +477,7 @@ async fn streams_whose_last_frame_waits_behind_a_one_byte_window_are_reset_too()
     // it the last, would end the stream's task with the frame still queued
     // in h2 and nothing timing it.
     const STREAMS: usize = 20;
-    let running = verifier::start(
-        support::mock().await,
-        None,
-        &[("LANYARD_SEND_TIMEOUT", "2s")],
-    )
-    .await;
-    let addr = running.process.verifier_addr.unwrap();
+    let (running, addr) = verifier_sending_within("2s").await;
     let began = Instant::now();
     let mut connection = ZeroWindow::with_window(loopback(6), addr, 1).await;
     let mut resets = JoinSet::new();
@@ -644,38 +499,9 @@ async fn streams_whose_last_frame_waits_behind_a_one_byte_window_are_reset_too()
     let ended = tokio::time::timeout(SEND_TIMEOUT + MARGIN, resets.join_all())
         .await
         .expect("every stream ended in time");
-    for (received, reason) in ended {
-        assert_eq!(received, 1, "the one byte of window, and no more");
-        assert_eq!(reason, Some(Reason::CANCEL), "reset, not ended");
-    }
-    assert!(
-        began.elapsed() >= SEND_TIMEOUT,
-        "cut before the send timeout"
-    );
+    assert_one_byte_then_cancelled(ended, began, SEND_TIMEOUT);
     assert_eq!(
         metric(&running.admin, STALLED_VERIFIER).await,
         STREAMS as f64
     );
-}
-
-#[tokio::test]
-async fn a_probe_from_an_address_whose_connections_sit_idle_takes_one_of_their_places() {
-    // A neighbour sharing the kubelet's address (a host-network pod,
-    // NodePort traffic) holds the address's eight connections, each kept
-    // alive after a request of its own.
-    let upstream = TestUpstream::start(None).await;
-    let running = sidecar_for(&upstream.url, &[]).await;
-    let admin = running.process.admin_addr;
-    let shared = loopback(7);
-    let mut neighbour = Vec::new();
-    for _ in 0..ADMIN_PER_CLIENT {
-        let mut stream = connect_from(shared, admin).await;
-        let answer = exchange(&mut stream, b"GET /healthz HTTP/1.1\r\nhost: admin\r\n\r\n").await;
-        assert_eq!(answer.status, 200);
-        neighbour.push(stream);
-    }
-    // The probe from the same address takes an idle one's place.
-    for round in 0..3 {
-        probes_pass(shared, admin, round).await;
-    }
 }

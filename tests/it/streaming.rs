@@ -7,7 +7,7 @@ use bytes::Bytes;
 use http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use support::sidecar;
-use support::upstream::{ChunkBody, TestUpstream};
+use support::upstream::ChunkBody;
 
 /// Peak resident set size of this process so far (VmHWM), in bytes.
 fn peak_rss() -> u64 {
@@ -20,9 +20,7 @@ fn peak_rss() -> u64 {
 #[tokio::test]
 async fn large_upload_and_download_stream_without_buffering() {
     const SIZE: u64 = 64 * 1024 * 1024;
-    let upstream = TestUpstream::start(None).await;
-    let running = sidecar::start(support::mock().await, &upstream.url, &[]).await;
-    running.ready().await;
+    let (_upstream, running) = sidecar::echoing(&[]).await;
     // Warm the connection pools, so the baseline holds their buffers.
     let warm = sidecar::get(&format!("{}/warm", running.proxy)).await;
     assert_eq!(warm.status, StatusCode::OK);

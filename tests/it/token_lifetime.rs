@@ -29,7 +29,6 @@ use lanyard::process::{Components, Process};
 use serde::{Deserialize, Serialize};
 use support::logs::Logs;
 use support::sidecar::{self, get};
-use support::upstream::TestUpstream;
 use support::*;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
@@ -200,6 +199,29 @@ impl StrictApi {
     }
 }
 
+/// Checks that the clients saw 200s, then 503s, and never a 401; the
+/// index of the last 200.
+fn last_ok_then_only_refusals(answers: &[(Duration, StatusCode)]) -> usize {
+    assert!(
+        answers.iter().all(|(_, s)| *s != StatusCode::UNAUTHORIZED),
+        "a client saw 401"
+    );
+    let last_ok = answers
+        .iter()
+        .rposition(|(_, s)| *s == StatusCode::OK)
+        .expect("the token served");
+    assert!(
+        answers[..=last_ok]
+            .iter()
+            .all(|(_, s)| *s == StatusCode::OK)
+            && answers[last_ok + 1..]
+                .iter()
+                .all(|(_, s)| *s == StatusCode::SERVICE_UNAVAILABLE),
+        "200s, then 503s: {answers:?}"
+    );
+    last_ok
+}
+
 #[tokio::test]
 async fn across_a_token_endpoint_outage_no_expired_token_is_sent_and_no_401_is_seen() {
     let issuer = JwtIssuer::start().await;
@@ -251,23 +273,7 @@ async fn across_a_token_endpoint_outage_no_expired_token_is_sent_and_no_401_is_s
         0,
         "the upstream was sent an expired token"
     );
-    assert!(
-        answers.iter().all(|(_, s)| *s != StatusCode::UNAUTHORIZED),
-        "a client saw 401"
-    );
-    let last_ok = answers
-        .iter()
-        .rposition(|(_, s)| *s == StatusCode::OK)
-        .expect("the token served");
-    assert!(
-        answers[..=last_ok]
-            .iter()
-            .all(|(_, s)| *s == StatusCode::OK)
-            && answers[last_ok + 1..]
-                .iter()
-                .all(|(_, s)| *s == StatusCode::SERVICE_UNAVAILABLE),
-        "200s, then 503s: {answers:?}"
-    );
+    let last_ok = last_ok_then_only_refusals(&answers);
     let first_refusal = first_refusal.expect("the token was retired");
     // Retired at `sent_at + 12 s - 1.2 s`, counted from a moment before
     // the request was sent: the token served until close to that, and
@@ -288,9 +294,7 @@ async fn across_a_token_endpoint_outage_no_expired_token_is_sent_and_no_401_is_s
 #[tokio::test]
 async fn a_401_while_the_token_endpoint_is_down_keeps_the_held_token() {
     let (logs, _guard) = Logs::capture();
-    let upstream = TestUpstream::start(None).await;
-    let running = sidecar::start(mock().await, &upstream.url, &[]).await;
-    running.ready().await;
+    let (_upstream, running) = sidecar::echoing(&[]).await;
     let token =
         get(&format!("{}/before", running.proxy)).await.json()["headers"]["authorization"].clone();
     // The token endpoint fails every request from now on.

@@ -45,9 +45,25 @@ const PROMPTLY: Duration = Duration::from_secs(10);
 const SETTLE: Duration = Duration::from_millis(200);
 
 async fn lanyard(upstream: &str, extra: &[(&str, &str)]) -> Arc<sidecar::Running> {
-    let running = sidecar::start(support::mock().await, upstream, extra).await;
-    running.ready().await;
+    let running = sidecar::ready_for(upstream, extra).await;
     Arc::new(running)
+}
+
+/// A sidecar allowed `limit` upstream connections on `threads` proxy
+/// threads, with `extra` settings besides.
+async fn capped(
+    upstream: &str,
+    limit: u32,
+    threads: u32,
+    extra: &[(&str, &str)],
+) -> Arc<sidecar::Running> {
+    let (limit, threads) = (limit.to_string(), threads.to_string());
+    let mut settings = vec![
+        ("LANYARD_MAX_UPSTREAM_CONNECTIONS", limit.as_str()),
+        ("LANYARD_WORKER_THREADS", threads.as_str()),
+    ];
+    settings.extend_from_slice(extra);
+    lanyard(upstream, &settings).await
 }
 
 /// Waits until `done` holds, checking every few milliseconds: for states
@@ -91,14 +107,7 @@ async fn requests_beyond_the_limit_wait_for_a_pooled_connection() {
     let upstream = TestUpstream::start(None).await;
     // One proxy thread: no connection closes for another thread's sake, so
     // the upstream's count of connections is exact to the end.
-    let running = lanyard(
-        &upstream.url,
-        &[
-            ("LANYARD_MAX_UPSTREAM_CONNECTIONS", "4"),
-            ("LANYARD_WORKER_THREADS", "1"),
-        ],
-    )
-    .await;
+    let running = capped(&upstream.url, 4, 1, &[]).await;
 
     let mut requests = JoinSet::new();
     for _ in 0..20 {
@@ -170,14 +179,7 @@ fn h2_gets(
 async fn streams_of_one_http2_client_share_the_limited_upstream_connections() {
     let upstream = TestUpstream::start(None).await;
     // 64: the connection's share of it is 8 streams at once.
-    let running = lanyard(
-        &upstream.url,
-        &[
-            ("LANYARD_MAX_UPSTREAM_CONNECTIONS", "64"),
-            ("LANYARD_WORKER_THREADS", "1"),
-        ],
-    )
-    .await;
+    let running = capped(&upstream.url, 64, 1, &[]).await;
 
     let client = h2_client(running.process.proxy_addr.unwrap()).await;
     let mut requests = JoinSet::new();
@@ -213,14 +215,7 @@ async fn streams_of_one_http2_client_share_the_limited_upstream_connections() {
 async fn fifty_http2_clients_of_200_streams_open_no_more_than_the_limit() {
     // The case: 50 such clients made 10,000 upstream connections.
     let upstream = TestUpstream::start(None).await;
-    let running = lanyard(
-        &upstream.url,
-        &[
-            ("LANYARD_MAX_UPSTREAM_CONNECTIONS", "8"),
-            ("LANYARD_WORKER_THREADS", "2"),
-        ],
-    )
-    .await;
+    let running = capped(&upstream.url, 8, 2, &[]).await;
 
     let mut requests = JoinSet::new();
     let url = format!("{}/hold", running.proxy);
@@ -253,15 +248,8 @@ async fn the_shared_http2_upstream_connection_holds_a_permit_and_takes_the_waiti
     let ca_file = support::write(dir.path(), "ca.pem", &ca.ca_pem);
     // One permit: the requests that come while the first connects wait,
     // and only the HTTP/2 connection it opens can serve them.
-    let running = lanyard(
-        &upstream.url,
-        &[
-            ("LANYARD_CA_FILE", ca_file.to_str().unwrap()),
-            ("LANYARD_MAX_UPSTREAM_CONNECTIONS", "1"),
-            ("LANYARD_WORKER_THREADS", "1"),
-        ],
-    )
-    .await;
+    let ca_file = [("LANYARD_CA_FILE", ca_file.to_str().unwrap())];
+    let running = capped(&upstream.url, 1, 1, &ca_file).await;
 
     let mut requests = JoinSet::new();
     for _ in 0..50 {
@@ -279,15 +267,7 @@ async fn the_shared_http2_upstream_connection_holds_a_permit_and_takes_the_waiti
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_queued_past_the_upstream_timeout_get_504_upstream_timeout() {
     let upstream = TestUpstream::start(None).await;
-    let running = lanyard(
-        &upstream.url,
-        &[
-            ("LANYARD_MAX_UPSTREAM_CONNECTIONS", "1"),
-            ("LANYARD_UPSTREAM_TIMEOUT", "1"),
-            ("LANYARD_WORKER_THREADS", "1"),
-        ],
-    )
-    .await;
+    let running = capped(&upstream.url, 1, 1, &[("LANYARD_UPSTREAM_TIMEOUT", "1")]).await;
 
     // The one connection stays busy with a body the client does not read:
     // its headers came in time, so only the queued requests can time out,
@@ -362,15 +342,7 @@ async fn permits_come_back_when_the_upstream_closes_its_connections() {
     })
     .await;
     // A permit that never came back would show as a 504 after 5 s.
-    let running = lanyard(
-        &upstream.url,
-        &[
-            ("LANYARD_MAX_UPSTREAM_CONNECTIONS", "1"),
-            ("LANYARD_UPSTREAM_TIMEOUT", "5"),
-            ("LANYARD_WORKER_THREADS", "1"),
-        ],
-    )
-    .await;
+    let running = capped(&upstream.url, 1, 1, &[("LANYARD_UPSTREAM_TIMEOUT", "5")]).await;
 
     for (i, path) in ["/close", "/idle", "/close", "/idle", "/idle"]
         .iter()
@@ -412,14 +384,7 @@ async fn a_connection_idle_on_one_proxy_thread_serves_a_request_on_the_other() {
     let upstream = TestUpstream::start(None).await;
     // Without the rule, the second request would wait for the first
     // thread's idle connection to time out (50 s), far past PROMPTLY.
-    let running = lanyard(
-        &upstream.url,
-        &[
-            ("LANYARD_MAX_UPSTREAM_CONNECTIONS", "1"),
-            ("LANYARD_WORKER_THREADS", "2"),
-        ],
-    )
-    .await;
+    let running = capped(&upstream.url, 1, 2, &[]).await;
 
     // The first thread's one connection, idle in its pool, and the client
     // connection that keeps the next client on the other thread.
@@ -443,14 +408,7 @@ async fn a_connection_idle_on_one_proxy_thread_serves_a_request_on_the_other() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_given_back_on_one_proxy_thread_goes_to_a_request_waiting_on_the_other() {
     let upstream = TestUpstream::start(None).await;
-    let running = lanyard(
-        &upstream.url,
-        &[
-            ("LANYARD_MAX_UPSTREAM_CONNECTIONS", "1"),
-            ("LANYARD_WORKER_THREADS", "2"),
-        ],
-    )
-    .await;
+    let running = capped(&upstream.url, 1, 2, &[]).await;
 
     let first = sidecar::client();
     let held = {

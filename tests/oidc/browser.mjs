@@ -1,8 +1,10 @@
 // What the relying parties' scripts share: headless Chromium (Debian's;
 // playwright-core brings none), the person's part on lanyard's page and
-// in the mock wallet, and the one-line JSON reports the Rust test reads
-// (tests/it/oidc_interop.rs).
+// in the mock wallet, the one-line JSON reports the Rust test reads
+// (tests/it/oidc_interop.rs), and openid-client's authorization request
+// with PKCE, state and nonce.
 
+import * as client from 'openid-client';
 import { chromium } from 'playwright-core';
 
 /** Long enough for the page's polling (every 1 to 5 s) to see the wallet's answer. */
@@ -125,4 +127,20 @@ function describeCause(cause) {
   } catch {
     return String(cause);
   }
+}
+
+/** An authorization URL for `redirectUri`, with its PKCE verifier, state and nonce. */
+export async function authorizationRequest(config, redirectUri) {
+  const codeVerifier = client.randomPKCECodeVerifier();
+  const state = client.randomState();
+  const nonce = client.randomNonce();
+  const url = client.buildAuthorizationUrl(config, {
+    redirect_uri: redirectUri,
+    scope: 'openid',
+    code_challenge: await client.calculatePKCECodeChallenge(codeVerifier),
+    code_challenge_method: 'S256',
+    state,
+    nonce,
+  });
+  return { url, codeVerifier, state, nonce };
 }

@@ -27,7 +27,9 @@ import { once } from 'node:events';
 
 import * as client from 'openid-client';
 
-import { STEP_TIMEOUT_MS, launch, report, required, run, trace, verifyWithWallet } from './browser.mjs';
+import {
+  STEP_TIMEOUT_MS, authorizationRequest, launch, report, required, run, trace, verifyWithWallet,
+} from './browser.mjs';
 
 /** The path the app's client registered, on 127.0.0.1 and no port. */
 const CALLBACK_PATH = '/native/cb';
@@ -108,22 +110,6 @@ async function loopbackReceiver() {
   await once(app.server, 'listening');
   app.port = app.server.address().port;
   return app;
-}
-
-/** An authorization URL for `redirectUri`, with its PKCE verifier, state and nonce. */
-async function authorizationRequest(config, redirectUri) {
-  const codeVerifier = client.randomPKCECodeVerifier();
-  const state = client.randomState();
-  const nonce = client.randomNonce();
-  const url = client.buildAuthorizationUrl(config, {
-    redirect_uri: redirectUri,
-    scope: 'openid',
-    code_challenge: await client.calculatePKCECodeChallenge(codeVerifier),
-    code_challenge_method: 'S256',
-    state,
-    nonce,
-  });
-  return { url, codeVerifier, state, nonce };
 }
 
 /** The whole login at the app's own port, and the code's redemption. */

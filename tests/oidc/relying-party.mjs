@@ -30,7 +30,9 @@ import { once } from 'node:events';
 
 import * as client from 'openid-client';
 
-import { STEP_TIMEOUT_MS, launch, readLine, report, required, run, trace, verifyWithWallet } from './browser.mjs';
+import {
+  STEP_TIMEOUT_MS, authorizationRequest, launch, readLine, report, required, run, trace, verifyWithWallet,
+} from './browser.mjs';
 
 run(async () => {
   const clientId = required('OIDC_CLIENT_ID');
@@ -53,17 +55,9 @@ run(async () => {
   // default openid-client trusts the token endpoint's TLS for it.
   client.enableNonRepudiationChecks(config);
 
-  const codeVerifier = client.randomPKCECodeVerifier();
-  const state = client.randomState();
-  const nonce = client.randomNonce();
-  const authorizationUrl = client.buildAuthorizationUrl(config, {
-    redirect_uri: redirectUri,
-    scope: 'openid',
-    code_challenge: await client.calculatePKCECodeChallenge(codeVerifier),
-    code_challenge_method: 'S256',
-    state,
-    nonce,
-  });
+  const {
+    url: authorizationUrl, codeVerifier, state, nonce,
+  } = await authorizationRequest(config, redirectUri);
   report('authorizing', { url: authorizationUrl.href, metadata: config.serverMetadata() });
 
   const { browser, context } = await launch();

@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
 import {
-  DESKTOP, claimsShown, launch, newContext, openVerifier, openWallet, screenshot, startSession,
+  DESKTOP, launch, newContext, openVerifier, openWallet, presentAndSeeVerified, screenshot, startSession,
 } from '../support.mjs';
 
 function required(name) {
@@ -64,17 +64,7 @@ test('the page ends with the claims though every replica restarted while the per
     await page.waitForResponse(isStatus);
   }
 
-  await wallet.click('#present');
-  assert.match(await wallet.locator('#outcome').textContent(), /^Presented\./);
-  await page.locator('#result').waitFor({ state: 'visible' });
-  assert.deepEqual(await claimsShown(page), {
-    'Given name': 'Erika',
-    'Family name': 'Mustermann',
-    'Birth date': 'January 26, 1984',
-    'At least 18 years old': 'Yes',
-  });
-  assert.equal(await page.locator('#status').textContent(), 'Verified. Your wallet presented the claims below.');
-  assert.equal(await page.locator('#error').isVisible(), false);
+  await presentAndSeeVerified(wallet, page);
   await screenshot(page, 'replicas-rolling-restart-verified');
 
   const summary = polls.map((poll) => `${poll.status} from ${poll.servedBy}`).join(', ');

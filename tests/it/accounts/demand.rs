@@ -60,9 +60,7 @@ async fn a_directory_account_fetches_its_first_token_when_a_request_needs_it() {
 
 #[tokio::test]
 async fn with_the_directory_alone_nothing_is_fetched_and_the_pod_is_ready() {
-    let fleet = Fleet::new().await;
-    fleet.write_all();
-    let sidecar = fleet.start(false).await;
+    let sidecar = Fleet::all_written().await;
 
     let (status, body) = readyz(&sidecar).await;
     assert_eq!(status, StatusCode::OK, "{body}");
@@ -129,9 +127,7 @@ fn series_of(member: &Member) -> String {
 
 #[tokio::test]
 async fn token_series_carry_each_account_and_go_with_the_file() {
-    let fleet = Fleet::new().await;
-    fleet.write_all();
-    let sidecar = fleet.start(false).await;
+    let sidecar = Fleet::all_written().await;
     sidecar.assert_served(&sidecar.a).await;
     sidecar.assert_served(&sidecar.b).await;
 

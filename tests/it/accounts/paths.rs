@@ -287,83 +287,59 @@ async fn refused_naming(sidecar: &Sidecar, cases: &[(String, String)]) -> Vec<St
 async fn a_segment_an_upstream_could_read_leniently_is_refused_naming_it() {
     let sidecar = sidecar().await;
     let (a, b) = (sidecar.a.org, sidecar.b.org);
-    let cases: Vec<(String, String)> = [
-        // Before the organization position: dropped or collapsed by some.
-        (format!("/%20/organizations/{b}/x"), "%20"),
-        (format!("/.../organizations/{b}/x"), "..."),
-        (format!("/%E2%80%A4/organizations/{b}/x"), "%E2%80%A4"),
-        (format!("/%E3%80%80/organizations/{b}/x"), "%E3%80%80"),
-        // At the organization position: trimmed or folded to it.
-        (format!("/organizations%20/{b}/x"), "organizations%20"),
-        (format!("/organizations%09/{b}/x"), "organizations%09"),
-        (format!("/organizations%0d%0a/{b}/x"), "organizations%0d%0a"),
-        (format!("/organizations%C2%A0/{b}/x"), "organizations%C2%A0"),
-        (
-            format!("/organizations%E2%80%8B/{b}/x"),
-            "organizations%E2%80%8B",
-        ),
-        (
-            format!("/%EF%BB%BForganizations/{b}/x"),
-            "%EF%BB%BForganizations",
-        ),
-        (format!("/%u006frganizations/{b}/x"), "%u006frganizations"),
-        (format!("/organization%C5%BF/{b}/x"), "organization%C5%BF"),
-        (
-            format!("/%EF%BD%8Frganizations/{b}/x"),
-            "%EF%BD%8Frganizations",
-        ),
-        (
-            format!("/%F0%9D%90%A8rganizations/{b}/x"),
-            "%F0%9D%90%A8rganizations",
-        ),
-        (
-            format!("/organizations%EF%BC%8F{b}/x"),
-            &format!("organizations%EF%BC%8F{b}"),
-        ),
-        (
-            format!("/organizations%EF%BC%BC{b}/x"),
-            &format!("organizations%EF%BC%BC{b}"),
-        ),
-        (
-            format!("/organizations%C0%AF{b}/x"),
-            &format!("organizations%C0%AF{b}"),
-        ),
-        // Slashes that Windows' best-fit mapping turns into `/` or `\`
-        // (∕ U+2215, ⁄ U+2044, ∖ U+2216), which NFKC leaves alone.
-        (
-            format!("/organizations%E2%88%95{b}/x"),
-            &format!("organizations%E2%88%95{b}"),
-        ),
-        (
-            format!("/organizations%E2%81%84{b}/x"),
-            &format!("organizations%E2%81%84{b}"),
-        ),
-        (
-            format!("/organizations%E2%88%96{b}/x"),
-            &format!("organizations%E2%88%96{b}"),
-        ),
-        // Dot-segments hidden anywhere in the path.
-        (format!("/x/..%20/organizations/{b}/x"), "..%20"),
-        (format!("/x/..%09/organizations/{b}/x"), "..%09"),
-        (format!("/x/..%0D%0A/organizations/{b}/x"), "..%0D%0A"),
-        (format!("/x/..%C2%A0/organizations/{b}/x"), "..%C2%A0"),
-        (
-            format!("/x/%EF%BC%8E%EF%BC%8E/organizations/{b}/x"),
-            "%EF%BC%8E%EF%BC%8E",
-        ),
-        (
-            format!("/x/%u002e%u002e/organizations/{b}/x"),
-            "%u002e%u002e",
-        ),
-        (
-            format!("/x/%C0%AE%C0%AE/organizations/{b}/x"),
-            "%C0%AE%C0%AE",
-        ),
-        (format!("/organizations/{a}/x/..%20/..%20/{b}/x"), "..%20"),
-    ]
-    .into_iter()
-    .map(|(target, segment)| (target, segment.to_string()))
-    .collect();
+    // Before the organization position: dropped or collapsed by some.
+    let before = ["%20", "...", "%E2%80%A4", "%E3%80%80"];
+    // At the organization position: trimmed or folded to it.
+    let at = [
+        "organizations%20",
+        "organizations%09",
+        "organizations%0d%0a",
+        "organizations%C2%A0",
+        "organizations%E2%80%8B",
+        "%EF%BB%BForganizations",
+        "%u006frganizations",
+        "organization%C5%BF",
+        "%EF%BD%8Frganizations",
+        "%F0%9D%90%A8rganizations",
+    ];
+    // Slashes joining the organization to its id: fullwidth, overlong,
+    // and those Windows' best-fit mapping turns into `/` or `\` (∕ U+2215,
+    // ⁄ U+2044, ∖ U+2216), which NFKC leaves alone.
+    let joined = [
+        "%EF%BC%8F",
+        "%EF%BC%BC",
+        "%C0%AF",
+        "%E2%88%95",
+        "%E2%81%84",
+        "%E2%88%96",
+    ];
+    // Dot-segments hidden anywhere in the path.
+    let dots = [
+        "..%20",
+        "..%09",
+        "..%0D%0A",
+        "..%C2%A0",
+        "%EF%BC%8E%EF%BC%8E",
+        "%u002e%u002e",
+        "%C0%AE%C0%AE",
+    ];
+    let named = |target: String, segment: &str| (target, segment.to_string());
+    let cases: Vec<(String, String)> = (before.iter())
+        .map(|s| named(format!("/{s}/organizations/{b}/x"), s))
+        .chain(at.iter().map(|s| named(format!("/{s}/{b}/x"), s)))
+        .chain(joined.iter().map(|s| {
+            let segment = format!("organizations{s}{b}");
+            named(format!("/{segment}/x"), &segment)
+        }))
+        .chain(
+            dots.iter()
+                .map(|s| named(format!("/x/{s}/organizations/{b}/x"), s)),
+        )
+        .chain([named(
+            format!("/organizations/{a}/x/..%20/..%20/{b}/x"),
+            "..%20",
+        )])
+        .collect();
     let wrong = refused_naming(&sidecar, &cases).await;
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
@@ -372,9 +348,7 @@ async fn a_segment_an_upstream_could_read_leniently_is_refused_naming_it() {
 /// one organization to another: it is refused all the same.
 #[tokio::test]
 async fn a_hidden_dot_segment_is_refused_with_the_directory_alone() {
-    let fleet = Fleet::new().await;
-    fleet.write_all();
-    let sidecar = fleet.start(false).await;
+    let sidecar = Fleet::all_written().await;
     let (a, b) = (sidecar.a.org, sidecar.b.org);
     let cases: Vec<(String, String)> = [
         "..%20",

@@ -43,9 +43,7 @@ async fn each_organization_path_carries_its_own_accounts_token() {
 
 #[tokio::test]
 async fn without_a_default_account_a_path_with_no_organization_gets_403() {
-    let fleet = Fleet::new().await;
-    fleet.write_all();
-    let sidecar = fleet.start(false).await;
+    let sidecar = Fleet::all_written().await;
 
     for path in [
         "/",

@@ -32,9 +32,7 @@ async fn a_file_added_under_a_running_sidecar_serves_its_organization() {
 /// key, so a token after the change proves the new one signed for it.
 #[tokio::test]
 async fn a_changed_file_is_used_for_its_organization() {
-    let fleet = Fleet::new().await;
-    fleet.write_all();
-    let sidecar = fleet.start(false).await;
+    let sidecar = Fleet::all_written().await;
     sidecar.assert_served(&sidecar.b).await;
     let tokens = sidecar.tokens_of(&sidecar.b);
     let first = tokens.current().expect("B holds a token");
@@ -69,9 +67,7 @@ async fn a_changed_file_is_used_for_its_organization() {
 
 #[tokio::test]
 async fn a_removed_file_leaves_its_organization_without_an_account() {
-    let fleet = Fleet::new().await;
-    fleet.write_all();
-    let sidecar = fleet.start(false).await;
+    let sidecar = Fleet::all_written().await;
     sidecar.assert_served(&sidecar.a).await;
 
     std::fs::remove_file(sidecar.dir.join("a.json")).unwrap();
@@ -87,9 +83,7 @@ async fn a_removed_file_leaves_its_organization_without_an_account() {
 
 #[tokio::test]
 async fn a_bad_file_is_refused_on_its_own_and_the_others_keep_serving() {
-    let fleet = Fleet::new().await;
-    fleet.write_all();
-    let sidecar = fleet.start(false).await;
+    let sidecar = Fleet::all_written().await;
     sidecar.assert_served(&sidecar.b).await;
     let invalid = |sidecar: &Sidecar| {
         sidecar
@@ -149,14 +143,12 @@ async fn a_bad_file_is_refused_on_its_own_and_the_others_keep_serving() {
     sidecar.assert_served(&impostor).await;
 }
 
-/// The layout the kubelet gives a Secret volume: each file a symlink
-/// through `..data`, itself a symlink to a timestamped directory, which
-/// an update replaces by renaming a new link over `..data`.
-#[tokio::test]
-async fn a_kubernetes_secret_swap_is_taken_up() {
+/// A and B's files laid out as the kubelet mounts a Secret: in a
+/// timestamped directory that `..data` links to, each file a link
+/// through `..data`; the timestamped directory.
+fn as_a_secret_volume(fleet: &Fleet) -> PathBuf {
     use std::os::unix::fs::symlink;
 
-    let fleet = Fleet::new().await;
     let dir = fleet.dir();
     let first = dir.join("..2026_01_05_10_00_00.000000001");
     std::fs::create_dir(&first).unwrap();
@@ -166,6 +158,19 @@ async fn a_kubernetes_secret_swap_is_taken_up() {
     for name in ["a.json", "b.json"] {
         symlink(format!("..data/{name}"), dir.join(name)).unwrap();
     }
+    first
+}
+
+/// The layout the kubelet gives a Secret volume: each file a symlink
+/// through `..data`, itself a symlink to a timestamped directory, which
+/// an update replaces by renaming a new link over `..data`.
+#[tokio::test]
+async fn a_kubernetes_secret_swap_is_taken_up() {
+    use std::os::unix::fs::symlink;
+
+    let fleet = Fleet::new().await;
+    let dir = fleet.dir();
+    let first = as_a_secret_volume(&fleet);
     let b_file = fleet.b.file(&fleet.mock);
     let sidecar = fleet.start(false).await;
     sidecar.assert_served(&sidecar.a).await;
@@ -209,14 +214,7 @@ async fn two_files_exchanging_their_organizations_in_one_secret_update_are_taken
     let (logs, _guard) = Logs::capture();
     let fleet = Fleet::new().await;
     let dir = fleet.dir();
-    let first = dir.join("..2026_01_05_10_00_00.000000001");
-    std::fs::create_dir(&first).unwrap();
-    write(&first, "a.json", &fleet.a.file(&fleet.mock));
-    write(&first, "b.json", &fleet.b.file(&fleet.mock));
-    symlink(first.file_name().unwrap(), dir.join("..data")).unwrap();
-    for name in ["a.json", "b.json"] {
-        symlink(format!("..data/{name}"), dir.join(name)).unwrap();
-    }
+    let first = as_a_secret_volume(&fleet);
     let sidecar = fleet.start(false).await;
     sidecar.assert_served(&sidecar.a).await;
     sidecar.assert_served(&sidecar.b).await;

@@ -40,12 +40,7 @@ async fn failed_forced_renewal_keeps_the_rejected_token_until_it_expires() {
 async fn concurrent_forced_renewals_share_one_token_request() {
     let mock = mock().await;
     let dir = tempfile::tempdir().unwrap();
-    let access = access(&settings(&mock, dir.path(), &[]));
-    let (handle, _task) = spawn(
-        access.exchanger,
-        RefreshPolicy::default(),
-        Metrics::unregistered(),
-    );
+    let (handle, _task) = against_the_mock(&mock, dir.path());
     let rejected = handle.first_outcome().await.unwrap();
     assert_eq!(mock.counters().token_requests, 1);
 

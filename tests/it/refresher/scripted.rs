@@ -64,6 +64,20 @@ impl TokenSource for Scripted {
     }
 }
 
+/// The refresher with the default policy, against `mock`'s token endpoint
+/// with the fixture account's settings.
+pub fn against_the_mock(
+    mock: &lanyard::mock::MockService,
+    dir: &std::path::Path,
+) -> (TokenHandle, tokio::task::JoinHandle<()>) {
+    let access = crate::support::access(&crate::support::settings(mock, dir, &[]));
+    spawn(
+        access.exchanger,
+        RefreshPolicy::default(),
+        Metrics::unregistered(),
+    )
+}
+
 /// The refresher with the default policy, over `source`.
 pub fn start(source: &Arc<Scripted>) -> (TokenHandle, tokio::task::JoinHandle<()>) {
     spawn(

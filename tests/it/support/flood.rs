@@ -129,14 +129,19 @@ pub async fn read_answer(stream: &mut TcpStream) -> RawAnswer {
     }
 }
 
-/// Waits until lanyard closes `stream`, discarding what it sends.
-pub async fn until_closed(stream: &mut TcpStream, limit: Duration) {
-    let mut sink = [0u8; 1024];
+/// Waits until lanyard closes `stream`, discarding what it sends; how
+/// many bytes that was.
+pub async fn until_closed(stream: &mut TcpStream, limit: Duration) -> usize {
+    let mut received = 0;
+    let mut sink = vec![0u8; 64 * 1024];
     tokio::time::timeout(limit, async {
-        while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
+        while let Ok(n @ 1..) = stream.read(&mut sink).await {
+            received += n;
+        }
     })
     .await
     .expect("lanyard closed the connection in time");
+    received
 }
 
 /// A metric without labels, from the admin listener's scrape.
@@ -169,4 +174,33 @@ pub async fn until_metric(admin: &str, name: &str, done: impl Fn(f64) -> bool) -
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Waits until `admin` counts a stalled connection in `series`; how long
+/// after `began` that was, which must be no sooner than `timeout`.
+pub async fn stalled_after(
+    admin: &str,
+    series: &str,
+    began: tokio::time::Instant,
+    timeout: Duration,
+) -> Duration {
+    until_metric(admin, series, |n| n >= 1.0).await;
+    let stalled_after = began.elapsed();
+    assert!(
+        stalled_after >= timeout,
+        "cut after {stalled_after:?}, before the send timeout"
+    );
+    stalled_after
+}
+
+/// A client with a small receive buffer, so that its side fills at once,
+/// which sends `request` to `to` and then reads nothing until the test
+/// says; the moment it sent it.
+pub async fn non_reader(to: SocketAddr, request: &str) -> (TcpStream, tokio::time::Instant) {
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut client = socket.connect(to).await.unwrap();
+    let began = tokio::time::Instant::now();
+    client.write_all(request.as_bytes()).await.unwrap();
+    (client, began)
 }

@@ -116,3 +116,18 @@ impl Held {
         }
     }
 }
+
+/// Each of `ended` (the bytes its stream received, and how it ended)
+/// took the one byte of its window and no more, then lanyard's reset
+/// (CANCEL), none sooner than `timeout` after `began`.
+pub fn assert_one_byte_then_cancelled(
+    ended: Vec<(usize, Option<Reason>)>,
+    began: tokio::time::Instant,
+    timeout: std::time::Duration,
+) {
+    for (received, reason) in ended {
+        assert_eq!(received, 1, "the one byte of window, and no more");
+        assert_eq!(reason, Some(Reason::CANCEL), "reset, not ended");
+    }
+    assert!(began.elapsed() >= timeout, "cut before the send timeout");
+}

@@ -226,3 +226,31 @@ pub fn status_bytes(pid: u32, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("{field} in {status}"));
     kib * 1024
 }
+
+/// `lanyard demo` in-process with `config`, its proxy on `proxy` (none
+/// without one), its admin and verifier listeners on fresh loopback
+/// ports, once it holds its first token.
+pub async fn demo_holding_a_token(
+    config: &DemoConfig,
+    proxy: Option<lanyard::process::ProxyListener>,
+) -> lanyard::demo::Demo {
+    let listeners = lanyard::demo::DemoListeners {
+        admin: tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        proxy,
+        verifier: Some(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap()),
+    };
+    let demo = lanyard::demo::Demo::start(config, listeners, &lanyard::otel::Telemetry::off())
+        .await
+        .expect("the demo starts");
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        demo.process
+            .default_tokens()
+            .state()
+            .wait_for(|s| s.generation >= 1),
+    )
+    .await
+    .expect("the first token within 10 s")
+    .expect("the refresher runs");
+    demo
+}

@@ -1,9 +1,12 @@
-//! A hand-written HTTP/1.1 upstream on raw sockets, for tests that need a
-//! fault, or a count of connections, exactly where they put it.
+//! HTTP/1.1 on raw sockets: a hand-written upstream, for tests that need a
+//! fault, or a count of connections, exactly where they put it; and a
+//! client's side, for requests sent byte for byte as written (an HTTP
+//! client would normalise or refuse some of them).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
@@ -144,4 +147,60 @@ impl Conn {
         let mut sink = [0u8; 1024];
         while matches!(self.io.read(&mut sink).await, Ok(n) if n > 0) {}
     }
+}
+
+/// How long a raw client waits for an answer before the test fails
+/// instead of hanging.
+const ANSWER_WITHIN: Duration = Duration::from_secs(10);
+
+/// Sends `request` as written on a fresh connection to `url`
+/// (`http://host:port`), and returns the answer's head: its status line
+/// and headers.
+pub async fn head_of(url: &str, request: &str) -> String {
+    let mut stream = TcpStream::connect(url.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    read_head(&mut stream).await
+}
+
+/// Reads from `stream` until a response head has arrived, and returns it
+/// without its closing blank line.
+pub async fn read_head(stream: &mut TcpStream) -> String {
+    let mut received = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        if let Some(end) = received.windows(4).position(|w| w == b"\r\n\r\n") {
+            return String::from_utf8_lossy(&received[..end]).into_owned();
+        }
+        let n = tokio::time::timeout(ANSWER_WITHIN, stream.read(&mut chunk))
+            .await
+            .expect("response head in time")
+            .expect("the connection is readable");
+        assert!(n > 0, "closed before a whole head: {received:?}");
+        received.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Sends `request`, which should end with `Connection: close`, on a fresh
+/// connection to `url`, reads the answer to its end, and returns its head
+/// and body as they came (a chunked body is not decoded).
+pub async fn to_end(url: &str, request: &str) -> (String, Vec<u8>) {
+    let mut stream = TcpStream::connect(url.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut all = Vec::new();
+    tokio::time::timeout(ANSWER_WITHIN, stream.read_to_end(&mut all))
+        .await
+        .expect("the answer ends and the connection closes in time")
+        .unwrap();
+    let split = all
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no whole head in {:?}", String::from_utf8_lossy(&all)));
+    (
+        String::from_utf8_lossy(&all[..split]).into_owned(),
+        all[split + 4..].to_vec(),
+    )
 }

@@ -33,6 +33,22 @@ pub async fn start(mock: MockService, upstream: &str, extra: &[(&str, &str)]) ->
     start_with(mock, &map, dir).await
 }
 
+/// A sidecar forwarding to `upstream` with `extra` settings on top, its
+/// tokens from a mock of its own, once it holds its first token.
+pub async fn ready_for(upstream: &str, extra: &[(&str, &str)]) -> Running {
+    let running = start(super::mock().await, upstream, extra).await;
+    running.ready().await;
+    running
+}
+
+/// An echoing upstream, and a sidecar with `extra` settings in front of
+/// it once it holds its first token.
+pub async fn echoing(extra: &[(&str, &str)]) -> (super::upstream::TestUpstream, Running) {
+    let upstream = super::upstream::TestUpstream::start(None).await;
+    let running = ready_for(&upstream.url, extra).await;
+    (upstream, running)
+}
+
 /// Starts a sidecar with exactly these settings (no credentials file
 /// unless `map` names one: `SA_CREDENTIALS_DIR` alone, say), keeping `dir`
 /// and what it holds for as long as it runs.
