@@ -102,6 +102,7 @@ fn page(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::HeaderValue;
 
     #[test]
     fn a_wallet_link_names_one_of_this_mock_s_transactions() {
