@@ -48,13 +48,13 @@ pub async fn run(session: &mut Session, block: &Block, probe: &str) -> Result<()
         return Err(failure(problem, String::new()));
     }
     for (index, container) in containers.iter().enumerate() {
-        let command = command(session, &image, container)?;
+        let command = command(session, &image, container);
         let log = session
             .dir
             .path()
             .join(format!(".container-{}-{index}.log", block.line));
         let probe = published(session, container, probe);
-        let server = session::start(command, log)?;
+        let server = session::start(command, log);
         let server = session::await_probe(server, &probe)
             .await
             .map_err(|(problem, output)| {
@@ -67,11 +67,7 @@ pub async fn run(session: &mut Session, block: &Block, probe: &str) -> Result<()
 }
 
 /// The binary with the image's entrypoint, command and environment.
-fn command(
-    session: &mut Session,
-    image: &Image,
-    container: &Container,
-) -> Result<Command, Failure> {
+fn command(session: &mut Session, image: &Image, container: &Container) -> Command {
     let program = Path::new(&image.entrypoint[0]).file_name().unwrap();
     let mut command = Command::new(target_dir().join(program));
     command.args(&image.entrypoint[1..]);
@@ -92,7 +88,7 @@ fn command(
         let port = host.map_or(0, |&(host, _)| session.port(host));
         command.env(name, format!("127.0.0.1:{port}"));
     }
-    Ok(command)
+    command
 }
 
 /// `probe`, on the free port standing for its published port.
@@ -120,22 +116,23 @@ fn image() -> Result<Image, String> {
     let dockerfile =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Dockerfile"))
             .map_err(|e| format!("Dockerfile: {e}"))?;
-    let last_stage = dockerfile.rsplit("\nFROM ").next().unwrap_or_default();
+    let joined = dockerfile.replace("\\\n", " ");
+    let last_stage = joined.rsplit("\nFROM ").next().unwrap_or_default();
     let exec_form = |instruction: &str| -> Option<Vec<String>> {
         let line = last_stage
             .lines()
             .find_map(|line| line.strip_prefix(instruction))?;
         serde_json::from_str(line.trim()).ok()
     };
-    let env = last_stage
-        .lines()
-        .filter_map(|line| line.strip_prefix("ENV "))
-        .flat_map(|pairs| words(pairs, "").unwrap_or_default())
-        .filter_map(|pair| {
-            let (name, value) = pair.split_once('=')?;
-            Some((name.to_string(), value.to_string()))
-        })
-        .collect();
+    let mut env = Vec::new();
+    for pairs in last_stage.lines().filter_map(|l| l.strip_prefix("ENV ")) {
+        for pair in words(pairs, "").map_err(|e| format!("Dockerfile: ENV {e}"))? {
+            let (name, value) = pair
+                .split_once('=')
+                .ok_or(format!("Dockerfile: ENV {pair}: not NAME=value"))?;
+            env.push((name.to_string(), value.to_string()));
+        }
+    }
     Ok(Image {
         entrypoint: exec_form("ENTRYPOINT ").ok_or("Dockerfile: no exec-form ENTRYPOINT")?,
         cmd: exec_form("CMD ").unwrap_or_default(),
@@ -200,11 +197,9 @@ fn container(words: &[String]) -> Result<Option<Container>, String> {
 /// comment.
 fn words(line: &str, pwd: &str) -> Result<Vec<String>, String> {
     let line = line.replace("${PWD}", "$PWD").replace("$PWD", pwd);
-    if line.contains('$') && !line.trim_start().starts_with('#') {
-        let at = line.find('$').unwrap_or(0);
-        if !line[..at].contains('#') {
-            return Err(format!("`{}`: only $PWD is expanded here", line.trim()));
-        }
+    let command = line.split(" #").next().unwrap_or_default();
+    if command.contains('$') {
+        return Err(format!("`{}`: only $PWD is expanded here", command.trim()));
     }
     let mut words = Vec::new();
     let mut word: Option<String> = None;

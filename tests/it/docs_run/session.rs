@@ -280,7 +280,7 @@ impl Session {
             .env_clear()
             .envs(self.environment());
         let probe = self.localize(probe);
-        let server = start(command, log)?;
+        let server = start(command, log);
         let server = await_probe(server, &probe)
             .await
             .map_err(|(problem, output)| Failure {
@@ -303,7 +303,7 @@ impl Session {
 }
 
 /// Starts `command` in a process group of its own, its output in `log`.
-pub fn start(mut command: Command, log: PathBuf) -> Result<Server, Failure> {
+pub fn start(mut command: Command, log: PathBuf) -> Server {
     let file = std::fs::File::create(&log).unwrap();
     let child = command
         .stdin(Stdio::null())
@@ -313,7 +313,7 @@ pub fn start(mut command: Command, log: PathBuf) -> Result<Server, Failure> {
         .kill_on_drop(true)
         .spawn()
         .expect("the server's command starts");
-    Ok(Server { child, log })
+    Server { child, log }
 }
 
 /// Waits until `probe` answers 2xx, or `server` exits, or the limit passes;
