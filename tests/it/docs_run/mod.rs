@@ -1,7 +1,7 @@
-//! Documentation that runs: every shell block of README.md and docs/ is
-//! run as its info string says, or says why not (docs/tests.md,
-//! "Documentation that runs"), so that a documented command cannot break
-//! unnoticed.
+//! Documentation that runs: every shell block of README.md, docs/ and
+//! deploy/README.md is run as its info string says, or says why not
+//! (docs/tests.md, "Documentation that runs"), so that a documented
+//! command cannot break unnoticed.
 
 mod blocks;
 mod docker;
@@ -24,6 +24,7 @@ fn pages() -> Vec<String> {
         .collect();
     docs.sort();
     pages.extend(docs);
+    pages.push("deploy/README.md".to_string());
     pages
 }
 
