@@ -20,7 +20,7 @@
 //! - [`access`]: settings into the connector, the token exchanger and the credentials watch: how lanyard reaches the service.
 //! - [`commands`]: what `lanyard token`, `check` and `healthcheck` do.
 //! - [`process`]: the process composed of its components (token refresher, admin listener, and the proxy, the verifier or both, each from its own config type) and the drain that stops them; `lanyard run` and `lanyard verifier`.
-//! - [`verifier`]: the reference verification page and its API, its assumptions about the service in one place.
+//! - [`verifier`]: the reference verification page and its API, its assumptions about the service in one place; `verifier::oidc`, the page as an OpenID Connect provider (docs/oidc.md).
 //! - [`demo`]: `lanyard demo`: the mock, with the proxy and the verifier wired to it.
 //! - `failure`: how a command failed, and its exit code.
 //! - `files`: the small files lanyard reads, regular files only and bounded.

@@ -154,138 +154,94 @@ impl Metrics {
         registry: &Registry,
         spans_dropped: IntCounter,
     ) -> Result<Self, prometheus::Error> {
+        let r = Registrar(registry);
+        let verifier = VerifierSeries::register(&r)?;
         let metrics = Metrics {
             token: TokenMetrics::register(registry)?,
-            proxy_requests: IntCounterVec::new(
-                Opts::new(
-                    "lanyard_proxy_requests_total",
-                    "Requests answered by the proxy, by method and status code.",
-                ),
+            proxy_requests: r.counter_vec(
+                "lanyard_proxy_requests_total",
+                "Requests answered by the proxy, by method and status code.",
                 &["method", "code"],
             )?,
-            proxy_request_duration: HistogramVec::new(
-                HistogramOpts::new(
-                    "lanyard_proxy_request_duration_seconds",
-                    "Time from receiving a request to sending response headers.",
-                )
-                .buckets(PROXY_BUCKETS.to_vec()),
+            proxy_request_duration: r.histogram_vec(
+                "lanyard_proxy_request_duration_seconds",
+                "Time from receiving a request to sending response headers.",
+                PROXY_BUCKETS,
                 &["method"],
             )?,
-            proxy_in_flight: IntGauge::new(
+            proxy_in_flight: r.gauge(
                 "lanyard_proxy_in_flight_requests",
                 "Requests being proxied right now.",
             )?,
-            proxy_connections: IntGauge::new(
+            proxy_connections: r.gauge(
                 "lanyard_proxy_connections",
                 "Client connections the proxy holds open right now.",
             )?,
-            proxy_connections_refused: IntCounter::new(
+            proxy_connections_refused: r.counter(
                 "lanyard_proxy_connections_refused_total",
                 "Client connections refused because LANYARD_MAX_CONNECTIONS were open.",
             )?,
-            upstream_errors: IntCounterVec::new(
-                Opts::new(
-                    "lanyard_upstream_errors_total",
-                    "Requests that got no response from the upstream, by kind.",
-                ),
+            upstream_errors: r.counter_vec(
+                "lanyard_upstream_errors_total",
+                "Requests that got no response from the upstream, by kind.",
                 &["kind"],
             )?,
-            upstream_unauthorized_retries: IntCounter::new(
+            upstream_unauthorized_retries: r.counter(
                 "lanyard_upstream_unauthorized_retries_total",
                 "Requests retried with a new token after the upstream answered 401.",
             )?,
-            upstream_forbidden: IntCounter::new(
+            upstream_forbidden: r.counter(
                 "lanyard_upstream_forbidden_total",
                 "Upstream 403 answers: the account lacks a role or project group membership.",
             )?,
-            credentials_reloads: IntCounterVec::new(
-                Opts::new(
-                    "lanyard_credentials_reloads_total",
-                    "Credentials file reloads, by outcome.",
-                ),
+            credentials_reloads: r.counter_vec(
+                "lanyard_credentials_reloads_total",
+                "Credentials file reloads, by outcome.",
                 &["outcome"],
             )?,
-            verifier_sessions: IntCounterVec::new(
-                Opts::new(
-                    "lanyard_verifier_sessions_total",
-                    "Verification sessions started, and how each ended, by outcome.",
-                ),
-                &["outcome"],
-            )?,
-            verifier_connections: IntGauge::new(
-                "lanyard_verifier_connections",
-                "Connections the verifier's listener holds open right now.",
-            )?,
-            verifier_connections_refused: IntCounter::new(
-                "lanyard_verifier_connections_refused_total",
-                "Connections the verifier's listener refused: at LANYARD_MAX_CONNECTIONS with none idle, or over one client's cap.",
-            )?,
-            verifier_connections_evicted: IntCounter::new(
-                "lanyard_verifier_connections_evicted_total",
-                "Connections with no request in flight that the verifier's listener closed at LANYARD_MAX_CONNECTIONS to take a new one.",
-            )?,
-            verifier_handles_unopened: IntCounter::new(
-                "lanyard_verifier_handles_unopened_total",
-                "Session handles of the right form that none of the verifier's session keys opened: a forged or rotated-out handle, or replicas holding different LANYARD_VERIFIER_SESSION_KEYs.",
-            )?,
-            connections_stalled: IntCounterVec::new(
-                Opts::new(
-                    "lanyard_connections_stalled_total",
-                    "Connections (and HTTP/2 streams) ended because their client took none of an answer's bytes for LANYARD_SEND_TIMEOUT, by listener.",
-                ),
+            verifier_sessions: verifier.sessions,
+            verifier_connections: verifier.connections,
+            verifier_connections_refused: verifier.refused,
+            verifier_connections_evicted: verifier.evicted,
+            verifier_handles_unopened: verifier.handles_unopened,
+            connections_stalled: r.counter_vec(
+                "lanyard_connections_stalled_total",
+                "Connections (and HTTP/2 streams) ended because their client took none of an answer's bytes for LANYARD_SEND_TIMEOUT, by listener.",
                 &["listener"],
             )?,
-            connections_flooding: IntCounterVec::new(
-                Opts::new(
-                    "lanyard_connections_flooding_total",
-                    "HTTP/2 connections closed for sending control frames (PING, SETTINGS, WINDOW_UPDATE, ...) faster than any client needs, by listener.",
-                ),
+            connections_flooding: r.counter_vec(
+                "lanyard_connections_flooding_total",
+                "HTTP/2 connections closed for sending control frames (PING, SETTINGS, WINDOW_UPDATE, ...) faster than any client needs, by listener.",
                 &["listener"],
             )?,
-            otel_spans_dropped: spans_dropped,
-            build_info: IntGaugeVec::new(
-                Opts::new(
-                    "lanyard_build_info",
-                    "Always 1; the version label says which build.",
-                ),
+            otel_spans_dropped: r.registered(spans_dropped)?,
+            build_info: r.gauge_vec(
+                "lanyard_build_info",
+                "Always 1; the version label says which build.",
                 &["version"],
             )?,
             oidc: OidcMetrics::register(registry)?,
         };
-        registry.register(Box::new(metrics.proxy_requests.clone()))?;
-        registry.register(Box::new(metrics.proxy_request_duration.clone()))?;
-        registry.register(Box::new(metrics.proxy_in_flight.clone()))?;
-        registry.register(Box::new(metrics.proxy_connections.clone()))?;
-        registry.register(Box::new(metrics.proxy_connections_refused.clone()))?;
-        registry.register(Box::new(metrics.upstream_errors.clone()))?;
-        registry.register(Box::new(metrics.upstream_unauthorized_retries.clone()))?;
-        registry.register(Box::new(metrics.upstream_forbidden.clone()))?;
-        registry.register(Box::new(metrics.credentials_reloads.clone()))?;
-        registry.register(Box::new(metrics.verifier_sessions.clone()))?;
-        registry.register(Box::new(metrics.verifier_connections.clone()))?;
-        registry.register(Box::new(metrics.verifier_connections_refused.clone()))?;
-        registry.register(Box::new(metrics.verifier_connections_evicted.clone()))?;
-        registry.register(Box::new(metrics.verifier_handles_unopened.clone()))?;
-        registry.register(Box::new(metrics.connections_stalled.clone()))?;
-        registry.register(Box::new(metrics.connections_flooding.clone()))?;
-        registry.register(Box::new(metrics.otel_spans_dropped.clone()))?;
-        registry.register(Box::new(metrics.build_info.clone()))?;
-        metrics
-            .build_info
+        metrics.zero_series();
+        Ok(metrics)
+    }
+
+    /// Sets the build's series, and makes the series dashboards alert on
+    /// at zero, so that they read 0 rather than being absent before the
+    /// first event.
+    fn zero_series(&self) {
+        self.build_info
             .with_label_values(&[env!("CARGO_PKG_VERSION")])
             .set(1);
-        // Pre-create the series dashboards alert on, so they read 0 rather
-        // than being absent before the first event.
         for kind in ["connect", "timeout", "tls", "other"] {
-            metrics.upstream_errors.with_label_values(&[kind]);
+            self.upstream_errors.with_label_values(&[kind]);
         }
         for outcome in ["success", "invalid"] {
-            metrics.credentials_reloads.with_label_values(&[outcome]);
+            self.credentials_reloads.with_label_values(&[outcome]);
         }
         for outcome in VERIFIER_OUTCOMES {
-            metrics.verifier_sessions.with_label_values(&[outcome]);
+            self.verifier_sessions.with_label_values(&[outcome]);
         }
-        Ok(metrics)
     }
 
     /// Where one listener's accept loop reports, its stall and flood
@@ -382,5 +338,94 @@ impl RequestSeries {
                     .with_label_values(&[METHODS[method]])
             })
             .observe(elapsed.as_secs_f64());
+    }
+}
+
+/// The verifier's own series, made apart to keep [`Metrics::register`]
+/// short.
+struct VerifierSeries {
+    sessions: IntCounterVec,
+    connections: IntGauge,
+    refused: IntCounter,
+    evicted: IntCounter,
+    handles_unopened: IntCounter,
+}
+
+impl VerifierSeries {
+    fn register(r: &Registrar) -> Result<VerifierSeries, prometheus::Error> {
+        Ok(VerifierSeries {
+        sessions: r.counter_vec(
+            "lanyard_verifier_sessions_total",
+            "Verification sessions started, and how each ended, by outcome.",
+            &["outcome"],
+        )?,
+        connections: r.gauge(
+            "lanyard_verifier_connections",
+            "Connections the verifier's listener holds open right now.",
+        )?,
+        refused: r.counter(
+            "lanyard_verifier_connections_refused_total",
+            "Connections the verifier's listener refused: at LANYARD_MAX_CONNECTIONS with none idle, or over one client's cap.",
+        )?,
+        evicted: r.counter(
+            "lanyard_verifier_connections_evicted_total",
+            "Connections with no request in flight that the verifier's listener closed at LANYARD_MAX_CONNECTIONS to take a new one.",
+        )?,
+        handles_unopened: r.counter(
+            "lanyard_verifier_handles_unopened_total",
+            "Session handles of the right form that none of the verifier's session keys opened: a forged or rotated-out handle, or replicas holding different LANYARD_VERIFIER_SESSION_KEYs.",
+        )?,
+        })
+    }
+}
+
+/// Makes metrics and registers each as it is made, so that no metric is
+/// made and left out of the registry.
+struct Registrar<'a>(&'a Registry);
+
+impl Registrar<'_> {
+    fn registered<M: prometheus::core::Collector + Clone + 'static>(
+        &self,
+        metric: M,
+    ) -> Result<M, prometheus::Error> {
+        self.0.register(Box::new(metric.clone()))?;
+        Ok(metric)
+    }
+
+    fn counter(&self, name: &str, help: &str) -> Result<IntCounter, prometheus::Error> {
+        self.registered(IntCounter::new(name, help)?)
+    }
+
+    fn gauge(&self, name: &str, help: &str) -> Result<IntGauge, prometheus::Error> {
+        self.registered(IntGauge::new(name, help)?)
+    }
+
+    fn counter_vec(
+        &self,
+        name: &str,
+        help: &str,
+        labels: &[&str],
+    ) -> Result<IntCounterVec, prometheus::Error> {
+        self.registered(IntCounterVec::new(Opts::new(name, help), labels)?)
+    }
+
+    fn gauge_vec(
+        &self,
+        name: &str,
+        help: &str,
+        labels: &[&str],
+    ) -> Result<IntGaugeVec, prometheus::Error> {
+        self.registered(IntGaugeVec::new(Opts::new(name, help), labels)?)
+    }
+
+    fn histogram_vec(
+        &self,
+        name: &str,
+        help: &str,
+        buckets: &[f64],
+        labels: &[&str],
+    ) -> Result<HistogramVec, prometheus::Error> {
+        let opts = HistogramOpts::new(name, help).buckets(buckets.to_vec());
+        self.registered(HistogramVec::new(opts, labels)?)
     }
 }

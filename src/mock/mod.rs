@@ -28,7 +28,8 @@
 //! - `accounts`: the accounts the mock knows and the tokens it issued
 //!   them, which the token endpoint and the API share, and the counters.
 //! - `surface`: the HTTP conventions every surface shares: paths, JSON
-//!   replies, error answers, body reading, the path's scope.
+//!   replies, error answers, body reading, the path's scope, and the
+//!   frame of the pages a browser sees (the wallet's, the shop's).
 //! - `table`: the lock the tables sit behind.
 //! - `keys`: key pairs for the demo's account.
 //!

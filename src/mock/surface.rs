@@ -1,7 +1,8 @@
 //! The HTTP conventions the mock's surfaces share: where each surface
 //! lives, JSON replies, the error answer (`error` and `message`) and its
 //! shorthands, bounded JSON body reading, the organization and project a
-//! path names, and the fault that drops a connection unanswered.
+//! path names, the fault that drops a connection unanswered, and the frame
+//! of the pages a browser sees (the wallet's and the shop's).
 //!
 //! The lowest module of the mock: the token endpoint, the API and its
 //! handlers, and the wallet all import it, and it imports none of them.
@@ -201,5 +202,47 @@ pub(super) fn json(status: StatusCode, body: &impl serde::Serialize) -> Reply {
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
+    response
+}
+
+/// What a page of the mock's says it is: its name (title and heading), a
+/// sentence on what it stands for, its stylesheet, and its policy.
+pub(super) struct Frame {
+    pub name: &'static str,
+    pub lead: &'static str,
+    pub stylesheet: Option<&'static str>,
+    pub policy: &'static str,
+}
+
+/// An HTML page of `frame` around `body`. Never cached, and no page hands
+/// its URL to another site: a wallet's URL names a transaction, the shop's
+/// callback carries a code and a state.
+pub(super) fn html_page(status: StatusCode, frame: &Frame, body: &str) -> Reply {
+    let Frame {
+        name, lead, policy, ..
+    } = frame;
+    let stylesheet = frame
+        .stylesheet
+        .map(|href| format!("<link rel=\"stylesheet\" href=\"{href}\">\n"))
+        .unwrap_or_default();
+    let html = format!(
+        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{name}</title>\n{stylesheet}</head>\n<body>\n<main>\n\
+         <h1>{name}</h1>\n<p>{lead}</p>\n{body}\n</main>\n</body>\n</html>\n"
+    );
+    let mut response = Response::new(Full::new(Bytes::from(html)));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(policy),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
     response
 }

@@ -10,10 +10,10 @@
 //! reaches the markup, so there is nothing to escape.
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
+use http::{HeaderMap, Response, StatusCode, header};
 use http_body_util::Full;
 
-use super::surface::WALLET_PREFIX;
+use super::surface::{Frame, WALLET_PREFIX, html_page};
 
 /// Nothing but this page and its own form posts.
 const CONTENT_SECURITY_POLICY: &str =
@@ -90,31 +90,19 @@ pub(super) fn problem(status: StatusCode, sentence: &'static str) -> Response<Fu
 }
 
 fn page(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
-    let html = format!(
-        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>Mock wallet</title>\n</head>\n<body>\n<main>\n\
-         <h1>Mock wallet</h1>\n<p>The demo's stand-in for a wallet app (lanyard's mock service).</p>\n\
-         {body}\n</main>\n</body>\n</html>\n"
-    );
-    let mut response = Response::new(Full::new(Bytes::from(html)));
-    *response.status_mut() = status;
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
-    );
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response
+    let frame = Frame {
+        name: "Mock wallet",
+        lead: "The demo's stand-in for a wallet app (lanyard's mock service).",
+        stylesheet: None,
+        policy: CONTENT_SECURITY_POLICY,
+    };
+    html_page(status, &frame, body)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::HeaderValue;
 
     #[test]
     fn a_wallet_link_names_one_of_this_mock_s_transactions() {

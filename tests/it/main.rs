@@ -14,6 +14,7 @@ mod cli_startup;
 mod credential_sources;
 mod demo;
 mod docs;
+mod docs_run;
 mod fair_share;
 mod frames;
 mod hostile;

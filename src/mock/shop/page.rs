@@ -3,13 +3,15 @@
 //! them. No script; one stylesheet of the shop's own.
 //!
 //! Claims come from an ID token, which is data from elsewhere: every
-//! claim's name and value is escaped, so none is ever markup. Imports
-//! nothing of the mock.
+//! claim's name and value is escaped, so none is ever markup. Of the
+//! mock it imports only the frame its pages share with the wallet's.
 
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::Full;
 use serde_json::{Map, Value};
+
+use crate::mock::surface::{Frame, html_page};
 
 /// The page's own stylesheet and its own form posts; nothing else, not
 /// even an inline style.
@@ -117,30 +119,13 @@ pub(super) fn see_other(location: HeaderValue, cookies: &[String]) -> Page {
 }
 
 fn page(status: StatusCode, body: &str) -> Page {
-    let html = format!(
-        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>Demo shop</title>\n<link rel=\"stylesheet\" href=\"{STYLESHEET_PATH}\">\n\
-         </head>\n<body>\n<main>\n\
-         <h1>Demo shop</h1>\n<p>A relying party that logs you in with OpenID Connect (lanyard's mock service).</p>\n\
-         {body}\n</main>\n</body>\n</html>\n"
-    );
-    let mut response = Response::new(Full::new(Bytes::from(html)));
-    *response.status_mut() = status;
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
-    );
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    // The callback's URL carries a code and a state; no page of the shop's
-    // hands its URL to another site.
-    headers.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
-    response
+    let frame = Frame {
+        name: "Demo shop",
+        lead: "A relying party that logs you in with OpenID Connect (lanyard's mock service).",
+        stylesheet: Some(STYLESHEET_PATH),
+        policy: CONTENT_SECURITY_POLICY,
+    };
+    html_page(status, &frame, body)
 }
 
 /// Text made safe to place in an element or a quoted attribute.

@@ -21,6 +21,9 @@ const TEMPLATE: &str = include_str!("index.html");
 /// lanyard's own pages (a refused login, a path with no page): the page's
 /// structure and style, its own words.
 const ERROR_TEMPLATE: &str = include_str!("error.html");
+/// The top of both pages, through their stylesheet: one copy, so that
+/// lanyard's own pages keep the page's language, policy and style.
+const HEAD_TEMPLATE: &str = include_str!("head.html");
 
 /// A brand as a page shows it: the brand, and where its logo and its
 /// stylesheet are served.
@@ -138,7 +141,7 @@ impl Pages {
     pub fn error(&self, page: &ErrorPage<'_>, asked: Asked<'_>, base: &str) -> (String, String) {
         let language = self.languages.choose(asked);
         let html = fill(ERROR_TEMPLATE, |name| match name {
-            "base" => escape_html(base),
+            "head" => head(language, base, language.message(page.title)),
             "title" => escape_html(language.message(page.title)),
             "text" => page
                 .text
@@ -173,9 +176,22 @@ fn fill(template: &str, mut value: impl FnMut(&str) -> String) -> String {
     html
 }
 
+/// The top of a page in `language`, titled `title`, its files under
+/// `base`.
+fn head(language: &Language, base: &str, title: &str) -> String {
+    fill(HEAD_TEMPLATE, |name| match name {
+        "lang" => language.tag(),
+        "dir" => if language.rtl { "rtl" } else { "ltr" }.to_string(),
+        "base" => escape_html(base),
+        "title" => escape_html(title),
+        _ => String::new(),
+    })
+}
+
 fn render(language: &Language, languages: &Languages, brand: Option<&Branded>) -> Rendered {
-    let html = fill(TEMPLATE, |name| {
-        placeholder(name, language, languages, brand)
+    let html = fill(TEMPLATE, |name| match name {
+        "head" => head(language, "", language.message("page-title")),
+        name => placeholder(name, language, languages, brand),
     });
     let asker = escape_html(language.message("asker"));
     let (before, after) = asker.split_once("{asker}").unwrap_or(("", &asker));
@@ -198,8 +214,6 @@ fn placeholder(
 ) -> String {
     let brand = branded.map(|branded| &*branded.brand);
     match name {
-        "lang" => language.tag(),
-        "dir" => if language.rtl { "rtl" } else { "ltr" }.to_string(),
         "messages" => script_messages(language),
         "languages" => switch(language, languages),
         "labels" => labels(language, brand),
