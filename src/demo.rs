@@ -9,7 +9,7 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 
 use crate::access::ServiceAccess;
-use crate::config::DemoConfig;
+use crate::config::{DemoConfig, RulePath};
 use crate::config::oidc::rules::{Rule, Rules};
 use crate::failure::Failure;
 use crate::otel::Telemetry;
@@ -102,9 +102,7 @@ impl Demo {
         let mut verifier = VerifierConfig::with_settings(
             config,
             service.clone(),
-            format!(
-                "/organizations/{DEMO_ORGANIZATION}/projects/{DEMO_PROJECT}/verifications/{DEMO_RULE}"
-            ),
+            RulePath::new(None, DEMO_ORGANIZATION, DEMO_PROJECT, DEMO_RULE),
             WalletBaseUrl::parse(&mock.wallet_url()).map_err(|e| failed("mock URL", e))?,
         );
         let verifier_url = listeners
@@ -206,9 +204,8 @@ impl Demo {
         };
         if let Some((curl, origin)) = reach {
             let rule_path = |project: &str| {
-                format!(
-                    "{origin}/organizations/{DEMO_ORGANIZATION}/projects/{project}/verifications/{DEMO_RULE}"
-                )
+                let path = RulePath::new(None, DEMO_ORGANIZATION, project, DEMO_RULE);
+                format!("{origin}{path}")
             };
             banner.push_str(&format!(
                 "\n\

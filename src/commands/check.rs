@@ -12,7 +12,7 @@ use http_body_util::Empty;
 
 use crate::config::credentials::{Credentials, RsaPublic, SigningKey};
 use crate::config::oidc::OidcConfig;
-use crate::config::{Config, RunConfig};
+use crate::config::{Config, RulePath, RunConfig, Segment};
 use crate::outbound::{self, FailureKind};
 use crate::secret::Secret;
 use crate::target::TargetUrl;
@@ -324,8 +324,8 @@ impl Probe {
 }
 
 /// Probes the rule path when `PROJECT_ID` and `RULE_ID` are set, and
-/// every OpenID Connect client's rule; the organization falls back to
-/// the credentials' as `ORG_ID` does.
+/// every OpenID Connect client's rule, in `ORG_ID`'s organization or the
+/// default account's.
 async fn check_rule(
     config: &Config,
     organization_id: &str,
@@ -333,11 +333,12 @@ async fn check_rule(
     probe: &Probe,
     report: &mut CheckReport,
 ) {
-    let org = config.org_id.as_deref().unwrap_or(organization_id);
+    let org_id = config.org_id.as_deref();
     match (&config.project_id, &config.rule_id) {
         (Some(project), Some(rule)) => {
-            let deployment = [("ORG_ID", org), ("PROJECT_ID", project), ("RULE_ID", rule)];
-            probe_rule(String::new(), deployment, base, probe, report).await;
+            let path = RulePath::new(org_id, organization_id, project, rule);
+            let names = ["ORG_ID", "PROJECT_ID", "RULE_ID"];
+            probe_rule(String::new(), &path, names, base, probe, report).await;
         }
         _ => report.push(
             CheckStatus::Skip,
@@ -351,36 +352,35 @@ async fn check_rule(
     for client in clients {
         for rule in client.rules.iter() {
             let whose = format!("client {}, scope {}: ", client.id, rule.scope);
-            let segments = [
-                ("ORG_ID", org),
-                ("project_id", &rule.project_id),
-                ("rule_id", &rule.rule_id),
-            ];
-            probe_rule(whose, segments, base, probe, report).await;
+            let path = RulePath::new(org_id, organization_id, &rule.project_id, &rule.rule_id);
+            let names = ["ORG_ID", "project_id", "rule_id"];
+            probe_rule(whose, &path, names, base, probe, report).await;
         }
     }
 }
 
 /// Probes one rule path, its segments (organization, project, rule)
-/// named as they were given, and reports it, `whose` first.
+/// named as `names` says they were given, and reports it, `whose` first.
 async fn probe_rule(
     whose: String,
-    segments: [(&str, &str); 3],
+    path: &RulePath,
+    [org, project, rule]: [&str; 3],
     base: &TargetUrl,
     probe: &Probe,
     report: &mut CheckReport,
 ) {
-    let unsafe_segment = segments
-        .into_iter()
-        .find_map(|(name, v)| Some((name, crate::config::path_segment_problem(v)?)));
-    if let Some((name, why)) = unsafe_segment {
+    if let Some((segment, why)) = path.problem() {
+        let name = match segment {
+            Segment::Organization => org,
+            Segment::Project => project,
+            Segment::Rule => rule,
+        };
         report.push(CheckStatus::Fail, "rule", format!("{whose}{name} {why}"));
         return;
     }
-    let [(_, org), (_, project), (_, rule)] = segments;
     // Joined exactly as the proxy joins a request's path; the segments
     // were checked above, so this parses.
-    let path = format!("/organizations/{org}/projects/{project}/verifications/{rule}");
+    let path = path.to_string();
     let url = path
         .parse::<http::Uri>()
         .ok()

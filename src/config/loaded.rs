@@ -20,7 +20,7 @@ use super::problems::ConfigError;
 use super::settings::{ORG_ID, ORGANIZATION_ID};
 use super::sources::{Env, Flags, Layers, Sourced};
 use super::values::WalletBaseUrl;
-use super::verifier::path_segment_problem;
+use super::rule_path::{RulePath, Segment};
 use super::{Config, Requirement};
 use crate::target::TargetUrl;
 
@@ -89,9 +89,9 @@ pub struct VerifierSetup {
     pub upstream: TargetUrl,
     pub account: Account,
     pub tls: rustls::ClientConfig,
-    /// `/organizations/{org}/projects/{project}/verifications/{rule}`,
-    /// each segment checked.
-    pub rule_path: String,
+    /// `PROJECT_ID` and `RULE_ID` of `ORG_ID` or the account's
+    /// organization, each segment checked.
+    pub rule_path: RulePath,
     /// `WALLET_BASE_URL`.
     pub wallet: WalletBaseUrl,
 }
@@ -243,29 +243,31 @@ fn assemble(
     })
 }
 
-/// `/organizations/{org}/projects/{project}/verifications/{rule}`, the
-/// organization falling back to the credentials' as `SA_ORGANIZATION_ID`
-/// falls back to `ORG_ID`.
-fn rule_path(settings: &Config, account: &Account, layers: &mut Layers) -> Option<String> {
+/// The deployment's rule path, in `ORG_ID`'s organization or else the
+/// account's.
+fn rule_path(settings: &Config, account: &Account, layers: &mut Layers) -> Option<RulePath> {
     let (project, rule) = (settings.project_id.as_ref()?, settings.rule_id.as_ref()?);
-    // ORG_ID was checked as it was read, and a bad one reported there; the
-    // credentials' own id is checked here, where it becomes a path segment.
-    let org = match settings.org_id.as_deref() {
-        Some(org) => org,
-        None => account.organization_id(),
-    };
+    let path = RulePath::new(
+        settings.org_id.as_deref(),
+        account.organization_id(),
+        project,
+        rule,
+    );
+    // ORG_ID, PROJECT_ID and RULE_ID were checked as they were read, and
+    // a bad one reported there; the credentials' own organization is
+    // checked here, where it becomes a path segment.
     if settings.org_id.is_none()
-        && let Some(why) = path_segment_problem(org)
+        && let Some((Segment::Organization, why)) = path.problem()
     {
         layers.errors.push(format!(
-            "{} (or the credentials file's organization_id): `{org}` {why}; set {} to the organization of the rule path",
-            ORGANIZATION_ID.env, ORG_ID.env
+            "{} (or the credentials file's organization_id): `{}` {why}; set {} to the organization of the rule path",
+            ORGANIZATION_ID.env,
+            path.organization(),
+            ORG_ID.env
         ));
         return None;
     }
-    Some(format!(
-        "/organizations/{org}/projects/{project}/verifications/{rule}"
-    ))
+    Some(path)
 }
 
 /// The accounts, `SA_CREDENTIALS_FILE`'s and `SA_*`'s, and

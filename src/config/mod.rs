@@ -6,6 +6,8 @@
 //!   them.
 //! - [`loaded`]: each command's configuration, [`Loaded`], with every part
 //!   it requires present.
+//! - `rule_path`: the rule path, [`RulePath`], formatted and its
+//!   organization decided in one place.
 //! - `account`: the credentials and TLS roots the settings point at, read
 //!   and checked once.
 //! - [`credentials`]: the credentials file, the `SA_*` overrides and the
@@ -51,6 +53,7 @@ pub mod issuer;
 pub mod loaded;
 pub mod oidc;
 mod problems;
+mod rule_path;
 pub mod settings;
 mod shown;
 mod sources;
@@ -77,6 +80,7 @@ pub use defaults::{
 };
 pub use loaded::{AccountSet, DemoConfig, Loaded, RunConfig, Signing, TokenConfig, VerifierSetup};
 pub use problems::ConfigError;
+pub use rule_path::{RulePath, Segment};
 pub use settings::{
     ALLOW_REMOTE, CONFIG_ENV, CREDENTIALS_FILE, LISTEN, PRIVATE_KEY, SERVICE_API_URL, SETTINGS,
 };

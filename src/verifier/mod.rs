@@ -59,7 +59,7 @@ use hyper::body::Incoming;
 use tokio::sync::Semaphore;
 
 use crate::access::ServiceAccess;
-use crate::config::{Config, SessionKeys, VerifierRates, VerifierSetup, WalletBaseUrl};
+use crate::config::{Config, RulePath, SessionKeys, VerifierRates, VerifierSetup, WalletBaseUrl};
 use crate::failure::Failure;
 use crate::metrics::Metrics;
 use crate::server::{Abort, Handler, Peer};
@@ -98,8 +98,8 @@ const SWEEP_INTERVAL: Duration = Duration::from_secs(5);
 pub struct VerifierConfig {
     /// The service's API base URL (`SERVICE_API_URL`).
     pub service: TargetUrl,
-    /// `/organizations/{ORG}/projects/{PROJECT}/verifications/{RULE}`.
-    pub rule_path: String,
+    /// The deployment's rule.
+    pub rule_path: RulePath,
     pub wallet: WalletBaseUrl,
     pub session_ttl: Duration,
     /// Trusted proxies in front (`LANYARD_VERIFIER_FORWARDED_HOPS`).
@@ -145,7 +145,7 @@ impl VerifierConfig {
     pub fn with_settings(
         config: &Config,
         service: TargetUrl,
-        rule_path: String,
+        rule_path: RulePath,
         wallet: WalletBaseUrl,
     ) -> VerifierConfig {
         VerifierConfig {
