@@ -1,11 +1,15 @@
 //! Settings: command-line flags, environment, TOML file and defaults, merged
-//! into one validated [`Config`] (docs/settings.md).
+//! into one validated [`Config`], and from it each component's
+//! configuration (docs/settings.md).
 //!
-//! - this file: [`Config`], the settings every command reads, what the
-//!   command needs ([`Requirement`]), and the steps from the sources to
-//!   them.
-//! - [`loaded`]: each command's configuration, [`Loaded`], with every part
-//!   it requires present.
+//! - this file: [`Config`], every setting as read, what the command needs
+//!   ([`Requirement`]), and the steps from the sources to them. Nothing
+//!   outside `config` takes a `Config`: each component takes its own.
+//! - [`loaded`]: each command's configuration, [`Loaded`], holding its
+//!   components' configurations with every part it requires present.
+//! - `components`: each component's configuration, built from the
+//!   settings once: [`ProxyConfig`], [`VerifierConfig`], [`AdminConfig`],
+//!   [`AccessConfig`] and [`ProcessConfig`].
 //! - `rule_path`: the rule path, [`RulePath`], formatted and its
 //!   organization decided in one place.
 //! - `account`: the credentials and TLS roots the settings point at, read
@@ -46,6 +50,7 @@
 mod account;
 pub mod accounts;
 pub mod brand;
+mod components;
 pub mod credentials;
 pub mod declaration;
 mod defaults;
@@ -70,6 +75,7 @@ use std::time::Duration;
 
 use crate::target::TargetUrl;
 
+pub use components::{AccessConfig, AdminConfig, ProcessConfig, ProxyConfig, VerifierConfig};
 pub use credentials::CredentialSettings;
 pub use declaration::{AnySetting, DefaultValue, Setting, ShownDefault};
 // The defaults and settings other modules name; the rest of the table is
@@ -78,7 +84,10 @@ pub use account::Account;
 pub use defaults::{
     DEFAULT_EXPIRY_MARGIN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEADER_BYTES, MIN_MAX_HEADER_BYTES,
 };
-pub use loaded::{AccountSet, DemoConfig, Loaded, RunConfig, Signing, TokenConfig, VerifierSetup};
+pub use loaded::{
+    AccountSet, CheckConfig, DemoConfig, HealthcheckConfig, Loaded, RunConfig, Signing,
+    TokenConfig, VerifierSetup,
+};
 pub use problems::ConfigError;
 pub use rule_path::{RulePath, Segment};
 pub use settings::{
@@ -91,10 +100,7 @@ pub use values::{
 };
 pub use verifier::{VerifierRates, is_path_segment, path_segment_problem};
 
-use defaults::{
-    DEFAULT_ADMIN_LISTEN, DEFAULT_VERIFIER_LISTEN, DEMO_ADMIN_LISTEN, DEMO_VERIFIER_LISTEN,
-    MAX_ASSERTION_TTL,
-};
+use defaults::{DEFAULT_ADMIN_LISTEN, MAX_ASSERTION_TTL};
 use settings::{
     ADMIN_LISTEN, ASSERTION_TTL, BODY_TIMEOUT, CA_FILE, CLIENT_ID, CLOCK_SKEW, CREDENTIALS_DIR,
     DEMO, EXPIRY_MARGIN, HEADER_TIMEOUT, IAM_AUDIENCE, LISTEN_MODE, LOG_FORMAT, MAX_CONNECTIONS,
@@ -120,7 +126,7 @@ pub struct Config {
     pub listen_mode: FileMode,
     pub admin_listen: SocketAddr,
     /// Whether `admin_listen` was given rather than defaulted: the demo
-    /// keeps to loopback unless it was ([`Config::demo_admin_listen`]).
+    /// keeps to loopback unless it was ([`AdminConfig`]).
     pub admin_listen_given: bool,
     /// `LANYARD_VERIFIER_LISTEN` and `PORT` as given; the command decides
     /// what unset means ([`Config::verifier_listen`]).
@@ -210,36 +216,10 @@ impl Requirement {
 }
 
 impl Config {
-    /// Where `lanyard verifier` listens: as given, else on `PORT`, else
-    /// `0.0.0.0:8080` (`DEFAULT_VERIFIER_LISTEN`).
-    pub fn verifier_listen(&self) -> SocketAddr {
-        let on_port = |port| SocketAddr::new(DEFAULT_VERIFIER_LISTEN.ip(), port);
-        self.verifier_listen_given
-            .or(self.port.map(on_port))
-            .unwrap_or(DEFAULT_VERIFIER_LISTEN)
-    }
-
-    /// Where `lanyard demo` serves the verifier: as given, else beside the
-    /// proxy on loopback. `PORT` is a platform's choice for the one port
-    /// of a deployed verifier, not the demo's.
-    pub fn demo_verifier_listen(&self) -> SocketAddr {
-        self.verifier_listen_given.unwrap_or(DEMO_VERIFIER_LISTEN)
-    }
-
-    /// Where `lanyard demo` serves health and metrics: as given, else on
-    /// loopback. The demo is one person's machine; its admin listener has
-    /// no kubelet or Prometheus to reach it from elsewhere.
-    pub fn demo_admin_listen(&self) -> SocketAddr {
-        match self.admin_listen_given {
-            true => self.admin_listen,
-            false => DEMO_ADMIN_LISTEN,
-        }
-    }
-
     /// The settings alone, loaded and checked as for `need`
     /// ([`Loaded::load`]), what they point at included.
     pub fn load(flags: &Flags, env: &dyn Env, need: Requirement) -> Result<Config, ConfigError> {
-        Loaded::load(flags, env, need).map(Loaded::into_settings)
+        Loaded::load_with_settings(flags, env, need).map(|(_, settings)| settings)
     }
 
     /// Every setting, and what the settings point at that `need` reads:

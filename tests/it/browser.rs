@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use lanyard::demo::{Demo, DemoListeners};
+use lanyard::commands::demo::{Demo, DemoListeners};
 use tokio::net::TcpListener;
 
 /// Debian's Chromium; playwright-core brings no browser of its own.

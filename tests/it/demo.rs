@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::Method;
+use lanyard::commands::demo::{Demo, DemoListeners};
 use lanyard::config::DemoConfig;
-use lanyard::demo::{Demo, DemoListeners};
 use lanyard::process::{ProxyListener, bind_proxy};
 use tokio::net::TcpListener;
 
@@ -37,7 +37,8 @@ async fn banner_curl_lines_work_on_a_unix_socket() {
     let socket = dir.path().join("lanyard.sock");
     let listen = format!("unix:{}", socket.display());
     let config = demo_config(&HashMap::from([("LANYARD_LISTEN".into(), listen)]));
-    let banner = banner_curl_lines_work(&config, bind_proxy(&config.settings).unwrap()).await;
+    let banner =
+        banner_curl_lines_work(&config, bind_proxy(config.proxy.as_ref().unwrap()).unwrap()).await;
     assert!(
         banner.contains(&format!("curl --unix-socket '{}' ", socket.display())),
         "{banner}"

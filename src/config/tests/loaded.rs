@@ -52,7 +52,10 @@ fn each_command_gets_its_own_configuration_with_what_it_requires() {
     }
     match loaded(Requirement::Verifier, &[("ORG_ID", "org-rules")]).unwrap() {
         Loaded::Verifier(setup) => assert!(
-            setup.rule_path.to_string().starts_with("/organizations/org-rules/"),
+            setup
+                .rule_path
+                .to_string()
+                .starts_with("/organizations/org-rules/"),
             "ORG_ID names the rule's organization: {}",
             setup.rule_path
         ),

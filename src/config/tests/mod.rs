@@ -37,7 +37,11 @@ fn with_account(pairs: &[(&str, &str)]) -> HashMap<String, String> {
 }
 
 fn load(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
-    load_run(&Flags::default(), pairs).map(|run| run.settings)
+    Config::load(
+        &Flags::default(),
+        &with_account(pairs),
+        Requirement::Upstream,
+    )
 }
 
 /// `lanyard run`'s configuration, for what only it holds.
@@ -45,6 +49,14 @@ fn load_run(flags: &Flags, pairs: &[(&str, &str)]) -> Result<RunConfig, ConfigEr
     match Loaded::load(flags, &with_account(pairs), Requirement::Upstream)? {
         Loaded::Run(run) => Ok(*run),
         other => panic!("not `lanyard run`'s: {other:?}"),
+    }
+}
+
+/// `lanyard demo`'s configuration, for where the demo listens.
+fn load_demo(pairs: &[(&str, &str)]) -> DemoConfig {
+    match Loaded::load(&Flags::default(), &env(pairs), Requirement::Demo).unwrap() {
+        Loaded::Demo(demo) => *demo,
+        other => panic!("not `lanyard demo`'s: {other:?}"),
     }
 }
 
@@ -56,22 +68,25 @@ fn defaults_apply_when_only_the_upstream_is_set() {
     )
     .unwrap();
     assert_eq!(run.upstream.path_prefix(), "/v1");
-    let config = run.settings;
     assert_eq!(
-        config.listen,
+        run.proxy.listen,
         ListenAddr::Tcp("127.0.0.1:8080".parse().unwrap())
     );
-    assert_eq!(config.admin_listen, "0.0.0.0:9090".parse().unwrap());
+    assert_eq!(run.admin.listen, "0.0.0.0:9090".parse().unwrap());
+    let demo = load_demo(&[]);
     assert_eq!(
-        config.demo_admin_listen(),
+        demo.admin.listen,
         "127.0.0.1:9090".parse().unwrap(),
         "the demo keeps to loopback"
     );
-    assert_eq!(config.assertion_ttl, Duration::from_secs(3600));
-    assert_eq!(config.upstream_timeout, Duration::from_secs(30));
-    assert_eq!(config.shutdown_grace, Duration::from_secs(20));
-    assert!(config.rfc7523_fields);
-    assert_eq!(config.log_format, None, "text on a terminal, else JSON");
+    assert_eq!(run.access.assertion_ttl, Duration::from_secs(3600));
+    assert_eq!(run.proxy.upstream_timeout, Duration::from_secs(30));
+    assert_eq!(run.process.shutdown_grace, Duration::from_secs(20));
+    assert!(run.access.rfc7523_fields);
+    assert_eq!(
+        run.process.log_format, None,
+        "text on a terminal, else JSON"
+    );
 }
 
 #[test]
@@ -247,9 +262,8 @@ fn flag_beats_environment_beats_file() {
     )
     .unwrap();
     assert_eq!(run.upstream.to_string(), "https://env.example/");
-    let config = run.settings;
-    assert_eq!(config.upstream_timeout, Duration::from_secs(9));
-    assert_eq!(config.assertion_ttl, Duration::from_secs(300));
+    assert_eq!(run.proxy.upstream_timeout, Duration::from_secs(9));
+    assert_eq!(run.access.assertion_ttl, Duration::from_secs(300));
 }
 
 #[test]
@@ -532,10 +546,6 @@ fn an_unreadable_variable_is_reported_once_not_again_as_unset() {
 
 #[test]
 fn the_demo_serves_health_where_the_admin_listener_is_given() {
-    let config = load(&[
-        ("SERVICE_API_URL", "https://api.example.com/v1/"),
-        ("LANYARD_ADMIN_LISTEN", "0.0.0.0:9191"),
-    ])
-    .unwrap();
-    assert_eq!(config.demo_admin_listen(), "0.0.0.0:9191".parse().unwrap());
+    let demo = load_demo(&[("LANYARD_ADMIN_LISTEN", "0.0.0.0:9191")]);
+    assert_eq!(demo.admin.listen, "0.0.0.0:9191".parse().unwrap());
 }

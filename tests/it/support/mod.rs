@@ -155,7 +155,7 @@ pub fn demo_config(map: &HashMap<String, String>) -> DemoConfig {
 /// it from `map`.
 pub fn access(map: &HashMap<String, String>) -> ServiceAccess {
     let run = config(map);
-    ServiceAccess::of_default(&run.settings, &run.signing).expect("a default account")
+    ServiceAccess::of_default(&run.access, &run.signing).expect("a default account")
 }
 
 /// Waits for a watch channel's value to satisfy `done`, failing the test
