@@ -1,9 +1,8 @@
 //! Each component's configuration, built from the settings once: the
-//! proxy's, the verifier's (with its OpenID Connect provider), the admin
-//! listener's, the accounts' token access, and the process's own. A
-//! component takes its own and nothing else, so that a new setting of
-//! one touches the settings table, its component's configuration here,
-//! the line that uses it, and a test (docs/architecture.md, `config/`).
+//! verifier's (with its OpenID Connect provider), the admin listener's,
+//! the accounts' token access, and the process's own; the proxy's is
+//! read straight from the settings (`proxy`). A component takes its own
+//! and nothing else (docs/architecture.md, `config/`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -13,7 +12,8 @@ use std::time::Duration;
 use super::brand::Brand;
 use super::credentials::CredentialSettings;
 use super::oidc::OidcConfig;
-use super::values::{FileMode, ListenAddr, LogFormat, SessionKeys};
+use super::proxy::ProxyConfig;
+use super::values::{LogFormat, SessionKeys};
 use super::verifier::VerifierRates;
 use super::{Config, defaults};
 
@@ -39,32 +39,6 @@ pub struct AdminConfig {
     pub listen: SocketAddr,
     /// How long a client may take none of an answer (`LANYARD_SEND_TIMEOUT`).
     pub send_timeout: Duration,
-}
-
-/// The proxy's (docs/proxy.md); where it forwards to is the command's
-/// (`SERVICE_API_URL`, or the demo's mock). Nothing in it is optional.
-#[derive(Debug, Clone)]
-pub struct ProxyConfig {
-    /// `LANYARD_LISTEN`: loopback unless allowed otherwise, or a Unix socket.
-    pub listen: ListenAddr,
-    /// The Unix socket's permissions, when `listen` is one.
-    pub listen_mode: FileMode,
-    /// Time to the upstream's response headers (`LANYARD_UPSTREAM_TIMEOUT`).
-    pub upstream_timeout: Duration,
-    /// Longest silence within a request body (`LANYARD_BODY_TIMEOUT`).
-    pub body_timeout: Duration,
-    /// Upstream connections, all threads (`LANYARD_MAX_UPSTREAM_CONNECTIONS`).
-    pub max_upstream_connections: usize,
-    /// Threads, one runtime each (`LANYARD_WORKER_THREADS`).
-    pub worker_threads: usize,
-    /// A client's time to send a request head, and a kept-alive
-    /// connection's idle time (`LANYARD_HEADER_TIMEOUT`).
-    pub header_timeout: Duration,
-    /// How long a client may take none of an answer (`LANYARD_SEND_TIMEOUT`).
-    pub send_timeout: Duration,
-    pub max_header_bytes: usize,
-    /// Client connections (`LANYARD_MAX_CONNECTIONS`), before open files lower it.
-    pub max_connections: usize,
 }
 
 /// The verifier's (docs/verifier.md), and its OpenID Connect provider's
@@ -159,18 +133,7 @@ impl Config {
     }
 
     pub(super) fn proxy_config(&self) -> ProxyConfig {
-        ProxyConfig {
-            listen: self.listen.clone(),
-            listen_mode: self.listen_mode,
-            upstream_timeout: self.upstream_timeout,
-            body_timeout: self.body_timeout,
-            max_upstream_connections: self.max_upstream_connections,
-            worker_threads: self.worker_threads,
-            header_timeout: self.header_timeout,
-            send_timeout: self.send_timeout,
-            max_header_bytes: self.max_header_bytes,
-            max_connections: self.max_connections,
-        }
+        self.proxy.clone()
     }
 
     pub(super) fn verifier_config(&self, defaults: Defaults) -> VerifierConfig {

@@ -16,11 +16,10 @@ use std::path::PathBuf;
 
 use super::account::{self, Account};
 use super::accounts::AccountsDir;
-use super::components::{
-    AccessConfig, AdminConfig, Defaults, ProcessConfig, ProxyConfig, VerifierConfig,
-};
+use super::components::{AccessConfig, AdminConfig, Defaults, ProcessConfig, VerifierConfig};
 use super::oidc::OidcConfig;
 use super::problems::ConfigError;
+use super::proxy::ProxyConfig;
 use super::rule_path::{RulePath, Segment};
 use super::settings::{ORG_ID, ORGANIZATION_ID};
 use super::sources::{Env, Flags, Layers, Sourced};

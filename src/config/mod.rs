@@ -10,6 +10,8 @@
 //! - `components`: each component's configuration, built from the
 //!   settings once: [`ProxyConfig`], [`VerifierConfig`], [`AdminConfig`],
 //!   [`AccessConfig`] and [`ProcessConfig`].
+//! - `proxy`: the proxy's, [`ProxyConfig`], its own settings read straight
+//!   into it.
 //! - `rule_path`: the rule path, [`RulePath`], formatted and its
 //!   organization decided in one place.
 //! - `account`: the credentials and TLS roots the settings point at, read
@@ -58,6 +60,7 @@ pub mod issuer;
 pub mod loaded;
 pub mod oidc;
 mod problems;
+mod proxy;
 mod rule_path;
 pub mod settings;
 mod shown;
@@ -75,9 +78,10 @@ use std::time::Duration;
 
 use crate::target::TargetUrl;
 
-pub use components::{AccessConfig, AdminConfig, ProcessConfig, ProxyConfig, VerifierConfig};
+pub use components::{AccessConfig, AdminConfig, ProcessConfig, VerifierConfig};
 pub use credentials::CredentialSettings;
 pub use declaration::{AnySetting, DefaultValue, Setting, ShownDefault};
+pub use proxy::ProxyConfig;
 // The defaults and settings other modules name; the rest of the table is
 // `config::settings::NAME`.
 pub use account::Account;
@@ -102,11 +106,9 @@ pub use verifier::{VerifierRates, is_path_segment, path_segment_problem};
 
 use defaults::{DEFAULT_ADMIN_LISTEN, MAX_ASSERTION_TTL};
 use settings::{
-    ADMIN_LISTEN, ASSERTION_TTL, BODY_TIMEOUT, CA_FILE, CLIENT_ID, CLOCK_SKEW, CREDENTIALS_DIR,
-    DEMO, EXPIRY_MARGIN, HEADER_TIMEOUT, IAM_AUDIENCE, LISTEN_MODE, LOG_FORMAT, MAX_CONNECTIONS,
-    MAX_HEADER_BYTES, MAX_UPSTREAM_CONNECTIONS, ORG_ID, ORGANIZATION_ID, RFC7523_FIELDS,
-    SEND_TIMEOUT, SHUTDOWN_GRACE, TOKEN_TIMEOUT, TOKEN_URI, UPSTREAM_TIMEOUT, VERIFIER_BRAND_FILE,
-    WORKER_THREADS,
+    ADMIN_LISTEN, ASSERTION_TTL, CA_FILE, CLIENT_ID, CLOCK_SKEW, CREDENTIALS_DIR, DEMO,
+    EXPIRY_MARGIN, IAM_AUDIENCE, LOG_FORMAT, ORG_ID, ORGANIZATION_ID, RFC7523_FIELDS,
+    SHUTDOWN_GRACE, TOKEN_TIMEOUT, TOKEN_URI, VERIFIER_BRAND_FILE,
 };
 use sources::{Layers, Reported};
 use verifier::VerifierSettings;
@@ -121,9 +123,6 @@ pub struct Config {
     /// ([`VerifierSetup::rule_path`]).
     pub project_id: Option<String>,
     pub rule_id: Option<String>,
-    pub listen: ListenAddr,
-    /// The Unix socket's permissions, when `listen` is one.
-    pub listen_mode: FileMode,
     pub admin_listen: SocketAddr,
     /// Whether `admin_listen` was given rather than defaulted: the demo
     /// keeps to loopback unless it was ([`AdminConfig`]).
@@ -151,16 +150,13 @@ pub struct Config {
     /// most a tenth of each token's lifetime.
     pub expiry_margin: Duration,
     pub shutdown_grace: Duration,
-    pub header_timeout: Duration,
-    pub body_timeout: Duration,
     /// `LANYARD_SEND_TIMEOUT`: how long a client may take none of an
     /// answer's bytes.
     pub send_timeout: Duration,
     pub max_header_bytes: usize,
     pub max_connections: usize,
-    pub max_upstream_connections: usize,
-    /// Proxy threads for `run` and `demo`, each with its own runtime.
-    pub worker_threads: usize,
+    /// The proxy's settings, read straight into its configuration.
+    pub proxy: ProxyConfig,
     pub rfc7523_fields: bool,
     /// As given; `None`: text on a terminal, else JSON ([`LogFormat::for_stderr`]).
     pub log_format: Option<LogFormat>,
@@ -285,10 +281,11 @@ impl Config {
             verifier_session_key,
             verifier_rates,
         } = VerifierSettings::read(l, credentials.org_id.as_ref(), verifier_required);
-        let (listen, listen_mode) = proxy_listen(l);
         let admin_listen = l.optional(&ADMIN_LISTEN).map(|given| given.value);
         let (assertion_ttl, clock_skew) = assertion_timing(l);
         let ca_file = l.optional(&CA_FILE);
+        // The proxy's own settings, and those the verifier shares.
+        let proxy = ProxyConfig::read(l);
         // Struct fields are evaluated as written: this order is the
         // problems' order too.
         let config = Config {
@@ -296,8 +293,6 @@ impl Config {
             credentials,
             project_id,
             rule_id,
-            listen,
-            listen_mode,
             admin_listen: admin_listen.unwrap_or(DEFAULT_ADMIN_LISTEN),
             admin_listen_given: admin_listen.is_some(),
             verifier_listen_given,
@@ -309,17 +304,14 @@ impl Config {
             assertion_ttl,
             clock_skew,
             ca_file: ca_file.as_ref().map(|ca| ca.value.clone()),
-            upstream_timeout: l.value(&UPSTREAM_TIMEOUT),
+            upstream_timeout: proxy.upstream_timeout,
             token_timeout: l.value(&TOKEN_TIMEOUT),
             expiry_margin: l.value(&EXPIRY_MARGIN),
             shutdown_grace: l.value(&SHUTDOWN_GRACE),
-            header_timeout: l.value(&HEADER_TIMEOUT),
-            body_timeout: l.value(&BODY_TIMEOUT),
-            send_timeout: l.value(&SEND_TIMEOUT),
-            max_header_bytes: l.value(&MAX_HEADER_BYTES).0,
-            max_upstream_connections: l.value(&MAX_UPSTREAM_CONNECTIONS),
-            max_connections: l.value(&MAX_CONNECTIONS),
-            worker_threads: l.value(&WORKER_THREADS),
+            send_timeout: proxy.send_timeout,
+            max_header_bytes: proxy.max_header_bytes,
+            max_connections: proxy.max_connections,
+            proxy,
             rfc7523_fields: l.value(&RFC7523_FIELDS),
             log_format: l.optional(&LOG_FORMAT).map(|given| given.value),
             demo,
@@ -390,45 +382,6 @@ fn credential_settings(l: &mut Layers<'_>) -> CredentialSettings {
         // Set from LANYARD_TOKEN_TIMEOUT once it is read (loaded::accounts).
         ..CredentialSettings::default()
     }
-}
-
-/// The proxy's address: loopback unless `LANYARD_ALLOW_REMOTE` says
-/// otherwise, since anyone who reaches it acts as the service account; or
-/// a Unix socket, with its permissions.
-fn proxy_listen(l: &mut Layers<'_>) -> (ListenAddr, FileMode) {
-    let allow_remote = l.value(&ALLOW_REMOTE);
-    let mode = l.optional(&LISTEN_MODE);
-    let listen = match l.optional(&LISTEN) {
-        Some(Sourced {
-            value: ListenAddr::Tcp(addr),
-            source,
-        }) if !addr.ip().is_loopback() && !allow_remote => {
-            let why = format!(
-                "{addr} is not a loopback address; anyone who can reach the proxy acts as the service account. Set {}=true to allow it, or listen on a Unix socket (unix:/path)",
-                ALLOW_REMOTE.env
-            );
-            l.problem(LISTEN.env, &source, &why);
-            LISTEN.default_value()
-        }
-        Some(listen) => listen.value,
-        None => LISTEN.default_value(),
-    };
-    // A mode other than the default, given for a TCP listener, is a
-    // mistake worth a word; the default itself changes nothing.
-    if let (ListenAddr::Tcp(_), Some(mode)) = (&listen, &mode)
-        && mode.value != LISTEN_MODE.default_value()
-    {
-        l.warnings.push(format!(
-            "{} ({}): applies to a Unix socket only; {} is a TCP address, so it is ignored",
-            LISTEN_MODE.env,
-            mode.source,
-            listen.shown()
-        ));
-    }
-    (
-        listen,
-        mode.map_or_else(|| LISTEN_MODE.default_value(), |mode| mode.value),
-    )
 }
 
 /// The assertion's lifetime, capped at `MAX_ASSERTION_TTL` with a

@@ -238,12 +238,7 @@ impl Process {
         let addrs = Addresses::of(&admin, proxy.as_ref(), verifier.as_ref())?;
         let (metrics, registry) = Metrics::with_registry(spans_dropped)
             .map_err(|err| Failure::Runtime(format!("cannot register metrics: {err}")))?;
-        let (proxy, socket_file) = match proxy {
-            Some((listener, config, upstream)) => {
-                (Some((listener.listener, config, upstream)), listener.socket)
-            }
-            None => (None, None),
-        };
+        let (proxy, socket_file) = socket_apart(proxy);
         let max_connections = client_connections(
             proxy.as_ref().map(|(_, config, _)| config),
             verifier.as_ref().map(|(_, serving)| &serving.config),
@@ -331,6 +326,22 @@ impl Process {
         self.task
             .await
             .map_err(|err| Failure::Runtime(format!("the shutdown task failed: {err}")))
+    }
+}
+
+/// The proxy's listener, and its socket file apart, for the drain to
+/// remove.
+fn socket_apart(
+    proxy: Option<(ProxyListener, ProxyConfig, TargetUrl)>,
+) -> (
+    Option<(server::Listener, ProxyConfig, TargetUrl)>,
+    Option<unix::SocketFile>,
+) {
+    match proxy {
+        Some((listener, config, upstream)) => {
+            (Some((listener.listener, config, upstream)), listener.socket)
+        }
+        None => (None, None),
     }
 }
 

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::defaults::DEFAULT_LISTEN;
+use super::settings::{MAX_HEADER_BYTES, UPSTREAM_TIMEOUT};
 use super::*;
 
 mod files;
@@ -134,9 +135,9 @@ fn problem_lines_escape_what_would_split_or_disguise_them() {
 fn worker_threads_default_to_the_cpus_up_to_four_and_are_checked() {
     let base = ("SERVICE_API_URL", "https://api.example.com");
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-    assert_eq!(load(&[base]).unwrap().worker_threads, cpus.min(4));
+    assert_eq!(load(&[base]).unwrap().proxy.worker_threads, cpus.min(4));
     let config = load(&[base, ("LANYARD_WORKER_THREADS", "8")]).unwrap();
-    assert_eq!(config.worker_threads, 8);
+    assert_eq!(config.proxy.worker_threads, 8);
     for (value, why) in [
         ("0", "must be at least 1"),
         ("1000", "1000 is more than the 256 allowed"),
@@ -155,7 +156,7 @@ fn connection_limit_and_header_timeout_are_checked() {
     let base = ("SERVICE_API_URL", "https://api.example.com");
     let config = load(&[base]).unwrap();
     assert_eq!(config.max_connections, 1024);
-    assert_eq!(config.header_timeout, Duration::from_secs(30));
+    assert_eq!(config.proxy.header_timeout, Duration::from_secs(30));
     let config = load(&[
         base,
         ("LANYARD_MAX_CONNECTIONS", "50"),
@@ -163,7 +164,7 @@ fn connection_limit_and_header_timeout_are_checked() {
     ])
     .unwrap();
     assert_eq!(config.max_connections, 50);
-    assert_eq!(config.header_timeout, Duration::from_secs(5));
+    assert_eq!(config.proxy.header_timeout, Duration::from_secs(5));
 
     let err = load(&[
         base,
@@ -198,9 +199,9 @@ fn connection_limit_and_header_timeout_are_checked() {
 fn body_timeout_header_bytes_and_upstream_connections_are_checked() {
     let base = ("SERVICE_API_URL", "https://api.example.com");
     let config = load(&[base]).unwrap();
-    assert_eq!(config.body_timeout, Duration::from_secs(30));
+    assert_eq!(config.proxy.body_timeout, Duration::from_secs(30));
     assert_eq!(config.max_header_bytes, 64 * 1024);
-    assert_eq!(config.max_upstream_connections, 256);
+    assert_eq!(config.proxy.max_upstream_connections, 256);
     let config = load(&[
         base,
         ("LANYARD_BODY_TIMEOUT", "5s"),
@@ -208,9 +209,9 @@ fn body_timeout_header_bytes_and_upstream_connections_are_checked() {
         ("LANYARD_MAX_UPSTREAM_CONNECTIONS", "8"),
     ])
     .unwrap();
-    assert_eq!(config.body_timeout, Duration::from_secs(5));
+    assert_eq!(config.proxy.body_timeout, Duration::from_secs(5));
     assert_eq!(config.max_header_bytes, 16 * 1024);
-    assert_eq!(config.max_upstream_connections, 8);
+    assert_eq!(config.proxy.max_upstream_connections, 8);
     assert_eq!(
         load(&[base, ("LANYARD_MAX_HEADER_BYTES", "20000")])
             .unwrap()
@@ -464,7 +465,7 @@ fn empty_environment_variable_counts_as_unset() {
     ])
     .unwrap();
     assert_eq!(
-        config.listen,
+        config.proxy.listen,
         ListenAddr::Tcp("127.0.0.1:8080".parse().unwrap())
     );
 }

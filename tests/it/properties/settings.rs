@@ -327,13 +327,13 @@ proptest! {
                 // Each command gets its own configuration, with the
                 // credentials and TLS it needs read and checked by the load
                 // itself: nothing after it reads them again.
-                let its_own = match (case.need, &loaded) {
+                let its_own = matches!(
+                    (case.need, &loaded),
                     (Requirement::Upstream, Loaded::Run(_) | Loaded::Demo(_))
-                    | (Requirement::NoUpstream, Loaded::Token(_))
-                    | (Requirement::Demo, Loaded::Demo(_))
-                    | (Requirement::AdminOnly, Loaded::Healthcheck(_)) => true,
-                    _ => false,
-                };
+                        | (Requirement::NoUpstream, Loaded::Token(_))
+                        | (Requirement::Demo, Loaded::Demo(_))
+                        | (Requirement::AdminOnly, Loaded::Healthcheck(_))
+                );
                 prop_assert!(its_own, "{:?} loaded as {loaded:?}", case.need);
             }
             Err(err) => check_config_error(&err, &secrets)?,
