@@ -281,11 +281,12 @@ impl Config {
             verifier_session_key,
             verifier_rates,
         } = VerifierSettings::read(l, credentials.org_id.as_ref(), verifier_required);
+        let listen = proxy::listen(l);
         let admin_listen = l.optional(&ADMIN_LISTEN).map(|given| given.value);
         let (assertion_ttl, clock_skew) = assertion_timing(l);
         let ca_file = l.optional(&CA_FILE);
         // The proxy's own settings, and those the verifier shares.
-        let proxy = ProxyConfig::read(l);
+        let proxy = ProxyConfig::read(l, listen);
         // Struct fields are evaluated as written: this order is the
         // problems' order too.
         let config = Config {

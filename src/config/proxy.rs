@@ -38,11 +38,14 @@ pub struct ProxyConfig {
 }
 
 impl ProxyConfig {
-    /// The proxy's settings, in the order their problems are reported;
-    /// the verifier and the admin listener take the ones they share
-    /// (timeouts, header size, connections) from here, read once.
-    pub(super) fn read(l: &mut Layers<'_>) -> ProxyConfig {
-        let (listen, listen_mode) = proxy_listen(l);
+    /// The proxy's settings beside its address ([`listen`], read first,
+    /// as its problem is reported first), in the order their problems are
+    /// reported; the verifier and the admin listener take the ones they
+    /// share (timeouts, header size, connections) from here, read once.
+    pub(super) fn read(
+        l: &mut Layers<'_>,
+        (listen, listen_mode): (ListenAddr, FileMode),
+    ) -> ProxyConfig {
         ProxyConfig {
             listen,
             listen_mode,
@@ -61,7 +64,7 @@ impl ProxyConfig {
 /// The proxy's address: loopback unless `LANYARD_ALLOW_REMOTE` says
 /// otherwise, since anyone who reaches it acts as the service account; or
 /// a Unix socket, with its permissions.
-fn proxy_listen(l: &mut Layers<'_>) -> (ListenAddr, FileMode) {
+pub(super) fn listen(l: &mut Layers<'_>) -> (ListenAddr, FileMode) {
     let allow_remote = l.value(&ALLOW_REMOTE);
     let mode = l.optional(&LISTEN_MODE);
     let listen = match l.optional(&LISTEN) {
