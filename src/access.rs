@@ -1,11 +1,11 @@
 //! How lanyard reaches the service as its service account: the outbound
 //! connector, the token exchanger, and what the credentials watcher
-//! needs, built from validated settings for every command.
+//! needs, built from the accounts' configuration for every command.
 
 use std::sync::Arc;
 
 use crate::config::credentials::Credentials;
-use crate::config::{Account, Config, Signing};
+use crate::config::{AccessConfig, Account, Signing};
 use crate::outbound::{self, Connector};
 use crate::reload;
 use crate::token::{ExchangeOptions, Exchanger, SystemClock};
@@ -23,14 +23,18 @@ impl ServiceAccess {
     /// [`Loaded::load`](crate::config::Loaded::load) read and checked;
     /// nothing is read again here. Its credentials file, when it has one,
     /// is watched.
-    pub fn new(settings: &Config, account: &Account, tls: &rustls::ClientConfig) -> ServiceAccess {
+    pub fn new(
+        config: &AccessConfig,
+        account: &Account,
+        tls: &rustls::ClientConfig,
+    ) -> ServiceAccess {
         let mut access =
-            ServiceAccess::with_credentials(settings, account.credentials(), tls.clone());
-        if settings.credentials.file.is_some() {
+            ServiceAccess::with_credentials(config, account.credentials(), tls.clone());
+        if config.credentials.file.is_some() {
             access.watch = Some(reload::Watch {
-                settings: settings.credentials.clone(),
+                settings: config.credentials.clone(),
                 loaded: account.loaded,
-                organization_fixed: settings.credentials_dir.is_some(),
+                organization_fixed: config.organization_fixed,
             });
         }
         access
@@ -38,15 +42,15 @@ impl ServiceAccess {
 
     /// The default account's, when `signing` has one: with only
     /// `SA_CREDENTIALS_DIR`, there is none.
-    pub fn of_default(settings: &Config, signing: &Signing) -> Option<ServiceAccess> {
+    pub fn of_default(config: &AccessConfig, signing: &Signing) -> Option<ServiceAccess> {
         let account = signing.accounts.default_account()?;
-        Some(ServiceAccess::new(settings, account, &signing.tls))
+        Some(ServiceAccess::new(config, account, &signing.tls))
     }
 
     /// As [`ServiceAccess::new`], with credentials and TLS already
     /// in hand (the demo's); nothing to watch.
     pub fn with_credentials(
-        config: &Config,
+        config: &AccessConfig,
         credentials: Credentials,
         tls: rustls::ClientConfig,
     ) -> ServiceAccess {
@@ -65,8 +69,8 @@ impl ServiceAccess {
     }
 }
 
-/// How every account's token requests are made, from the settings.
-pub fn exchange_options(config: &Config) -> ExchangeOptions {
+/// How every account's token requests are made.
+pub fn exchange_options(config: &AccessConfig) -> ExchangeOptions {
     ExchangeOptions {
         assertion_ttl: config.assertion_ttl,
         clock_skew: config.clock_skew,

@@ -9,7 +9,7 @@
 //! it (docs/architecture.md).
 //!
 //! - [`cli`]: command-line parsing: subcommands by clap derive, the settings' flags built from their declarations.
-//! - [`config`]: every setting declared once (flag, variable, file key, default, help), validated into one [`config::Config`]; [`config::credentials`]: the credentials file, the `SA_*` overrides and the RSA key.
+//! - [`config`]: every setting declared once (flag, variable, file key, default, help), validated, and built into each component's configuration and each command's; [`config::credentials`]: the credentials file, the `SA_*` overrides and the RSA key.
 //! - [`hsm`]: keys that never leave a PKCS#11 token: the RFC 7512 URI and its PIN file, the module loaded once, the PIN flags read before any login, signing RS256 there, the session reopened after a failure.
 //! - [`token`]: assertion, exchange, the token cell, the pure renewal schedule and the refresher task that applies it, and the one 401 rule.
 //! - `throttle`: a repeating warning logged at most once an interval.
@@ -18,10 +18,9 @@
 //! - [`otel`]: OpenTelemetry tracing from the standard `OTEL_*` variables: every span and attribute exported, the W3C trace context, the bounded export queue and its drop count.
 //! - [`accounts`]: the accounts a sidecar serves at run time, the route table from organization to account, and `SA_CREDENTIALS_DIR`'s watcher.
 //! - [`access`]: settings into the connector, the token exchanger and the credentials watch: how lanyard reaches the service.
-//! - [`commands`]: what `lanyard token`, `check` and `healthcheck` do.
-//! - [`process`]: the process composed of its components (token refresher, admin listener, and the proxy, the verifier or both, each from its own config type) and the drain that stops them; `lanyard run` and `lanyard verifier`.
+//! - [`process`]: the process composed of its components (token refresher, admin listener, and the proxy, the verifier or both, each from its own config type) and the drain that stops them.
 //! - [`verifier`]: the reference verification page and its API, its assumptions about the service in one place; `verifier::oidc`, the page as an OpenID Connect provider (docs/oidc.md).
-//! - [`demo`]: `lanyard demo`: the mock, with the proxy and the verifier wired to it.
+//! - [`commands`]: each command from its own configuration: `lanyard run`, `verifier`, `demo` (the mock, with the proxy and the verifier wired to it), `token`, `check` and `healthcheck`.
 //! - `failure`: how a command failed, and its exit code.
 //! - `files`: the small files lanyard reads, regular files only and bounded.
 //! - `reload`: the credentials file watched and reloaded.
@@ -47,7 +46,6 @@ pub mod client_body;
 mod collect;
 pub mod commands;
 pub mod config;
-pub mod demo;
 mod error;
 mod failure;
 mod files;

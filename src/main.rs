@@ -34,7 +34,7 @@ fn main() -> ExitCode {
         Ok(loaded) => loaded,
         Err(err) => return fail(&Failure::Config(err)),
     };
-    let config = loaded.settings();
+    let config = loaded.process();
     // Only what serves is traced: `token`, `check` and `healthcheck` (a
     // container's probe, every few seconds) would only wait on the
     // collector at exit.
@@ -67,12 +67,7 @@ fn main() -> ExitCode {
             )));
         }
     };
-    let outcome = runtime.block_on(execute(
-        command,
-        cli.organization.as_deref(),
-        &loaded,
-        &telemetry,
-    ));
+    let outcome = runtime.block_on(execute(cli.organization.as_deref(), &loaded, &telemetry));
     // The requests have drained; their spans go out, within a bound.
     telemetry.shutdown();
     // Dropping the runtime would wait for every blocking thread, and one
@@ -86,10 +81,9 @@ fn main() -> ExitCode {
     }
 }
 
-/// Runs `command` with its configuration: whether it succeeded (`check`
+/// Runs the command its configuration is for: whether it succeeded (`check`
 /// and `healthcheck` can fail without an error), or how it failed.
 async fn execute(
-    command: Command,
     organization: Option<&str>,
     loaded: &Loaded,
     telemetry: &Telemetry,
@@ -109,25 +103,15 @@ async fn execute(
             Ok(report.passed())
         }
         Loaded::Healthcheck(config) => {
-            let health = commands::healthcheck(config).await;
+            let health = commands::healthcheck(&config.admin).await;
             // Docker keeps the output of the last checks in `docker
             // inspect`, so say why in one line.
             let _ = writeln!(std::io::stdout().lock(), "{}", health.summary);
             Ok(health.ready)
         }
-        // `lanyard verifier` with DEMO_MOCK serves the verifier alone.
-        Loaded::Demo(config) if command == Command::Verifier => {
-            lanyard::demo::run_verifier(config, telemetry)
-                .await
-                .map(|()| true)
-        }
-        Loaded::Demo(config) => lanyard::demo::run(config, telemetry).await.map(|()| true),
-        Loaded::Run(config) => lanyard::process::run(config, telemetry)
-            .await
-            .map(|()| true),
-        Loaded::Verifier(setup) => lanyard::process::run_verifier(setup, telemetry)
-            .await
-            .map(|()| true),
+        Loaded::Demo(config) => commands::demo::run(config, telemetry).await.map(|()| true),
+        Loaded::Run(config) => commands::run(config, telemetry).await.map(|()| true),
+        Loaded::Verifier(setup) => commands::verifier(setup, telemetry).await.map(|()| true),
     }
 }
 

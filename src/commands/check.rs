@@ -12,7 +12,7 @@ use http_body_util::Empty;
 
 use crate::config::credentials::{Credentials, RsaPublic, SigningKey};
 use crate::config::oidc::OidcConfig;
-use crate::config::{Config, RunConfig};
+use crate::config::{CheckConfig, RulePath, Segment};
 use crate::outbound::{self, FailureKind};
 use crate::secret::Secret;
 use crate::target::TargetUrl;
@@ -90,11 +90,11 @@ impl CheckReport {
 /// when it is configured, a token, the upstream, and the rule path when
 /// `PROJECT_ID` and `RULE_ID` are set. Bad settings or credentials were
 /// refused as they were loaded; everything else is reported.
-pub async fn check(run: &RunConfig) -> CheckReport {
-    let config = &run.settings;
+pub async fn check(config: &CheckConfig) -> CheckReport {
+    let run = &config.run;
     let mut report = CheckReport::default();
     report.push(CheckStatus::Ok, "settings", "valid");
-    let access = ServiceAccess::of_default(config, &run.signing);
+    let access = ServiceAccess::of_default(&run.access, &run.signing);
     let mut token = None;
     let mut connector = None;
     if let Some(access) = &access {
@@ -103,7 +103,7 @@ pub async fn check(run: &RunConfig) -> CheckReport {
     }
     if let Some(dir) = run.signing.accounts.directory() {
         let dir_connector = outbound::connector(run.signing.tls.clone());
-        let first = accounts::check_directory(config, dir, &dir_connector, &mut report).await;
+        let first = accounts::check_directory(&run.access, dir, &dir_connector, &mut report).await;
         token = token.or(first);
         connector = connector.or(Some(dir_connector));
     }
@@ -115,7 +115,7 @@ pub async fn check(run: &RunConfig) -> CheckReport {
     let probe = Probe {
         client: outbound::client(connector),
         token,
-        timeout: config.upstream_timeout,
+        timeout: run.proxy.upstream_timeout,
     };
     // Any HTTP answer proves DNS, TCP and TLS work; the status is shown
     // because many APIs answer 404 at their root.
@@ -148,7 +148,7 @@ pub async fn check(run: &RunConfig) -> CheckReport {
 /// The default account: its credentials, its key, the provider, and a
 /// token, which is returned.
 async fn check_default(
-    config: &Config,
+    config: &CheckConfig,
     access: &ServiceAccess,
     report: &mut CheckReport,
 ) -> Option<Secret> {
@@ -163,11 +163,12 @@ async fn check_default(
             creds.key.bits()
         ),
     );
-    if let Some((status, detail)) = prove_hsm_key(&creds.key, config.token_timeout).await {
+    let limit = config.run.access.token_timeout;
+    if let Some((status, detail)) = prove_hsm_key(&creds.key, limit).await {
         report.push(status, "key", detail);
     }
-    if let Some(provider) = &config.oidc {
-        check_provider(provider, config.token_timeout, report).await;
+    if let Some(provider) = &config.provider {
+        check_provider(provider, limit, report).await;
     }
     check_token(&access.exchanger, &creds, report).await
 }
@@ -324,20 +325,21 @@ impl Probe {
 }
 
 /// Probes the rule path when `PROJECT_ID` and `RULE_ID` are set, and
-/// every OpenID Connect client's rule; the organization falls back to
-/// the credentials' as `ORG_ID` does.
+/// every OpenID Connect client's rule, in `ORG_ID`'s organization or the
+/// default account's.
 async fn check_rule(
-    config: &Config,
+    config: &CheckConfig,
     organization_id: &str,
     base: &TargetUrl,
     probe: &Probe,
     report: &mut CheckReport,
 ) {
-    let org = config.org_id.as_deref().unwrap_or(organization_id);
+    let org_id = config.org_id.as_deref();
     match (&config.project_id, &config.rule_id) {
         (Some(project), Some(rule)) => {
-            let deployment = [("ORG_ID", org), ("PROJECT_ID", project), ("RULE_ID", rule)];
-            probe_rule(String::new(), deployment, base, probe, report).await;
+            let path = RulePath::new(org_id, organization_id, project, rule);
+            let names = ["ORG_ID", "PROJECT_ID", "RULE_ID"];
+            probe_rule(String::new(), &path, names, base, probe, report).await;
         }
         _ => report.push(
             CheckStatus::Skip,
@@ -347,40 +349,39 @@ async fn check_rule(
     }
     // Each client's rule, checked as the deployment's is: the account
     // must reach every one (docs/oidc.md, "Rules per client").
-    let clients = config.oidc.iter().flat_map(|oidc| oidc.clients.iter());
+    let clients = config.provider.iter().flat_map(|oidc| oidc.clients.iter());
     for client in clients {
         for rule in client.rules.iter() {
             let whose = format!("client {}, scope {}: ", client.id, rule.scope);
-            let segments = [
-                ("ORG_ID", org),
-                ("project_id", &rule.project_id),
-                ("rule_id", &rule.rule_id),
-            ];
-            probe_rule(whose, segments, base, probe, report).await;
+            let path = RulePath::new(org_id, organization_id, &rule.project_id, &rule.rule_id);
+            let names = ["ORG_ID", "project_id", "rule_id"];
+            probe_rule(whose, &path, names, base, probe, report).await;
         }
     }
 }
 
 /// Probes one rule path, its segments (organization, project, rule)
-/// named as they were given, and reports it, `whose` first.
+/// named as `names` says they were given, and reports it, `whose` first.
 async fn probe_rule(
     whose: String,
-    segments: [(&str, &str); 3],
+    path: &RulePath,
+    [org, project, rule]: [&str; 3],
     base: &TargetUrl,
     probe: &Probe,
     report: &mut CheckReport,
 ) {
-    let unsafe_segment = segments
-        .into_iter()
-        .find_map(|(name, v)| Some((name, crate::config::path_segment_problem(v)?)));
-    if let Some((name, why)) = unsafe_segment {
+    if let Some((segment, why)) = path.problem() {
+        let name = match segment {
+            Segment::Organization => org,
+            Segment::Project => project,
+            Segment::Rule => rule,
+        };
         report.push(CheckStatus::Fail, "rule", format!("{whose}{name} {why}"));
         return;
     }
-    let [(_, org), (_, project), (_, rule)] = segments;
     // Joined exactly as the proxy joins a request's path; the segments
     // were checked above, so this parses.
-    let path = format!("/organizations/{org}/projects/{project}/verifications/{rule}");
+    let path = path.to_string();
     let url = path
         .parse::<http::Uri>()
         .ok()

@@ -10,7 +10,7 @@ use http_body_util::Empty;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use crate::config::{self, Config};
+use crate::config::{self, AdminConfig};
 
 /// Longer than any answer `/readyz` takes, shorter than the 30 s Docker
 /// allows a health check by default.
@@ -26,8 +26,8 @@ pub struct Health {
 
 /// `lanyard healthcheck`: asks the running sidecar's `/readyz`. It lives
 /// in the binary because the container image has no shell and no curl.
-pub async fn healthcheck(config: &Config) -> Health {
-    let addr = reachable(config.admin_listen);
+pub async fn healthcheck(config: &AdminConfig) -> Health {
+    let addr = reachable(config.listen);
     let answer = tokio::time::timeout(HEALTHCHECK_TIMEOUT, get_readyz(addr)).await;
     let (status, body) = match answer {
         Ok(Ok(answer)) => answer,

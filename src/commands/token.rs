@@ -36,7 +36,9 @@ fn exchanger(
     config: &TokenConfig,
     organization: Option<&str>,
 ) -> Result<Arc<Exchanger>, ConfigError> {
-    let TokenConfig { settings, signing } = config;
+    let TokenConfig {
+        access, signing, ..
+    } = config;
     let credentials = match organization {
         None => signing
             .accounts
@@ -49,7 +51,7 @@ fn exchanger(
             })?,
         Some(organization) => credentials_of(&signing.accounts, organization)?,
     };
-    Ok(ServiceAccess::with_credentials(settings, credentials, signing.tls.clone()).exchanger)
+    Ok(ServiceAccess::with_credentials(access, credentials, signing.tls.clone()).exchanger)
 }
 
 /// The credentials of the account that serves `organization`.

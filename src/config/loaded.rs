@@ -16,11 +16,14 @@ use std::path::PathBuf;
 
 use super::account::{self, Account};
 use super::accounts::AccountsDir;
+use super::components::{AccessConfig, AdminConfig, Defaults, ProcessConfig, VerifierConfig};
+use super::oidc::OidcConfig;
 use super::problems::ConfigError;
+use super::proxy::ProxyConfig;
+use super::rule_path::{RulePath, Segment};
 use super::settings::{ORG_ID, ORGANIZATION_ID};
 use super::sources::{Env, Flags, Layers, Sourced};
 use super::values::WalletBaseUrl;
-use super::verifier::path_segment_problem;
 use super::{Config, Requirement};
 use crate::target::TargetUrl;
 
@@ -64,19 +67,37 @@ pub struct Signing {
     pub tls: rustls::ClientConfig,
 }
 
-/// `lanyard run`'s, and `lanyard check`'s.
+/// `lanyard run`'s: the proxy, the admin listener and the accounts.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
-    pub settings: Config,
-    /// `SERVICE_API_URL`.
+    pub process: ProcessConfig,
+    pub admin: AdminConfig,
+    pub proxy: ProxyConfig,
+    /// `SERVICE_API_URL`, where the proxy forwards to.
     pub upstream: TargetUrl,
+    pub access: AccessConfig,
     pub signing: Signing,
+}
+
+/// `lanyard check`'s: what `run` would run, and the provider and the
+/// rule it probes.
+#[derive(Debug, Clone)]
+pub struct CheckConfig {
+    pub run: RunConfig,
+    /// The OpenID Connect provider, when `LANYARD_OIDC_ISSUER` is set.
+    pub provider: Option<OidcConfig>,
+    /// `ORG_ID`, `PROJECT_ID` and `RULE_ID` as given: the rule is probed
+    /// when both of the last two are, its segments checked there.
+    pub org_id: Option<String>,
+    pub project_id: Option<String>,
+    pub rule_id: Option<String>,
 }
 
 /// `lanyard token`'s.
 #[derive(Debug, Clone)]
 pub struct TokenConfig {
-    pub settings: Config,
+    pub process: ProcessConfig,
+    pub access: AccessConfig,
     pub signing: Signing,
 }
 
@@ -84,16 +105,19 @@ pub struct TokenConfig {
 /// names unless `ORG_ID` does.
 #[derive(Debug, Clone)]
 pub struct VerifierSetup {
-    pub settings: Config,
-    /// `SERVICE_API_URL`.
+    pub process: ProcessConfig,
+    pub admin: AdminConfig,
+    pub verifier: VerifierConfig,
+    /// `SERVICE_API_URL`, which the verifier calls.
     pub upstream: TargetUrl,
-    pub account: Account,
-    pub tls: rustls::ClientConfig,
-    /// `/organizations/{org}/projects/{project}/verifications/{rule}`,
-    /// each segment checked.
-    pub rule_path: String,
+    /// `PROJECT_ID` and `RULE_ID` of `ORG_ID` or the account's
+    /// organization, each segment checked.
+    pub rule_path: RulePath,
     /// `WALLET_BASE_URL`.
     pub wallet: WalletBaseUrl,
+    pub access: AccessConfig,
+    pub account: Account,
+    pub tls: rustls::ClientConfig,
 }
 
 /// `lanyard demo`'s, and `run`'s or `verifier`'s with `DEMO_MOCK`: the
@@ -101,20 +125,33 @@ pub struct VerifierSetup {
 /// roots.
 #[derive(Debug, Clone)]
 pub struct DemoConfig {
-    pub settings: Config,
+    pub process: ProcessConfig,
+    pub admin: AdminConfig,
+    /// `None` for `DEMO_MOCK=true lanyard verifier`, which serves the
+    /// verifier alone.
+    pub proxy: Option<ProxyConfig>,
+    pub verifier: VerifierConfig,
+    pub access: AccessConfig,
     pub tls: rustls::ClientConfig,
+}
+
+/// `lanyard healthcheck`'s: where the admin listener is.
+#[derive(Debug, Clone)]
+pub struct HealthcheckConfig {
+    pub process: ProcessConfig,
+    pub admin: AdminConfig,
 }
 
 /// The settings, loaded for one command.
 #[derive(Debug, Clone)]
 pub enum Loaded {
     Run(Box<RunConfig>),
-    Check(Box<RunConfig>),
+    Check(Box<CheckConfig>),
     Token(Box<TokenConfig>),
     Verifier(Box<VerifierSetup>),
     /// `lanyard demo`, or `run` or `verifier` with `DEMO_MOCK`.
     Demo(Box<DemoConfig>),
-    Healthcheck(Box<Config>),
+    Healthcheck(Box<HealthcheckConfig>),
 }
 
 /// What the settings point at, read by [`Config::gather`]; each
@@ -133,11 +170,21 @@ impl Loaded {
     /// everything, and reads the credentials and the CA bundle the command
     /// needs, reporting all problems at once.
     pub fn load(flags: &Flags, env: &dyn Env, need: Requirement) -> Result<Loaded, ConfigError> {
+        Loaded::load_with_settings(flags, env, need).map(|(loaded, _)| loaded)
+    }
+
+    /// As [`Loaded::load`], with the settings it was made from (their
+    /// tests read them).
+    pub(super) fn load_with_settings(
+        flags: &Flags,
+        env: &dyn Env,
+        need: Requirement,
+    ) -> Result<(Loaded, Config), ConfigError> {
         let mut layers = Layers::open(flags, env);
         let (mut settings, parts) = Config::gather(&mut layers, need);
         settings.warnings = std::mem::take(&mut layers.warnings);
-        match assemble(need, settings, parts, &mut layers) {
-            Some(loaded) if layers.errors.is_empty() => Ok(loaded),
+        match assemble(need, &settings, parts, &mut layers) {
+            Some(loaded) if layers.errors.is_empty() => Ok((loaded, settings)),
             _ => {
                 if layers.errors.is_empty() {
                     // Each step that leaves a part out records why; this
@@ -152,24 +199,15 @@ impl Loaded {
         }
     }
 
-    /// The settings every command reads.
-    pub fn settings(&self) -> &Config {
+    /// What every command's process reads: logging, warnings, the CA file.
+    pub fn process(&self) -> &ProcessConfig {
         match self {
-            Loaded::Run(run) | Loaded::Check(run) => &run.settings,
-            Loaded::Token(token) => &token.settings,
-            Loaded::Verifier(setup) => &setup.settings,
-            Loaded::Demo(demo) => &demo.settings,
-            Loaded::Healthcheck(settings) => settings,
-        }
-    }
-
-    pub fn into_settings(self) -> Config {
-        match self {
-            Loaded::Run(run) | Loaded::Check(run) => run.settings,
-            Loaded::Token(token) => token.settings,
-            Loaded::Verifier(setup) => setup.settings,
-            Loaded::Demo(demo) => demo.settings,
-            Loaded::Healthcheck(settings) => *settings,
+            Loaded::Run(run) => &run.process,
+            Loaded::Check(check) => &check.run.process,
+            Loaded::Token(token) => &token.process,
+            Loaded::Verifier(setup) => &setup.process,
+            Loaded::Demo(demo) => &demo.process,
+            Loaded::Healthcheck(health) => &health.process,
         }
     }
 }
@@ -180,7 +218,7 @@ impl Loaded {
 /// that uses it.
 fn assemble(
     need: Requirement,
-    settings: Config,
+    settings: &Config,
     parts: Parts,
     layers: &mut Layers,
 ) -> Option<Loaded> {
@@ -191,38 +229,45 @@ fn assemble(
         accounts,
         ..
     } = parts;
-    Some(match need {
-        Requirement::Demo => Loaded::Demo(Box::new(DemoConfig {
+    let signing = |accounts: Option<AccountSet>, tls| {
+        Some(Signing {
+            accounts: accounts?,
             tls: tls?,
-            settings,
-        })),
+        })
+    };
+    Some(match need {
+        Requirement::Demo => Loaded::Demo(Box::new(demo(need, settings, tls?))),
         Requirement::Upstream | Requirement::Verifier if settings.demo => {
-            Loaded::Demo(Box::new(DemoConfig {
-                tls: tls?,
-                settings,
-            }))
+            Loaded::Demo(Box::new(demo(need, settings, tls?)))
         }
-        Requirement::AdminOnly => Loaded::Healthcheck(Box::new(settings)),
+        Requirement::AdminOnly => Loaded::Healthcheck(Box::new(HealthcheckConfig {
+            process: settings.process_config(),
+            admin: settings.admin_config(Defaults::Deployed),
+        })),
         Requirement::Upstream | Requirement::Check => {
-            let run = Box::new(RunConfig {
+            let run = RunConfig {
+                process: settings.process_config(),
+                admin: settings.admin_config(Defaults::Deployed),
+                proxy: settings.proxy_config(),
                 upstream: upstream?,
-                signing: Signing {
-                    accounts: accounts?,
-                    tls: tls?,
-                },
-                settings,
-            });
+                access: settings.access_config(),
+                signing: signing(accounts, tls)?,
+            };
             match need {
-                Requirement::Check => Loaded::Check(run),
-                _ => Loaded::Run(run),
+                Requirement::Check => Loaded::Check(Box::new(CheckConfig {
+                    run,
+                    provider: settings.oidc.clone(),
+                    org_id: settings.org_id.clone(),
+                    project_id: settings.project_id.clone(),
+                    rule_id: settings.rule_id.clone(),
+                })),
+                _ => Loaded::Run(Box::new(run)),
             }
         }
         Requirement::NoUpstream => Loaded::Token(Box::new(TokenConfig {
-            signing: Signing {
-                accounts: accounts?,
-                tls: tls?,
-            },
-            settings,
+            process: settings.process_config(),
+            access: settings.access_config(),
+            signing: signing(accounts, tls)?,
         })),
         Requirement::Verifier => {
             // `SA_CREDENTIALS_DIR` is refused for the verifier as it is
@@ -230,42 +275,65 @@ fn assemble(
             let Some(AccountSet::One(account)) = accounts else {
                 return None;
             };
-            let rule_path = rule_path(&settings, &account, layers)?;
+            let rule_path = rule_path(settings, &account, layers)?;
             Loaded::Verifier(Box::new(VerifierSetup {
+                process: settings.process_config(),
+                admin: settings.admin_config(Defaults::Deployed),
+                verifier: settings.verifier_config(Defaults::Deployed),
                 upstream: upstream?,
-                tls: tls?,
-                wallet: wallet?,
                 rule_path,
+                wallet: wallet?,
+                access: settings.access_config(),
                 account,
-                settings,
+                tls: tls?,
             }))
         }
     })
 }
 
-/// `/organizations/{org}/projects/{project}/verifications/{rule}`, the
-/// organization falling back to the credentials' as `SA_ORGANIZATION_ID`
-/// falls back to `ORG_ID`.
-fn rule_path(settings: &Config, account: &Account, layers: &mut Layers) -> Option<String> {
-    let (project, rule) = (settings.project_id.as_ref()?, settings.rule_id.as_ref()?);
-    // ORG_ID was checked as it was read, and a bad one reported there; the
-    // credentials' own id is checked here, where it becomes a path segment.
-    let org = match settings.org_id.as_deref() {
-        Some(org) => org,
-        None => account.organization_id(),
+/// The demo's: `lanyard demo` (or `run` with `DEMO_MOCK`) keeps to
+/// loopback unless told, and `verifier` with `DEMO_MOCK` serves the
+/// verifier alone, where `lanyard verifier` would.
+fn demo(need: Requirement, settings: &Config, tls: rustls::ClientConfig) -> DemoConfig {
+    let (defaults, proxy) = match need {
+        Requirement::Verifier => (Defaults::Deployed, None),
+        _ => (Defaults::Demo, Some(settings.proxy_config())),
     };
+    DemoConfig {
+        process: settings.process_config(),
+        admin: settings.admin_config(defaults),
+        proxy,
+        verifier: settings.verifier_config(defaults),
+        access: settings.access_config(),
+        tls,
+    }
+}
+
+/// The deployment's rule path, in `ORG_ID`'s organization or else the
+/// account's.
+fn rule_path(settings: &Config, account: &Account, layers: &mut Layers) -> Option<RulePath> {
+    let (project, rule) = (settings.project_id.as_ref()?, settings.rule_id.as_ref()?);
+    let path = RulePath::new(
+        settings.org_id.as_deref(),
+        account.organization_id(),
+        project,
+        rule,
+    );
+    // ORG_ID, PROJECT_ID and RULE_ID were checked as they were read, and
+    // a bad one reported there; the credentials' own organization is
+    // checked here, where it becomes a path segment.
     if settings.org_id.is_none()
-        && let Some(why) = path_segment_problem(org)
+        && let Some((Segment::Organization, why)) = path.problem()
     {
         layers.errors.push(format!(
-            "{} (or the credentials file's organization_id): `{org}` {why}; set {} to the organization of the rule path",
-            ORGANIZATION_ID.env, ORG_ID.env
+            "{} (or the credentials file's organization_id): `{}` {why}; set {} to the organization of the rule path",
+            ORGANIZATION_ID.env,
+            path.organization(),
+            ORG_ID.env
         ));
         return None;
     }
-    Some(format!(
-        "/organizations/{org}/projects/{project}/verifications/{rule}"
-    ))
+    Some(path)
 }
 
 /// The accounts, `SA_CREDENTIALS_FILE`'s and `SA_*`'s, and

@@ -1,11 +1,19 @@
 //! Settings: command-line flags, environment, TOML file and defaults, merged
-//! into one validated [`Config`] (docs/settings.md).
+//! into one validated [`Config`], and from it each component's
+//! configuration (docs/settings.md).
 //!
-//! - this file: [`Config`], the settings every command reads, what the
-//!   command needs ([`Requirement`]), and the steps from the sources to
-//!   them.
-//! - [`loaded`]: each command's configuration, [`Loaded`], with every part
-//!   it requires present.
+//! - this file: [`Config`], every setting as read, what the command needs
+//!   ([`Requirement`]), and the steps from the sources to them. Nothing
+//!   outside `config` takes a `Config`: each component takes its own.
+//! - [`loaded`]: each command's configuration, [`Loaded`], holding its
+//!   components' configurations with every part it requires present.
+//! - `components`: each component's configuration, built from the
+//!   settings once: [`ProxyConfig`], [`VerifierConfig`], [`AdminConfig`],
+//!   [`AccessConfig`] and [`ProcessConfig`].
+//! - `proxy`: the proxy's, [`ProxyConfig`], its own settings read straight
+//!   into it.
+//! - `rule_path`: the rule path, [`RulePath`], formatted and its
+//!   organization decided in one place.
 //! - `account`: the credentials and TLS roots the settings point at, read
 //!   and checked once.
 //! - [`credentials`]: the credentials file, the `SA_*` overrides and the
@@ -44,6 +52,7 @@
 mod account;
 pub mod accounts;
 pub mod brand;
+mod components;
 pub mod credentials;
 pub mod declaration;
 mod defaults;
@@ -51,6 +60,8 @@ pub mod issuer;
 pub mod loaded;
 pub mod oidc;
 mod problems;
+mod proxy;
+mod rule_path;
 pub mod settings;
 mod shown;
 mod sources;
@@ -67,16 +78,22 @@ use std::time::Duration;
 
 use crate::target::TargetUrl;
 
+pub use components::{AccessConfig, AdminConfig, ProcessConfig, VerifierConfig};
 pub use credentials::CredentialSettings;
 pub use declaration::{AnySetting, DefaultValue, Setting, ShownDefault};
+pub use proxy::ProxyConfig;
 // The defaults and settings other modules name; the rest of the table is
 // `config::settings::NAME`.
 pub use account::Account;
 pub use defaults::{
     DEFAULT_EXPIRY_MARGIN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEADER_BYTES, MIN_MAX_HEADER_BYTES,
 };
-pub use loaded::{AccountSet, DemoConfig, Loaded, RunConfig, Signing, TokenConfig, VerifierSetup};
+pub use loaded::{
+    AccountSet, CheckConfig, DemoConfig, HealthcheckConfig, Loaded, RunConfig, Signing,
+    TokenConfig, VerifierSetup,
+};
 pub use problems::ConfigError;
+pub use rule_path::{RulePath, Segment};
 pub use settings::{
     ALLOW_REMOTE, CONFIG_ENV, CREDENTIALS_FILE, LISTEN, PRIVATE_KEY, SERVICE_API_URL, SETTINGS,
 };
@@ -87,16 +104,11 @@ pub use values::{
 };
 pub use verifier::{VerifierRates, is_path_segment, path_segment_problem};
 
-use defaults::{
-    DEFAULT_ADMIN_LISTEN, DEFAULT_VERIFIER_LISTEN, DEMO_ADMIN_LISTEN, DEMO_VERIFIER_LISTEN,
-    MAX_ASSERTION_TTL,
-};
+use defaults::{DEFAULT_ADMIN_LISTEN, MAX_ASSERTION_TTL};
 use settings::{
-    ADMIN_LISTEN, ASSERTION_TTL, BODY_TIMEOUT, CA_FILE, CLIENT_ID, CLOCK_SKEW, CREDENTIALS_DIR,
-    DEMO, EXPIRY_MARGIN, HEADER_TIMEOUT, IAM_AUDIENCE, LISTEN_MODE, LOG_FORMAT, MAX_CONNECTIONS,
-    MAX_HEADER_BYTES, MAX_UPSTREAM_CONNECTIONS, ORG_ID, ORGANIZATION_ID, RFC7523_FIELDS,
-    SEND_TIMEOUT, SHUTDOWN_GRACE, TOKEN_TIMEOUT, TOKEN_URI, UPSTREAM_TIMEOUT, VERIFIER_BRAND_FILE,
-    WORKER_THREADS,
+    ADMIN_LISTEN, ASSERTION_TTL, CA_FILE, CLIENT_ID, CLOCK_SKEW, CREDENTIALS_DIR, DEMO,
+    EXPIRY_MARGIN, IAM_AUDIENCE, LOG_FORMAT, ORG_ID, ORGANIZATION_ID, RFC7523_FIELDS,
+    SHUTDOWN_GRACE, TOKEN_TIMEOUT, TOKEN_URI, VERIFIER_BRAND_FILE,
 };
 use sources::{Layers, Reported};
 use verifier::VerifierSettings;
@@ -111,12 +123,9 @@ pub struct Config {
     /// ([`VerifierSetup::rule_path`]).
     pub project_id: Option<String>,
     pub rule_id: Option<String>,
-    pub listen: ListenAddr,
-    /// The Unix socket's permissions, when `listen` is one.
-    pub listen_mode: FileMode,
     pub admin_listen: SocketAddr,
     /// Whether `admin_listen` was given rather than defaulted: the demo
-    /// keeps to loopback unless it was ([`Config::demo_admin_listen`]).
+    /// keeps to loopback unless it was ([`AdminConfig`]).
     pub admin_listen_given: bool,
     /// `LANYARD_VERIFIER_LISTEN` and `PORT` as given; the command decides
     /// what unset means ([`Config::verifier_listen`]).
@@ -141,16 +150,13 @@ pub struct Config {
     /// most a tenth of each token's lifetime.
     pub expiry_margin: Duration,
     pub shutdown_grace: Duration,
-    pub header_timeout: Duration,
-    pub body_timeout: Duration,
     /// `LANYARD_SEND_TIMEOUT`: how long a client may take none of an
     /// answer's bytes.
     pub send_timeout: Duration,
     pub max_header_bytes: usize,
     pub max_connections: usize,
-    pub max_upstream_connections: usize,
-    /// Proxy threads for `run` and `demo`, each with its own runtime.
-    pub worker_threads: usize,
+    /// The proxy's settings, read straight into its configuration.
+    pub proxy: ProxyConfig,
     pub rfc7523_fields: bool,
     /// As given; `None`: text on a terminal, else JSON ([`LogFormat::for_stderr`]).
     pub log_format: Option<LogFormat>,
@@ -206,36 +212,10 @@ impl Requirement {
 }
 
 impl Config {
-    /// Where `lanyard verifier` listens: as given, else on `PORT`, else
-    /// `0.0.0.0:8080` (`DEFAULT_VERIFIER_LISTEN`).
-    pub fn verifier_listen(&self) -> SocketAddr {
-        let on_port = |port| SocketAddr::new(DEFAULT_VERIFIER_LISTEN.ip(), port);
-        self.verifier_listen_given
-            .or(self.port.map(on_port))
-            .unwrap_or(DEFAULT_VERIFIER_LISTEN)
-    }
-
-    /// Where `lanyard demo` serves the verifier: as given, else beside the
-    /// proxy on loopback. `PORT` is a platform's choice for the one port
-    /// of a deployed verifier, not the demo's.
-    pub fn demo_verifier_listen(&self) -> SocketAddr {
-        self.verifier_listen_given.unwrap_or(DEMO_VERIFIER_LISTEN)
-    }
-
-    /// Where `lanyard demo` serves health and metrics: as given, else on
-    /// loopback. The demo is one person's machine; its admin listener has
-    /// no kubelet or Prometheus to reach it from elsewhere.
-    pub fn demo_admin_listen(&self) -> SocketAddr {
-        match self.admin_listen_given {
-            true => self.admin_listen,
-            false => DEMO_ADMIN_LISTEN,
-        }
-    }
-
     /// The settings alone, loaded and checked as for `need`
     /// ([`Loaded::load`]), what they point at included.
     pub fn load(flags: &Flags, env: &dyn Env, need: Requirement) -> Result<Config, ConfigError> {
-        Loaded::load(flags, env, need).map(Loaded::into_settings)
+        Loaded::load_with_settings(flags, env, need).map(|(_, settings)| settings)
     }
 
     /// Every setting, and what the settings point at that `need` reads:
@@ -301,10 +281,12 @@ impl Config {
             verifier_session_key,
             verifier_rates,
         } = VerifierSettings::read(l, credentials.org_id.as_ref(), verifier_required);
-        let (listen, listen_mode) = proxy_listen(l);
+        let listen = proxy::listen(l);
         let admin_listen = l.optional(&ADMIN_LISTEN).map(|given| given.value);
         let (assertion_ttl, clock_skew) = assertion_timing(l);
         let ca_file = l.optional(&CA_FILE);
+        // The proxy's own settings, and those the verifier shares.
+        let proxy = ProxyConfig::read(l, listen);
         // Struct fields are evaluated as written: this order is the
         // problems' order too.
         let config = Config {
@@ -312,8 +294,6 @@ impl Config {
             credentials,
             project_id,
             rule_id,
-            listen,
-            listen_mode,
             admin_listen: admin_listen.unwrap_or(DEFAULT_ADMIN_LISTEN),
             admin_listen_given: admin_listen.is_some(),
             verifier_listen_given,
@@ -325,17 +305,14 @@ impl Config {
             assertion_ttl,
             clock_skew,
             ca_file: ca_file.as_ref().map(|ca| ca.value.clone()),
-            upstream_timeout: l.value(&UPSTREAM_TIMEOUT),
+            upstream_timeout: proxy.upstream_timeout,
             token_timeout: l.value(&TOKEN_TIMEOUT),
             expiry_margin: l.value(&EXPIRY_MARGIN),
             shutdown_grace: l.value(&SHUTDOWN_GRACE),
-            header_timeout: l.value(&HEADER_TIMEOUT),
-            body_timeout: l.value(&BODY_TIMEOUT),
-            send_timeout: l.value(&SEND_TIMEOUT),
-            max_header_bytes: l.value(&MAX_HEADER_BYTES).0,
-            max_upstream_connections: l.value(&MAX_UPSTREAM_CONNECTIONS),
-            max_connections: l.value(&MAX_CONNECTIONS),
-            worker_threads: l.value(&WORKER_THREADS),
+            send_timeout: proxy.send_timeout,
+            max_header_bytes: proxy.max_header_bytes,
+            max_connections: proxy.max_connections,
+            proxy,
             rfc7523_fields: l.value(&RFC7523_FIELDS),
             log_format: l.optional(&LOG_FORMAT).map(|given| given.value),
             demo,
@@ -406,45 +383,6 @@ fn credential_settings(l: &mut Layers<'_>) -> CredentialSettings {
         // Set from LANYARD_TOKEN_TIMEOUT once it is read (loaded::accounts).
         ..CredentialSettings::default()
     }
-}
-
-/// The proxy's address: loopback unless `LANYARD_ALLOW_REMOTE` says
-/// otherwise, since anyone who reaches it acts as the service account; or
-/// a Unix socket, with its permissions.
-fn proxy_listen(l: &mut Layers<'_>) -> (ListenAddr, FileMode) {
-    let allow_remote = l.value(&ALLOW_REMOTE);
-    let mode = l.optional(&LISTEN_MODE);
-    let listen = match l.optional(&LISTEN) {
-        Some(Sourced {
-            value: ListenAddr::Tcp(addr),
-            source,
-        }) if !addr.ip().is_loopback() && !allow_remote => {
-            let why = format!(
-                "{addr} is not a loopback address; anyone who can reach the proxy acts as the service account. Set {}=true to allow it, or listen on a Unix socket (unix:/path)",
-                ALLOW_REMOTE.env
-            );
-            l.problem(LISTEN.env, &source, &why);
-            LISTEN.default_value()
-        }
-        Some(listen) => listen.value,
-        None => LISTEN.default_value(),
-    };
-    // A mode other than the default, given for a TCP listener, is a
-    // mistake worth a word; the default itself changes nothing.
-    if let (ListenAddr::Tcp(_), Some(mode)) = (&listen, &mode)
-        && mode.value != LISTEN_MODE.default_value()
-    {
-        l.warnings.push(format!(
-            "{} ({}): applies to a Unix socket only; {} is a TCP address, so it is ignored",
-            LISTEN_MODE.env,
-            mode.source,
-            listen.shown()
-        ));
-    }
-    (
-        listen,
-        mode.map_or_else(|| LISTEN_MODE.default_value(), |mode| mode.value),
-    )
 }
 
 /// The assertion's lifetime, capped at `MAX_ASSERTION_TTL` with a

@@ -254,18 +254,12 @@ fn read_file(path: &Path, source: &Source, errors: &mut Vec<String>) -> Option<t
     let table: toml::Table = match text.parse() {
         Ok(table) => table,
         Err(err) => {
-            // toml's message quotes the offending line, which may hold the
-            // private key; report only the position.
-            let at = err
-                .span()
-                .map(|span| {
-                    let line = text[..span.start].matches('\n').count() + 1;
-                    format!(" at line {line}")
-                })
-                .unwrap_or_default();
+            // The private key may be on the offending line: report only
+            // its position.
             errors.push(format!(
-                "config file {} ({source}): is not valid TOML{at}",
-                path.display()
+                "config file {} ({source}): is not valid TOML{}",
+                path.display(),
+                toml_error_at(&text, &err)
             ));
             return None;
         }
@@ -279,6 +273,18 @@ fn read_file(path: &Path, source: &Source, errors: &mut Vec<String>) -> Option<t
         }
     }
     Some(table)
+}
+
+/// Where a TOML text breaks, as ` at line N`: toml's own `Display`
+/// quotes the offending line, which may hold a secret, so no message
+/// shows more of the text than this.
+pub(super) fn toml_error_at(text: &str, err: &toml::de::Error) -> String {
+    err.span()
+        .map(|span| {
+            let line = text[..span.start].matches('\n').count() + 1;
+            format!(" at line {line}")
+        })
+        .unwrap_or_default()
 }
 
 pub use crate::files::io_reason;

@@ -10,10 +10,9 @@ use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 use http_body_util::Full;
 
 use crate::config::MIN_MAX_HEADER_BYTES;
+use crate::config::{ProxyConfig, VerifierConfig};
 use crate::error::{ProxyError, json_error, raw_http1};
-use crate::proxy::ProxyConfig;
 use crate::server;
-use crate::verifier::VerifierConfig;
 
 /// Probes and scrapes need a handful; the admin listener is often reachable
 /// from the whole network, so a flood must not take file descriptors the

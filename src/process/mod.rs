@@ -9,8 +9,7 @@
 //! - `shutdown`: the drain that every listener and task holds.
 //! - `limits`: each listener's policy for the accept loop.
 //! - `unix`: the proxy's Unix socket file.
-//! - `signals`: SIGTERM, SIGINT and SIGHUP, `lanyard run` and `lanyard
-//!   verifier`.
+//! - `signals`: SIGTERM, SIGINT and SIGHUP, and the process they stop.
 
 mod limits;
 mod shutdown;
@@ -23,9 +22,9 @@ pub use limits::{
     VERIFIER_CONNECTIONS_PER_CLIENT, VERIFIER_FIRST_REQUEST_TIMEOUT, VERIFIER_IDLE_TIMEOUT,
     VERIFIER_PROXIED_IDLE_TIMEOUT, proxy_streams_per_connection,
 };
-pub use signals::{Signal, Signals, run, run_verifier, stop_on_signals};
+pub use signals::{Signal, Signals, stop_on_signals};
 pub(crate) use threads::failed;
-pub use threads::{bind, bind_admin, bind_admin_on, bind_proxy, bind_verifier};
+pub use threads::{bind, bind_admin, bind_proxy, bind_verifier};
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -43,16 +42,19 @@ use crate::access::{self, ServiceAccess};
 use crate::accounts::{Accounts, DirectoryReloads};
 use crate::admin::Admin;
 use crate::config::accounts::AccountsDir;
-use crate::config::{Config, RunConfig, VerifierSetup};
+use crate::config::{
+    AccessConfig, AdminConfig, ProcessConfig, ProxyConfig, RunConfig, VerifierConfig, VerifierSetup,
+};
 use crate::failure::Failure;
 use crate::metrics::{self, Metrics};
 use crate::outbound::Connector;
-use crate::proxy::{self, ProxyConfig};
+use crate::proxy;
 use crate::reload;
 use crate::server::{self, Drained};
+use crate::target::TargetUrl;
 use crate::token::refresher::RefreshPolicy;
 use crate::token::{ExchangeOptions, TokenHandle};
-use crate::verifier::{MAX_SERVICE_CALLS, Verifier, VerifierConfig};
+use crate::verifier::{MAX_SERVICE_CALLS, Serving, Verifier};
 
 use limits::{admin_limits, budget_file_descriptors, proxy_limits, verifier_limits};
 use shutdown::{Drains, Watches};
@@ -84,8 +86,9 @@ pub struct Components {
     pub exchange: ExchangeOptions,
     pub refresh: RefreshPolicy,
     pub admin: TcpListener,
-    pub proxy: Option<(ProxyListener, ProxyConfig)>,
-    pub verifier: Option<(TcpListener, VerifierConfig)>,
+    /// The proxy, and the upstream it forwards to.
+    pub proxy: Option<(ProxyListener, ProxyConfig, TargetUrl)>,
+    pub verifier: Option<(TcpListener, Serving)>,
     /// How long the client listeners drain for (`LANYARD_SHUTDOWN_GRACE`).
     pub shutdown_grace: Duration,
     /// How long the admin listener's clients may take none of an answer
@@ -122,16 +125,23 @@ impl Components {
         admin: TcpListener,
         proxy: impl Into<ProxyListener>,
     ) -> Components {
-        let proxy_config = ProxyConfig::from_config(&run.settings, run.upstream.clone());
-        let access = ServiceAccess::of_default(&run.settings, &run.signing);
+        let access = ServiceAccess::of_default(&run.access, &run.signing);
         let connector = match &access {
             Some(access) => access.connector.clone(),
             None => crate::outbound::connector(run.signing.tls.clone()),
         };
+        let forwarding = (proxy.into(), run.proxy.clone(), run.upstream.clone());
         Components {
-            proxy: Some((proxy.into(), proxy_config)),
+            proxy: Some(forwarding),
             directory: run.signing.accounts.directory().cloned(),
-            ..Components::common(&run.settings, access, connector, admin)
+            ..Components::common(
+                &run.access,
+                &run.admin,
+                &run.process,
+                access,
+                connector,
+                admin,
+            )
         }
     }
 
@@ -141,18 +151,29 @@ impl Components {
         admin: TcpListener,
         verifier: TcpListener,
     ) -> Components {
-        let access = ServiceAccess::new(&setup.settings, &setup.account, &setup.tls);
+        let access = ServiceAccess::new(&setup.access, &setup.account, &setup.tls);
         let connector = access.connector.clone();
+        let (config, process) = (&setup.access, &setup.process);
         Components {
-            verifier: Some((verifier, VerifierConfig::from_setup(setup))),
-            ..Components::common(&setup.settings, Some(access), connector, admin)
+            verifier: Some((verifier, Serving::of_setup(setup))),
+            ..Components::common(
+                config,
+                &setup.admin,
+                process,
+                Some(access),
+                connector,
+                admin,
+            )
         }
     }
 
     /// The token machinery and the admin listener, which every process
-    /// has.
-    fn common(
-        settings: &Config,
+    /// has: the default account's access, when there is one, and the
+    /// connector every account reaches the service with.
+    pub fn common(
+        config: &AccessConfig,
+        admin_config: &AdminConfig,
+        process: &ProcessConfig,
         access: Option<ServiceAccess>,
         connector: Connector,
         admin: TcpListener,
@@ -161,13 +182,13 @@ impl Components {
             access,
             directory: None,
             connector,
-            exchange: access::exchange_options(settings),
-            refresh: RefreshPolicy::with_expiry_margin(settings.expiry_margin),
+            exchange: access::exchange_options(config),
+            refresh: RefreshPolicy::with_expiry_margin(config.expiry_margin),
             admin,
             proxy: None,
             verifier: None,
-            shutdown_grace: settings.shutdown_grace,
-            send_timeout: settings.send_timeout,
+            shutdown_grace: process.shutdown_grace,
+            send_timeout: admin_config.send_timeout,
             spans_dropped: metrics::spans_dropped_counter(),
         }
     }
@@ -217,23 +238,23 @@ impl Process {
         let addrs = Addresses::of(&admin, proxy.as_ref(), verifier.as_ref())?;
         let (metrics, registry) = Metrics::with_registry(spans_dropped)
             .map_err(|err| Failure::Runtime(format!("cannot register metrics: {err}")))?;
-        let (proxy, socket_file) = match proxy {
-            Some((listener, config)) => (Some((listener.listener, config)), listener.socket),
-            None => (None, None),
-        };
-        let max_connections = client_connections(proxy.as_ref(), verifier.as_ref());
+        let (proxy, socket_file) = socket_apart(proxy);
+        let max_connections = client_connections(
+            proxy.as_ref().map(|(_, config, _)| config),
+            verifier.as_ref().map(|(_, serving)| &serving.config),
+        );
         let drains = Drains::new();
         // The proxy's 401 rule waits as long as its request would.
-        let wait = proxy.as_ref().map(|(_, config)| config.upstream_timeout);
+        let wait = proxy.as_ref().map(|(_, config, _)| config.upstream_timeout);
         let client = tokens::token_client(access.as_ref(), connector.clone(), exchange);
         let rules = tokens::rules(client, refresh, wait, &metrics);
         let tasks = TokenTasks::spawn(access.as_ref(), directory, rules, &drains.watches.tasks);
         // Built before any listener starts, so that one that cannot be
         // built stops the start with nothing serving.
         let verifier = match verifier {
-            Some((listener, config)) => {
-                let limits = verifier_limits(&config, max_connections);
-                let verifier = build_verifier(&config, access.as_ref(), &tasks, &metrics)?;
+            Some((listener, serving)) => {
+                let limits = verifier_limits(&serving.config, max_connections);
+                let verifier = build_verifier(&serving, access.as_ref(), &tasks, &metrics)?;
                 Some((listener, verifier, limits))
             }
             None => None,
@@ -248,10 +269,12 @@ impl Process {
             grace: shutdown_grace,
             watches: &drains.watches,
         };
-        if let Some((listener, config)) = proxy {
+        if let Some((listener, config, upstream)) = proxy {
             let limits = proxy_limits(&config, max_connections);
             let accounts = tasks.accounts.clone();
-            let setup = proxy::ProxySetup::new(connector, addrs.proxy, &config, accounts, &metrics);
+            let (addr, metrics) = (addrs.proxy, &metrics);
+            let setup =
+                proxy::ProxySetup::new(connector, addr, &config, &upstream, accounts, metrics);
             start_proxy(listener, addrs.proxy, &config, limits, &setup, &shared)?;
         }
         if let (Some((listener, verifier, limits)), Some(addr)) = (verifier, addrs.verifier) {
@@ -306,9 +329,25 @@ impl Process {
     }
 }
 
+/// The proxy's listener, and its socket file apart, for the drain to
+/// remove.
+fn socket_apart(
+    proxy: Option<(ProxyListener, ProxyConfig, TargetUrl)>,
+) -> (
+    Option<(server::Listener, ProxyConfig, TargetUrl)>,
+    Option<unix::SocketFile>,
+) {
+    match proxy {
+        Some((listener, config, upstream)) => {
+            (Some((listener.listener, config, upstream)), listener.socket)
+        }
+        None => (None, None),
+    }
+}
+
 /// The verifier, over the default account: it serves one.
 fn build_verifier(
-    config: &VerifierConfig,
+    serving: &Serving,
     access: Option<&ServiceAccess>,
     tasks: &TokenTasks,
     metrics: &Metrics,
@@ -318,7 +357,7 @@ fn build_verifier(
             "the verifier serves one service account, and none is set".to_string(),
         ));
     };
-    Verifier::new(config, access, tokens.clone(), metrics.clone())
+    Verifier::new(serving, access, tokens.clone(), metrics.clone())
 }
 
 /// Where each listener is bound, and what the log of the start says.
@@ -335,27 +374,27 @@ struct Addresses {
 impl Addresses {
     fn of(
         admin: &TcpListener,
-        proxy: Option<&(ProxyListener, ProxyConfig)>,
-        verifier: Option<&(TcpListener, VerifierConfig)>,
+        proxy: Option<&(ProxyListener, ProxyConfig, TargetUrl)>,
+        verifier: Option<&(TcpListener, Serving)>,
     ) -> Result<Addresses, Failure> {
         let upstream = proxy
-            .map(|(_, config)| config.upstream.to_string())
-            .or_else(|| verifier.map(|(_, config)| config.service.to_string()))
+            .map(|(_, _, upstream)| upstream.to_string())
+            .or_else(|| verifier.map(|(_, serving)| serving.service.to_string()))
             .unwrap_or_default();
         Ok(Addresses {
             proxy: proxy
-                .and_then(|(listener, _)| listener.listener.local_addr())
+                .and_then(|(listener, _, _)| listener.listener.local_addr())
                 .transpose()
                 .map_err(|err| failed("cannot read the listener address", err))?,
             proxy_socket: proxy
-                .and_then(|(listener, _)| listener.socket.as_ref())
+                .and_then(|(listener, _, _)| listener.socket.as_ref())
                 .map(|socket| socket.path().to_owned()),
             verifier: verifier
                 .map(|(listener, _)| local_addr(listener))
                 .transpose()?,
             admin: local_addr(admin)?,
             upstream,
-            worker_threads: proxy.map(|(_, config)| config.worker_threads),
+            worker_threads: proxy.map(|(_, config, _)| config.worker_threads),
         })
     }
 
@@ -377,12 +416,7 @@ impl Addresses {
 /// Each client listener's connection limit: `LANYARD_MAX_CONNECTIONS`,
 /// lowered if the open-file limit cannot hold it for every listener with
 /// the outbound connections.
-fn client_connections(
-    proxy: Option<&(server::Listener, ProxyConfig)>,
-    verifier: Option<&(TcpListener, VerifierConfig)>,
-) -> usize {
-    let proxy = proxy.map(|(_, config)| config);
-    let verifier = verifier.map(|(_, config)| config);
+fn client_connections(proxy: Option<&ProxyConfig>, verifier: Option<&VerifierConfig>) -> usize {
     // Each client-facing listener may hold LANYARD_MAX_CONNECTIONS.
     let client_listeners = usize::from(proxy.is_some()) + usize::from(verifier.is_some());
     let max_connections = proxy

@@ -1,9 +1,6 @@
-//! Signals, and `lanyard run` and `lanyard verifier` until one asks them
-//! to stop.
+//! Signals, and a process stopped by them.
 
-use crate::config::{RunConfig, VerifierSetup};
 use crate::failure::Failure;
-use crate::otel::Telemetry;
 
 use super::*;
 
@@ -101,30 +98,4 @@ pub async fn stop_on_signals(process: Process, signals: &mut Signals) -> Result<
             Ok(())
         }
     }
-}
-
-/// `lanyard run`: the proxy until SIGTERM or SIGINT, its spans exported
-/// by `telemetry`.
-pub async fn run(run: &RunConfig, telemetry: &Telemetry) -> Result<(), Failure> {
-    let mut signals = Signals::install()?;
-    let settings = &run.settings;
-    let components = Components {
-        spans_dropped: telemetry.spans_dropped(),
-        ..Components::proxy(run, bind_admin(settings)?, bind_proxy(settings)?)
-    };
-    let process = Process::start(components)?;
-    stop_on_signals(process, &mut signals).await
-}
-
-/// `lanyard verifier`: the verifier and the admin listener until SIGTERM
-/// or SIGINT; no proxy.
-pub async fn run_verifier(setup: &VerifierSetup, telemetry: &Telemetry) -> Result<(), Failure> {
-    let mut signals = Signals::install()?;
-    let settings = &setup.settings;
-    let components = Components {
-        spans_dropped: telemetry.spans_dropped(),
-        ..Components::verifier(setup, bind_admin(settings)?, bind_verifier(settings)?)
-    };
-    let process = Process::start(components)?;
-    stop_on_signals(process, &mut signals).await
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 
-use crate::config::ListenAddr;
+use crate::config::{AdminConfig, ListenAddr, ProxyConfig, VerifierConfig};
 use crate::failure::Failure;
 use crate::proxy::{self, Proxy};
 use crate::server::{self, Drained, Handler, Listener, StdListener};
@@ -153,19 +153,15 @@ pub(super) fn local_addr(listener: &TcpListener) -> Result<SocketAddr, Failure> 
         .map_err(|err| Failure::Runtime(format!("cannot read the listener address: {err}")))
 }
 
-/// The admin listener, as `LANYARD_ADMIN_LISTEN` names it.
-pub fn bind_admin(config: &crate::config::Config) -> Result<TcpListener, Failure> {
-    bind_admin_on(config.admin_listen)
-}
-
-/// The admin listener on `addr` (the demo's choice of address).
-pub fn bind_admin_on(addr: std::net::SocketAddr) -> Result<TcpListener, Failure> {
-    bind(addr, "LANYARD_ADMIN_LISTEN", super::ADMIN_BACKLOG)
+/// The admin listener, as `LANYARD_ADMIN_LISTEN` (or the command's
+/// default) names it.
+pub fn bind_admin(config: &AdminConfig) -> Result<TcpListener, Failure> {
+    bind(config.listen, "LANYARD_ADMIN_LISTEN", super::ADMIN_BACKLOG)
 }
 
 /// The proxy listener, as `LANYARD_LISTEN` names it: an address, or a
 /// Unix socket with `LANYARD_LISTEN_MODE`.
-pub fn bind_proxy(config: &crate::config::Config) -> Result<ProxyListener, Failure> {
+pub fn bind_proxy(config: &ProxyConfig) -> Result<ProxyListener, Failure> {
     match &config.listen {
         ListenAddr::Tcp(addr) => {
             bind(*addr, "LANYARD_LISTEN", config.max_connections).map(ProxyListener::from)
@@ -180,14 +176,10 @@ pub fn bind_proxy(config: &crate::config::Config) -> Result<ProxyListener, Failu
     }
 }
 
-/// The verifier's listener: `LANYARD_VERIFIER_LISTEN`, else `PORT`, else
-/// the default, named by the setting that chose it when it cannot be used.
-pub fn bind_verifier(config: &crate::config::Config) -> Result<TcpListener, Failure> {
-    let setting = match (config.verifier_listen_given, config.port) {
-        (None, Some(_)) => "PORT",
-        _ => "LANYARD_VERIFIER_LISTEN",
-    };
-    bind(config.verifier_listen(), setting, config.max_connections)
+/// The verifier's listener, named by the setting that chose its address
+/// (`LANYARD_VERIFIER_LISTEN` or `PORT`) when it cannot be used.
+pub fn bind_verifier(config: &VerifierConfig) -> Result<TcpListener, Failure> {
+    bind(config.listen, config.listen_setting, config.max_connections)
 }
 
 /// Binds a listener whose accept queue holds `backlog` connections,

@@ -36,7 +36,7 @@ use body::{BodyPlan, ReplayBudget, Reservation, plan_body};
 
 use crate::accounts::{Account, Accounts, NoAccount};
 use crate::client_body::{ClientBody, ClientBodyError};
-use crate::config::Config;
+use crate::config::ProxyConfig;
 use crate::error::{FORBIDDEN_HINT, ProxyError};
 use crate::metrics::{METHODS, Metrics, RequestSeries, method_index};
 use crate::otel::spans::HttpSpan;
@@ -56,47 +56,6 @@ const COPY_WAIT: Duration = Duration::from_secs(1);
 pub type ProxyBody = Either<UpstreamResponse, Full<Bytes>>;
 /// The upstream's response body, giving its connection back when read.
 pub type UpstreamResponse = PooledBody<UpstreamBody>;
-
-/// The proxy's configuration, taken from the settings once
-/// ([`ProxyConfig::from_config`]); nothing in it is optional.
-#[derive(Debug, Clone)]
-pub struct ProxyConfig {
-    /// Where requests go (`SERVICE_API_URL`).
-    pub upstream: TargetUrl,
-    /// Time to the upstream's response headers (`LANYARD_UPSTREAM_TIMEOUT`).
-    pub upstream_timeout: Duration,
-    /// Longest silence within a request body (`LANYARD_BODY_TIMEOUT`).
-    pub body_timeout: Duration,
-    /// Upstream connections, all threads (`LANYARD_MAX_UPSTREAM_CONNECTIONS`).
-    pub max_upstream_connections: usize,
-    /// Threads, one runtime each (`LANYARD_WORKER_THREADS`).
-    pub worker_threads: usize,
-    /// A client's time to send a request head, and a kept-alive
-    /// connection's idle time (`LANYARD_HEADER_TIMEOUT`).
-    pub header_timeout: Duration,
-    /// How long a client may take none of an answer (`LANYARD_SEND_TIMEOUT`).
-    pub send_timeout: Duration,
-    pub max_header_bytes: usize,
-    /// Client connections (`LANYARD_MAX_CONNECTIONS`), before open files lower it.
-    pub max_connections: usize,
-}
-
-impl ProxyConfig {
-    /// The proxy's part of the loaded settings, forwarding to `upstream`.
-    pub fn from_config(config: &Config, upstream: TargetUrl) -> ProxyConfig {
-        ProxyConfig {
-            upstream,
-            upstream_timeout: config.upstream_timeout,
-            body_timeout: config.body_timeout,
-            max_upstream_connections: config.max_upstream_connections,
-            worker_threads: config.worker_threads,
-            header_timeout: config.header_timeout,
-            send_timeout: config.send_timeout,
-            max_header_bytes: config.max_header_bytes,
-            max_connections: config.max_connections,
-        }
-    }
-}
 
 /// Why the proxy passes no upstream answer on: lanyard answers itself,
 /// or the client stalled or left mid-request and the exchange ends with no
@@ -157,11 +116,13 @@ struct Shared {
 
 impl ProxySetup {
     /// `listen` is the proxy's own TCP address, which absolute-form
-    /// requests may name (none on a Unix socket).
+    /// requests may name (none on a Unix socket); requests go to
+    /// `upstream`.
     pub fn new(
         connector: Connector,
         listen: Option<SocketAddr>,
         config: &ProxyConfig,
+        upstream: &TargetUrl,
         accounts: Accounts,
         metrics: &Metrics,
     ) -> ProxySetup {
@@ -170,7 +131,7 @@ impl ProxySetup {
             upstream_limit: UpstreamLimit::new(config.max_upstream_connections),
             shared: Arc::new(Shared {
                 listen,
-                upstream: config.upstream.clone(),
+                upstream: upstream.clone(),
                 accounts,
                 request_series: RequestSeries::new(metrics.clone()),
                 metrics: metrics.clone(),

@@ -109,21 +109,6 @@ pub fn start_body() -> Bytes {
     Bytes::from_static(b"{}")
 }
 
-/// A rule path's part under its organization's:
-/// `/projects/{project}/verifications/{rule}` (docs/service.md §4.3).
-pub fn rule_tail(project: &str, rule: &str) -> String {
-    format!("/projects/{project}/verifications/{rule}")
-}
-
-/// The organization's part of a rule path, `/organizations/{ORG}`: all
-/// before its first `/projects/`, which is the tail's, since the
-/// organization is one checked path segment and holds no `/`.
-pub fn organization_path(rule_path: &str) -> &str {
-    rule_path
-        .find("/projects/")
-        .map_or(rule_path, |at| &rule_path[..at])
-}
-
 /// Where a session is polled, under the rule path (assumption 2).
 pub fn session_path(rule_path: &str, transaction_id: &str) -> String {
     format!("{rule_path}/sessions/{transaction_id}")

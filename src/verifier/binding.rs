@@ -548,7 +548,7 @@ mod tests {
         let Ok(crate::config::Loaded::Token(token)) = loaded else {
             panic!("not `lanyard token`'s settings: {loaded:?}");
         };
-        crate::access::ServiceAccess::of_default(&token.settings, &token.signing)
+        crate::access::ServiceAccess::of_default(&token.access, &token.signing)
             .unwrap()
             .exchanger
     }

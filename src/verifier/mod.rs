@@ -59,7 +59,7 @@ use hyper::body::Incoming;
 use tokio::sync::Semaphore;
 
 use crate::access::ServiceAccess;
-use crate::config::{Config, SessionKeys, VerifierRates, VerifierSetup, WalletBaseUrl};
+use crate::config::{RulePath, VerifierConfig, VerifierSetup, WalletBaseUrl};
 use crate::failure::Failure;
 use crate::metrics::Metrics;
 use crate::server::{Abort, Handler, Peer};
@@ -91,78 +91,43 @@ pub const MAX_SERVICE_CALLS: usize = 64;
 /// and idle clients dropped from the rate limiter.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(5);
 
-/// The verifier's configuration, taken from the settings once
-/// ([`VerifierConfig::from_setup`], or the demo's); nothing it needs is
-/// optional.
+/// What one verifier serves: its configuration, the service it calls,
+/// the deployment's rule and wallet, and the clock its API reads. For
+/// `lanyard verifier` these are the settings' ([`Serving::of_setup`]);
+/// the demo's are its mock's.
 #[derive(Debug, Clone)]
-pub struct VerifierConfig {
+pub struct Serving {
+    pub config: VerifierConfig,
     /// The service's API base URL (`SERVICE_API_URL`).
     pub service: TargetUrl,
-    /// `/organizations/{ORG}/projects/{PROJECT}/verifications/{RULE}`.
-    pub rule_path: String,
+    pub rule_path: RulePath,
     pub wallet: WalletBaseUrl,
-    pub session_ttl: Duration,
-    /// Trusted proxies in front (`LANYARD_VERIFIER_FORWARDED_HOPS`).
-    pub forwarded_hops: usize,
-    /// `LANYARD_VERIFIER_SESSION_KEY`; `None`: derived from the account's
-    /// key.
-    pub session_key: Option<SessionKeys>,
-    pub rates: VerifierRates,
-    /// Time to the service's answer (`LANYARD_UPSTREAM_TIMEOUT`).
-    pub service_timeout: Duration,
-    /// How long a client may take none of an answer
-    /// (`LANYARD_SEND_TIMEOUT`).
-    pub send_timeout: Duration,
-    pub max_header_bytes: usize,
-    /// Client connections (`LANYARD_MAX_CONNECTIONS`), before the
-    /// open-file limit lowers it.
-    pub max_connections: usize,
-    /// The OpenID Connect provider, when its issuer is set.
-    pub oidc: Option<crate::config::oidc::OidcConfig>,
-    /// How long a signature in a PKCS#11 token may take
-    /// (`LANYARD_TOKEN_TIMEOUT`).
-    pub signing_timeout: Duration,
-    /// The relying party's brand for the page
-    /// (`LANYARD_VERIFIER_BRAND_FILE`).
-    pub brand: Option<Arc<crate::config::brand::Brand>>,
-    /// The time the page's API reads.
     pub clock: Clock,
 }
 
-impl VerifierConfig {
-    /// `lanyard verifier`'s part of its settings.
-    pub fn from_setup(setup: &VerifierSetup) -> VerifierConfig {
-        VerifierConfig::with_settings(
-            &setup.settings,
+impl Serving {
+    /// `lanyard verifier`'s.
+    pub fn of_setup(setup: &VerifierSetup) -> Serving {
+        Serving::new(
+            setup.verifier.clone(),
             setup.upstream.clone(),
             setup.rule_path.clone(),
             setup.wallet.clone(),
         )
     }
 
-    /// The settings' limits and keys for a verifier of `rule_path` at
-    /// `service` (the demo's, whose service is the mock).
-    pub fn with_settings(
-        config: &Config,
+    /// A verifier of `rule_path` at `service`, on tokio's clock.
+    pub fn new(
+        config: VerifierConfig,
         service: TargetUrl,
-        rule_path: String,
+        rule_path: RulePath,
         wallet: WalletBaseUrl,
-    ) -> VerifierConfig {
-        VerifierConfig {
+    ) -> Serving {
+        Serving {
+            config,
             service,
             rule_path,
             wallet,
-            session_ttl: config.verifier_session_ttl,
-            forwarded_hops: config.verifier_forwarded_hops,
-            session_key: config.verifier_session_key.clone(),
-            rates: config.verifier_rates,
-            service_timeout: config.upstream_timeout,
-            send_timeout: config.send_timeout,
-            max_header_bytes: config.max_header_bytes,
-            max_connections: config.max_connections,
-            oidc: config.oidc.clone(),
-            signing_timeout: config.token_timeout,
-            brand: config.verifier_brand.clone(),
             clock: Clock::default(),
         }
     }
@@ -203,15 +168,16 @@ struct Inner {
 
 impl Verifier {
     pub fn new(
-        settings: &VerifierConfig,
+        serving: &Serving,
         access: &ServiceAccess,
         tokens: TokenHandle,
         metrics: Metrics,
     ) -> Result<Verifier, Failure> {
+        let settings = &serving.config;
         let service = ServiceApi::new(
             access.connector.clone(),
-            &settings.service,
-            &settings.rule_path,
+            &serving.service,
+            &serving.rule_path,
             tokens,
             settings.service_timeout,
             metrics.clone(),
@@ -233,7 +199,7 @@ impl Verifier {
                     settings.oidc.as_ref().map(|oidc| &*oidc.clients),
                 ),
                 service,
-                wallet: settings.wallet.clone(),
+                wallet: serving.wallet.clone(),
                 session_ttl: settings.session_ttl,
                 keys: match &settings.session_key {
                     Some(given) => KeySource::given(given),
@@ -248,7 +214,7 @@ impl Verifier {
                 repeating: Throttle::new(throttle::EVERY_MINUTE),
                 unopened: Throttle::new(throttle::EVERY_MINUTE),
                 oidc,
-                clock: settings.clock.clone(),
+                clock: serving.clock.clone(),
             }),
         })
     }

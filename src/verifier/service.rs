@@ -11,6 +11,7 @@ use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 
 use super::assumptions::{self, MAX_CLAIMS_BYTES, Malformed, Progress, Started, Unusable};
+use crate::config::RulePath;
 use crate::config::oidc::rules::Rule;
 use crate::metrics::Metrics;
 use crate::otel::spans::{HttpSpan, VerifierCall};
@@ -74,9 +75,9 @@ pub struct ServiceApi {
     client: Client<Connector, Full<Bytes>>,
     /// `SERVICE_API_URL`, which a client's rule path is joined to.
     base: TargetUrl,
-    /// `/organizations/{ORG}`, the deployment's: a client's rule is in
-    /// the organization of the service account.
-    organization: String,
+    /// The deployment's rule path: a client's rule is in its
+    /// organization, the service account's.
+    rule_path: RulePath,
     /// The deployment's rule path under `SERVICE_API_URL`, whole.
     rule: Uri,
     tokens: TokenHandle,
@@ -87,18 +88,17 @@ pub struct ServiceApi {
 }
 
 impl ServiceApi {
-    /// `rule_path` is `/organizations/{ORG}/projects/{PROJECT}/verifications/{RULE}`,
-    /// its segments checked when the settings were loaded.
+    /// `rule_path`'s segments were checked when the settings were
+    /// loaded.
     pub fn new(
         connector: Connector,
         base: &TargetUrl,
-        rule_path: &str,
+        rule_path: &RulePath,
         tokens: TokenHandle,
         timeout: Duration,
         metrics: Metrics,
     ) -> Result<ServiceApi, String> {
-        let rule = join(base, rule_path)?;
-        let organization = assumptions::organization_path(rule_path).to_string();
+        let rule = join(base, &rule_path.to_string())?;
         let rejections = RejectionRule::new(
             tokens.clone(),
             timeout,
@@ -108,7 +108,7 @@ impl ServiceApi {
         Ok(ServiceApi {
             client: outbound::client(connector),
             base: base.clone(),
-            organization,
+            rule_path: rule_path.clone(),
             rule,
             tokens,
             rejections,
@@ -129,11 +129,7 @@ impl ServiceApi {
         let Some(rule) = rule else {
             return Ok(self.rule.clone());
         };
-        let path = format!(
-            "{}{}",
-            self.organization,
-            assumptions::rule_tail(&rule.project_id, &rule.rule_id)
-        );
+        let path = self.rule_path.of_rule(rule).to_string();
         // The segments were checked as the clients file was read
         // (`config::oidc::rules`), so this joins as the deployment's did.
         join(&self.base, &path).map_err(|_| CallError::RulePath)

@@ -70,14 +70,14 @@ async fn fixture(extra: &[(&str, &str)]) -> Fixture {
     else {
         panic!("not the verifier's settings");
     };
-    let access = ServiceAccess::new(&setup.settings, &setup.account, &setup.tls);
+    let access = ServiceAccess::new(&setup.access, &setup.account, &setup.tls);
     let metrics = Metrics::unregistered();
     let (tokens, _refresher) =
         crate::token::refresher::spawn(Fixed, RefreshPolicy::default(), metrics.clone());
     tokens.first_outcome().await.unwrap();
-    let mut settings = VerifierConfig::from_setup(&setup);
-    settings.service_timeout = Duration::from_secs(1);
-    let verifier = Verifier::new(&settings, &access, tokens, metrics.clone()).unwrap();
+    let mut serving = Serving::of_setup(&setup);
+    serving.config.service_timeout = Duration::from_secs(1);
+    let verifier = Verifier::new(&serving, &access, tokens, metrics.clone()).unwrap();
     Fixture { verifier, metrics }
 }
 

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use lanyard::demo::Demo;
+use lanyard::commands::demo::Demo;
 
 /// Debian's Chromium; playwright-core brings no browser of its own.
 /// The whole browser suite takes one to five minutes on two cores, as

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 use http::Method;
+use lanyard::commands::demo::{Demo, DemoListeners};
 use lanyard::config::DemoConfig;
-use lanyard::demo::{Demo, DemoListeners};
 use lanyard::process::{ProxyListener, bind_proxy};
 use tokio::net::TcpListener;
 
@@ -35,7 +35,8 @@ async fn banner_curl_lines_work_on_a_unix_socket() {
     let socket = dir.path().join("lanyard.sock");
     let listen = format!("unix:{}", socket.display());
     let config = demo_config(&HashMap::from([("LANYARD_LISTEN".into(), listen)]));
-    let banner = banner_curl_lines_work(&config, bind_proxy(&config.settings).unwrap()).await;
+    let banner =
+        banner_curl_lines_work(&config, bind_proxy(config.proxy.as_ref().unwrap()).unwrap()).await;
     assert!(
         banner.contains(&format!("curl --unix-socket '{}' ", socket.display())),
         "{banner}"

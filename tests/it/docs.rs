@@ -161,12 +161,14 @@ fn example_config_loads_when_uncommented() {
     let lanyard::config::Loaded::Run(run) = loaded else {
         panic!("not `lanyard run`'s: {loaded:?}");
     };
-    let config = &run.settings;
     assert_eq!(
-        config.listen,
+        run.proxy.listen,
         lanyard::config::ListenAddr::Tcp("127.0.0.1:8080".parse().unwrap())
     );
-    assert_eq!(config.assertion_ttl, std::time::Duration::from_secs(3600));
+    assert_eq!(
+        run.access.assertion_ttl,
+        std::time::Duration::from_secs(3600)
+    );
     // The example's overrides win over the file's fields.
     let account = run.signing.accounts.default_account();
     let account = account.expect("credentials read at load");

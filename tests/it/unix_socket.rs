@@ -49,7 +49,7 @@ async fn start_at(
     map.insert("SERVICE_API_URL".into(), upstream.url.clone());
     let config = support::config(&map);
     let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let proxy = bind_proxy(&config.settings)?;
+    let proxy = bind_proxy(&config.proxy)?;
     let process = Process::start(Components::proxy(&config, admin, proxy))?;
     wait_for(
         &mut process.default_tokens().state(),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::access;
 use crate::accounts::MAX_TOKEN_REQUESTS_IN_FLIGHT;
-use crate::config::Config;
+use crate::config::AccessConfig;
 use crate::config::accounts::{AccountFile, AccountsDir};
 use crate::outbound::Connector;
 use crate::secret::Secret;
@@ -19,7 +19,7 @@ const MAX_NAMED: usize = 20;
 /// Checks every file of the directory, each line naming its file and
 /// organization; the first token obtained, for the upstream's probe.
 pub(super) async fn check_directory(
-    config: &Config,
+    config: &AccessConfig,
     dir: &AccountsDir,
     connector: &Connector,
     report: &mut CheckReport,

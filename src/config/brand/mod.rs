@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use unic_langid::LanguageIdentifier;
 
 use super::settings::VERIFIER_BRAND_FILE;
-use super::sources::{Layers, Sourced, io_reason};
+use super::sources::{Layers, Sourced, io_reason, toml_error_at};
 use crate::files::read_small;
 
 pub use accent::{Accent, MIN_CONTRAST};
@@ -265,12 +265,6 @@ fn checked<T>(read: Result<T, String>, key: &str, problems: &mut Vec<String>) ->
 /// Where the TOML is broken and toml's word for it, without the line it
 /// quotes.
 fn not_toml(text: &str, err: &toml::de::Error) -> String {
-    let at = err
-        .span()
-        .map(|span| {
-            let line = text[..span.start].matches('\n').count() + 1;
-            format!(" at line {line}")
-        })
-        .unwrap_or_default();
+    let at = toml_error_at(text, err);
     format!("is not valid TOML{at}: {}", quoted(err.message().trim()))
 }

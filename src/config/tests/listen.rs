@@ -12,7 +12,7 @@ fn remote_listen_needs_explicit_opt_in() {
     ])
     .unwrap();
     assert_eq!(
-        config.listen,
+        config.proxy.listen,
         ListenAddr::Tcp("0.0.0.0:8080".parse().unwrap())
     );
 }
@@ -22,17 +22,17 @@ fn a_unix_socket_listener_takes_an_absolute_path_and_a_mode_closed_to_others() {
     let api = ("SERVICE_API_URL", "https://api.example.com");
     let config = load(&[api, ("LANYARD_LISTEN", "unix:/run/lanyard/lanyard.sock")]).unwrap();
     assert_eq!(
-        config.listen,
+        config.proxy.listen,
         ListenAddr::Unix("/run/lanyard/lanyard.sock".into())
     );
-    assert_eq!(config.listen_mode, FileMode(0o660));
+    assert_eq!(config.proxy.listen_mode, FileMode(0o660));
     let config = load(&[
         api,
         ("LANYARD_LISTEN", "unix:/run/lanyard.sock"),
         ("LANYARD_LISTEN_MODE", "600"),
     ])
     .unwrap();
-    assert_eq!(config.listen_mode, FileMode(0o600));
+    assert_eq!(config.proxy.listen_mode, FileMode(0o600));
     let refused = [
         ("LANYARD_LISTEN", "unix:lanyard.sock", "must be absolute"),
         ("LANYARD_LISTEN", "unix:", "must be absolute"),

@@ -44,7 +44,7 @@ fn each_command_gets_its_own_configuration_with_what_it_requires() {
     match loaded(Requirement::Verifier, &[]).unwrap() {
         Loaded::Verifier(setup) => {
             let want = format!("/organizations/org-test/projects/proj-1/verifications/{RULE}");
-            assert_eq!(setup.rule_path, want);
+            assert_eq!(setup.rule_path.to_string(), want);
             assert_eq!(setup.account.organization_id(), "org-test");
             assert_eq!(setup.upstream.path_prefix(), "/v1");
         }
@@ -52,7 +52,10 @@ fn each_command_gets_its_own_configuration_with_what_it_requires() {
     }
     match loaded(Requirement::Verifier, &[("ORG_ID", "org-rules")]).unwrap() {
         Loaded::Verifier(setup) => assert!(
-            setup.rule_path.starts_with("/organizations/org-rules/"),
+            setup
+                .rule_path
+                .to_string()
+                .starts_with("/organizations/org-rules/"),
             "ORG_ID names the rule's organization: {}",
             setup.rule_path
         ),

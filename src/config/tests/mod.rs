@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::defaults::DEFAULT_LISTEN;
+use super::settings::{MAX_HEADER_BYTES, UPSTREAM_TIMEOUT};
 use super::*;
 
 mod files;
@@ -37,7 +38,11 @@ fn with_account(pairs: &[(&str, &str)]) -> HashMap<String, String> {
 }
 
 fn load(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
-    load_run(&Flags::default(), pairs).map(|run| run.settings)
+    Config::load(
+        &Flags::default(),
+        &with_account(pairs),
+        Requirement::Upstream,
+    )
 }
 
 /// `lanyard run`'s configuration, for what only it holds.
@@ -45,6 +50,14 @@ fn load_run(flags: &Flags, pairs: &[(&str, &str)]) -> Result<RunConfig, ConfigEr
     match Loaded::load(flags, &with_account(pairs), Requirement::Upstream)? {
         Loaded::Run(run) => Ok(*run),
         other => panic!("not `lanyard run`'s: {other:?}"),
+    }
+}
+
+/// `lanyard demo`'s configuration, for where the demo listens.
+fn load_demo(pairs: &[(&str, &str)]) -> DemoConfig {
+    match Loaded::load(&Flags::default(), &env(pairs), Requirement::Demo).unwrap() {
+        Loaded::Demo(demo) => *demo,
+        other => panic!("not `lanyard demo`'s: {other:?}"),
     }
 }
 
@@ -56,22 +69,25 @@ fn defaults_apply_when_only_the_upstream_is_set() {
     )
     .unwrap();
     assert_eq!(run.upstream.path_prefix(), "/v1");
-    let config = run.settings;
     assert_eq!(
-        config.listen,
+        run.proxy.listen,
         ListenAddr::Tcp("127.0.0.1:8080".parse().unwrap())
     );
-    assert_eq!(config.admin_listen, "0.0.0.0:9090".parse().unwrap());
+    assert_eq!(run.admin.listen, "0.0.0.0:9090".parse().unwrap());
+    let demo = load_demo(&[]);
     assert_eq!(
-        config.demo_admin_listen(),
+        demo.admin.listen,
         "127.0.0.1:9090".parse().unwrap(),
         "the demo keeps to loopback"
     );
-    assert_eq!(config.assertion_ttl, Duration::from_secs(3600));
-    assert_eq!(config.upstream_timeout, Duration::from_secs(30));
-    assert_eq!(config.shutdown_grace, Duration::from_secs(20));
-    assert!(config.rfc7523_fields);
-    assert_eq!(config.log_format, None, "text on a terminal, else JSON");
+    assert_eq!(run.access.assertion_ttl, Duration::from_secs(3600));
+    assert_eq!(run.proxy.upstream_timeout, Duration::from_secs(30));
+    assert_eq!(run.process.shutdown_grace, Duration::from_secs(20));
+    assert!(run.access.rfc7523_fields);
+    assert_eq!(
+        run.process.log_format, None,
+        "text on a terminal, else JSON"
+    );
 }
 
 #[test]
@@ -119,9 +135,9 @@ fn problem_lines_escape_what_would_split_or_disguise_them() {
 fn worker_threads_default_to_the_cpus_up_to_four_and_are_checked() {
     let base = ("SERVICE_API_URL", "https://api.example.com");
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-    assert_eq!(load(&[base]).unwrap().worker_threads, cpus.min(4));
+    assert_eq!(load(&[base]).unwrap().proxy.worker_threads, cpus.min(4));
     let config = load(&[base, ("LANYARD_WORKER_THREADS", "8")]).unwrap();
-    assert_eq!(config.worker_threads, 8);
+    assert_eq!(config.proxy.worker_threads, 8);
     for (value, why) in [
         ("0", "must be at least 1"),
         ("1000", "1000 is more than the 256 allowed"),
@@ -140,7 +156,7 @@ fn connection_limit_and_header_timeout_are_checked() {
     let base = ("SERVICE_API_URL", "https://api.example.com");
     let config = load(&[base]).unwrap();
     assert_eq!(config.max_connections, 1024);
-    assert_eq!(config.header_timeout, Duration::from_secs(30));
+    assert_eq!(config.proxy.header_timeout, Duration::from_secs(30));
     let config = load(&[
         base,
         ("LANYARD_MAX_CONNECTIONS", "50"),
@@ -148,7 +164,7 @@ fn connection_limit_and_header_timeout_are_checked() {
     ])
     .unwrap();
     assert_eq!(config.max_connections, 50);
-    assert_eq!(config.header_timeout, Duration::from_secs(5));
+    assert_eq!(config.proxy.header_timeout, Duration::from_secs(5));
 
     let err = load(&[
         base,
@@ -183,9 +199,9 @@ fn connection_limit_and_header_timeout_are_checked() {
 fn body_timeout_header_bytes_and_upstream_connections_are_checked() {
     let base = ("SERVICE_API_URL", "https://api.example.com");
     let config = load(&[base]).unwrap();
-    assert_eq!(config.body_timeout, Duration::from_secs(30));
+    assert_eq!(config.proxy.body_timeout, Duration::from_secs(30));
     assert_eq!(config.max_header_bytes, 64 * 1024);
-    assert_eq!(config.max_upstream_connections, 256);
+    assert_eq!(config.proxy.max_upstream_connections, 256);
     let config = load(&[
         base,
         ("LANYARD_BODY_TIMEOUT", "5s"),
@@ -193,9 +209,9 @@ fn body_timeout_header_bytes_and_upstream_connections_are_checked() {
         ("LANYARD_MAX_UPSTREAM_CONNECTIONS", "8"),
     ])
     .unwrap();
-    assert_eq!(config.body_timeout, Duration::from_secs(5));
+    assert_eq!(config.proxy.body_timeout, Duration::from_secs(5));
     assert_eq!(config.max_header_bytes, 16 * 1024);
-    assert_eq!(config.max_upstream_connections, 8);
+    assert_eq!(config.proxy.max_upstream_connections, 8);
     assert_eq!(
         load(&[base, ("LANYARD_MAX_HEADER_BYTES", "20000")])
             .unwrap()
@@ -247,9 +263,8 @@ fn flag_beats_environment_beats_file() {
     )
     .unwrap();
     assert_eq!(run.upstream.to_string(), "https://env.example/");
-    let config = run.settings;
-    assert_eq!(config.upstream_timeout, Duration::from_secs(9));
-    assert_eq!(config.assertion_ttl, Duration::from_secs(300));
+    assert_eq!(run.proxy.upstream_timeout, Duration::from_secs(9));
+    assert_eq!(run.access.assertion_ttl, Duration::from_secs(300));
 }
 
 #[test]
@@ -450,7 +465,7 @@ fn empty_environment_variable_counts_as_unset() {
     ])
     .unwrap();
     assert_eq!(
-        config.listen,
+        config.proxy.listen,
         ListenAddr::Tcp("127.0.0.1:8080".parse().unwrap())
     );
 }
@@ -532,10 +547,6 @@ fn an_unreadable_variable_is_reported_once_not_again_as_unset() {
 
 #[test]
 fn the_demo_serves_health_where_the_admin_listener_is_given() {
-    let config = load(&[
-        ("SERVICE_API_URL", "https://api.example.com/v1/"),
-        ("LANYARD_ADMIN_LISTEN", "0.0.0.0:9191"),
-    ])
-    .unwrap();
-    assert_eq!(config.demo_admin_listen(), "0.0.0.0:9191".parse().unwrap());
+    let demo = load_demo(&[("LANYARD_ADMIN_LISTEN", "0.0.0.0:9191")]);
+    assert_eq!(demo.admin.listen, "0.0.0.0:9191".parse().unwrap());
 }

@@ -1,6 +1,7 @@
 //! The verifier's settings: where it listens.
 
 use super::*;
+use crate::config::components::Defaults;
 
 #[test]
 fn the_verifier_listens_where_its_setting_then_port_then_the_default_says() {
@@ -9,9 +10,13 @@ fn the_verifier_listens_where_its_setting_then_port_then_the_default_says() {
         all.extend_from_slice(pairs);
         load(&all)
     };
+    // `lanyard verifier`'s address, and `lanyard demo`'s.
     let addr = |pairs: &[(&str, &str)]| {
         let config = with_url(pairs).unwrap();
-        (config.verifier_listen(), config.demo_verifier_listen())
+        (
+            config.verifier_config(Defaults::Deployed).listen,
+            config.verifier_config(Defaults::Demo).listen,
+        )
     };
     let parse = |a: &str| a.parse::<SocketAddr>().unwrap();
     assert_eq!(addr(&[]), (parse("0.0.0.0:8080"), parse("127.0.0.1:8081")));

@@ -308,26 +308,32 @@ proptest! {
 
         match Loaded::load(&flags, &env, case.need) {
             Ok(loaded) => {
-                let config = loaded.settings();
-                prop_assert!(
-                    match &config.listen {
-                        ListenAddr::Tcp(addr) => addr.ip().is_loopback() || remote_allowed,
-                        // Its file's permissions decide who reaches it.
-                        ListenAddr::Unix(_) => true,
-                    },
-                    "listening on {} without {}", config.listen, config::ALLOW_REMOTE.env
-                );
+                let proxy = match &loaded {
+                    Loaded::Run(run) => Some(&run.proxy),
+                    Loaded::Check(check) => Some(&check.run.proxy),
+                    Loaded::Demo(demo) => demo.proxy.as_ref(),
+                    _ => None,
+                };
+                if let Some(proxy) = proxy {
+                    prop_assert!(
+                        match &proxy.listen {
+                            ListenAddr::Tcp(addr) => addr.ip().is_loopback() || remote_allowed,
+                            // Its file's permissions decide who reaches it.
+                            ListenAddr::Unix(_) => true,
+                        },
+                        "listening on {} without {}", proxy.listen, config::ALLOW_REMOTE.env
+                    );
+                }
                 // Each command gets its own configuration, with the
                 // credentials and TLS it needs read and checked by the load
                 // itself: nothing after it reads them again.
-                let its_own = match (case.need, &loaded) {
-                    (Requirement::Upstream, Loaded::Run(_))
-                    | (Requirement::NoUpstream, Loaded::Token(_)) => !config.demo,
-                    (Requirement::Upstream, Loaded::Demo(_)) => config.demo,
-                    (Requirement::Demo, Loaded::Demo(_))
-                    | (Requirement::AdminOnly, Loaded::Healthcheck(_)) => true,
-                    _ => false,
-                };
+                let its_own = matches!(
+                    (case.need, &loaded),
+                    (Requirement::Upstream, Loaded::Run(_) | Loaded::Demo(_))
+                        | (Requirement::NoUpstream, Loaded::Token(_))
+                        | (Requirement::Demo, Loaded::Demo(_))
+                        | (Requirement::AdminOnly, Loaded::Healthcheck(_))
+                );
                 prop_assert!(its_own, "{:?} loaded as {loaded:?}", case.need);
             }
             Err(err) => check_config_error(&err, &secrets)?,

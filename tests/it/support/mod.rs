@@ -155,7 +155,7 @@ pub fn demo_config(map: &HashMap<String, String>) -> DemoConfig {
 /// it from `map`.
 pub fn access(map: &HashMap<String, String>) -> ServiceAccess {
     let run = config(map);
-    ServiceAccess::of_default(&run.settings, &run.signing).expect("a default account")
+    ServiceAccess::of_default(&run.access, &run.signing).expect("a default account")
 }
 
 /// Waits for a watch channel's value to satisfy `done`, failing the test
@@ -233,15 +233,16 @@ pub fn status_bytes(pid: u32, field: &str) -> u64 {
 pub async fn demo_holding_a_token(
     config: &DemoConfig,
     proxy: Option<lanyard::process::ProxyListener>,
-) -> lanyard::demo::Demo {
-    let listeners = lanyard::demo::DemoListeners {
+) -> lanyard::commands::demo::Demo {
+    let listeners = lanyard::commands::demo::DemoListeners {
         admin: tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
         proxy,
         verifier: Some(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap()),
     };
-    let demo = lanyard::demo::Demo::start(config, listeners, &lanyard::otel::Telemetry::off())
-        .await
-        .expect("the demo starts");
+    let demo =
+        lanyard::commands::demo::Demo::start(config, listeners, &lanyard::otel::Telemetry::off())
+            .await
+            .expect("the demo starts");
     tokio::time::timeout(
         Duration::from_secs(10),
         demo.process

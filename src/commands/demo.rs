@@ -9,17 +9,16 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 
 use crate::access::ServiceAccess;
-use crate::config::DemoConfig;
+use crate::config::VerifierConfig;
 use crate::config::oidc::rules::{Rule, Rules};
+use crate::config::{DemoConfig, RulePath};
 use crate::failure::Failure;
 use crate::otel::Telemetry;
 use crate::process::{
-    Components, Process, ProxyListener, Signals, bind, bind_admin, bind_admin_on, bind_proxy,
-    bind_verifier, failed, stop_on_signals,
+    Components, Process, ProxyListener, Signals, bind_admin, bind_proxy, bind_verifier, failed,
+    stop_on_signals,
 };
-use crate::proxy::ProxyConfig;
-use crate::token::RefreshPolicy;
-use crate::verifier::VerifierConfig;
+use crate::verifier::Serving;
 
 /// The demo account's identity on the embedded mock.
 pub const DEMO_CLIENT_ID: &str = "demo-client";
@@ -64,7 +63,6 @@ impl Demo {
         listeners: DemoListeners,
         telemetry: &Telemetry,
     ) -> Result<Demo, Failure> {
-        let config = &demo.settings;
         use crate::config::WalletBaseUrl;
         use crate::config::credentials::{Credentials, parse_private_key};
         use crate::mock::{MockAccount, MockService, generate_rsa_key};
@@ -99,12 +97,10 @@ impl Demo {
             ),
         };
         // Its session key as given, else derived from the demo account's.
-        let mut verifier = VerifierConfig::with_settings(
-            config,
+        let mut verifier = Serving::new(
+            demo.verifier.clone(),
             service.clone(),
-            format!(
-                "/organizations/{DEMO_ORGANIZATION}/projects/{DEMO_PROJECT}/verifications/{DEMO_RULE}"
-            ),
+            RulePath::new(None, DEMO_ORGANIZATION, DEMO_PROJECT, DEMO_RULE),
             WalletBaseUrl::parse(&mock.wallet_url()).map_err(|e| failed("mock URL", e))?,
         );
         let verifier_url = listeners
@@ -112,22 +108,27 @@ impl Demo {
             .as_ref()
             .map(verifier_origin)
             .transpose()?;
-        let issuer = with_demo_provider(&mut verifier, &mock, verifier_url.as_deref())?;
-        let access = ServiceAccess::with_credentials(config, credentials, demo.tls.clone());
+        let issuer = with_demo_provider(&mut verifier.config, &mock, verifier_url.as_deref())?;
+        let access = ServiceAccess::with_credentials(&demo.access, credentials, demo.tls.clone());
+        let connector = access.connector.clone();
+        let proxy = match (listeners.proxy, &demo.proxy) {
+            (Some(listener), Some(config)) => Some((listener, config.clone(), service)),
+            (None, _) => None,
+            (Some(_), None) => return Err(failed("the demo's proxy", "it has no configuration")),
+        };
+        let (process, admin) = (&demo.process, &demo.admin);
         let components = Components {
-            connector: access.connector.clone(),
-            directory: None,
-            exchange: crate::access::exchange_options(config),
-            access: Some(access),
-            refresh: RefreshPolicy::with_expiry_margin(config.expiry_margin),
-            admin: listeners.admin,
-            proxy: listeners
-                .proxy
-                .map(|listener| (listener, ProxyConfig::from_config(config, service))),
+            proxy,
             verifier: listeners.verifier.map(|listener| (listener, verifier)),
-            shutdown_grace: config.shutdown_grace,
-            send_timeout: config.send_timeout,
             spans_dropped: telemetry.spans_dropped(),
+            ..Components::common(
+                &demo.access,
+                admin,
+                process,
+                Some(access),
+                connector,
+                listeners.admin,
+            )
         };
         let process = Process::start(components)?;
         Ok(Demo {
@@ -206,9 +207,8 @@ impl Demo {
         };
         if let Some((curl, origin)) = reach {
             let rule_path = |project: &str| {
-                format!(
-                    "{origin}/organizations/{DEMO_ORGANIZATION}/projects/{project}/verifications/{DEMO_RULE}"
-                )
+                let path = RulePath::new(None, DEMO_ORGANIZATION, project, DEMO_RULE);
+                format!("{origin}{path}")
             };
             banner.push_str(&format!(
                 "\n\
@@ -340,31 +340,15 @@ fn shell_word(word: &str) -> String {
 }
 
 /// `lanyard demo` (and `DEMO_MOCK=true lanyard run`): the mock, the proxy
-/// and the verifier until SIGTERM or SIGINT.
+/// and the verifier until SIGTERM or SIGINT; `DEMO_MOCK=true lanyard
+/// verifier`: the mock and the verifier, where `lanyard verifier` would
+/// listen.
 pub async fn run(demo: &DemoConfig, telemetry: &Telemetry) -> Result<(), Failure> {
     let mut signals = Signals::install()?;
-    let config = &demo.settings;
     let listeners = DemoListeners {
-        admin: bind_admin_on(config.demo_admin_listen())?,
-        proxy: Some(bind_proxy(config)?),
-        verifier: Some(bind(
-            config.demo_verifier_listen(),
-            "LANYARD_VERIFIER_LISTEN",
-            config.max_connections,
-        )?),
-    };
-    serve(demo, listeners, telemetry, &mut signals).await
-}
-
-/// `DEMO_MOCK=true lanyard verifier`: the mock and the verifier, where
-/// `lanyard verifier` would listen.
-pub async fn run_verifier(demo: &DemoConfig, telemetry: &Telemetry) -> Result<(), Failure> {
-    let mut signals = Signals::install()?;
-    let config = &demo.settings;
-    let listeners = DemoListeners {
-        admin: bind_admin(config)?,
-        proxy: None,
-        verifier: Some(bind_verifier(config)?),
+        admin: bind_admin(&demo.admin)?,
+        proxy: demo.proxy.as_ref().map(bind_proxy).transpose()?,
+        verifier: Some(bind_verifier(&demo.verifier)?),
     };
     serve(demo, listeners, telemetry, &mut signals).await
 }
