@@ -129,10 +129,7 @@ async fn verifier_page_works_in_headless_chromium() {
 
     let started = Instant::now();
     let run = tokio::process::Command::new("node")
-        // Node runs one file fewer at a time than the machine has CPUs,
-        // one at a time on two; each file mostly waits on the page and its
-        // servers, so two at a time halves the suite's time.
-        .args(["--test", "--test-concurrency=2", "--test-reporter=spec"])
+        .args(["--test", "--test-reporter=spec"])
         .args(test_files(&browser_dir))
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .envs(suite_env(&demo, &branded, authorize))
