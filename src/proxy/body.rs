@@ -12,6 +12,7 @@ use http_body_util::{Either, Full};
 use hyper::body::{Frame, SizeHint};
 use tokio::sync::oneshot;
 
+use super::upload::UploadProgress;
 use crate::client_body::{ClientBody, ClientBodyError};
 
 /// A body up to this size can be replayed after a 401 or a connection
@@ -35,6 +36,7 @@ pub struct StreamedBody {
     prefix: Option<Bytes>,
     inner: ClientBody,
     copy: Option<BodyCopy>,
+    progress: UploadProgress,
 }
 
 /// The kept copy, handed over once the body has ended within the limit.
@@ -54,7 +56,13 @@ impl StreamedBody {
             prefix,
             inner,
             copy: None,
+            progress: UploadProgress::new(),
         }
+    }
+
+    /// How far the body has gone upstream, for the upstream timeout.
+    pub(super) fn progress(&self) -> UploadProgress {
+        self.progress.clone()
     }
 
     /// A body whose copy arrives on the returned channel if it ends within
@@ -72,6 +80,7 @@ impl StreamedBody {
             prefix: None,
             inner,
             copy: Some(copy),
+            progress: UploadProgress::new(),
         };
         (body, copied)
     }
@@ -99,10 +108,16 @@ impl hyper::body::Body for StreamedBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, ClientBodyError>>> {
+        // Asked for more: the upstream's side took what came before.
+        self.progress.asked();
         if let Some(prefix) = self.prefix.take() {
             return Poll::Ready(Some(Ok(Frame::data(prefix))));
         }
-        let frame = std::task::ready!(self.inner.poll_frame(cx));
+        let Poll::Ready(frame) = self.inner.poll_frame(cx) else {
+            self.progress.waiting_on_client(true);
+            return Poll::Pending;
+        };
+        self.progress.waiting_on_client(false);
         match &frame {
             Some(Ok(frame)) => match frame.data_ref() {
                 Some(data) => self.keep(data),

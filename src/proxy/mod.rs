@@ -10,16 +10,19 @@
 //! - `absolute`: the absolute-form check.
 //! - [`body`]: request bodies: whole or streamed, the replay copy and its budget.
 //! - [`headers`]: hop-by-hop headers.
+//! - `upload`: a streamed body's progress, for the upstream timeout.
 
 mod absolute;
 mod body;
 mod headers;
+mod upload;
 
 pub use body::{MAX_REPLAY_BODY, StreamedBody, UpstreamBody};
 pub use headers::strip_hop_by_hop;
 use headers::upstream_headers;
 
 use std::net::SocketAddr;
+use std::pin::pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +36,7 @@ use tokio::time::Instant;
 
 use absolute::accepts_target;
 use body::{BodyPlan, ReplayBudget, Reservation, plan_body};
+use upload::UploadProgress;
 
 use crate::accounts::{Account, Accounts, NoAccount};
 use crate::client_body::{ClientBody, ClientBodyError};
@@ -212,8 +216,10 @@ impl Proxy {
             let (bytes, _reservation) = match plan_body(body, &self.shared.replay_budget).await? {
                 BodyPlan::Whole(bytes, reservation) => (bytes, reservation),
                 BodyPlan::Streaming(body) => {
+                    let upload = body.progress();
                     let request = Request::from_parts(parts, Either::Right(body));
-                    let response = Box::pin(self.send(request, None, trace)).await?;
+                    let response =
+                        Box::pin(self.send(request, Sent::Streamed(&upload), trace)).await?;
                     return Ok(unauthorized_passes(&account, response, token));
                 }
                 BodyPlan::Copied(body, copied) => {
@@ -232,7 +238,7 @@ impl Proxy {
             let response = self
                 .send(
                     Request::from_parts(parts, Either::Left(Full::new(bytes))),
-                    Some(&replay),
+                    Sent::Whole(&replay),
                     trace,
                 )
                 .await?;
@@ -283,8 +289,9 @@ impl Proxy {
             parts.uri.clone(),
             parts.headers.clone(),
         );
+        let upload = body.progress();
         let request = Request::from_parts(parts, Either::Right(body));
-        let response = self.send(request, None, trace).await?;
+        let response = self.send(request, Sent::Streamed(&upload), trace).await?;
         if response.status() != StatusCode::UNAUTHORIZED {
             return Ok(response);
         }
@@ -322,7 +329,8 @@ impl Proxy {
             .headers
             .insert(header::AUTHORIZATION, token.authorization().clone());
         trace.resent();
-        self.send(replay.request(), Some(&replay), trace).await
+        self.send(replay.request(), Sent::Whole(&replay), trace)
+            .await
     }
 
     #[allow(
@@ -332,7 +340,7 @@ impl Proxy {
     fn send(
         &self,
         request: Request<UpstreamBody>,
-        replay: Option<&Replay>,
+        sent: Sent<'_>,
         trace: &HttpSpan,
     ) -> impl Future<Output = Result<Response<UpstreamResponse>, Refusal>> {
         async move {
@@ -342,12 +350,20 @@ impl Proxy {
             // started writing; an idempotent one with a whole body may be sent
             // once more (RFC 9110 §9.2.2), within the same timeout.
             // tests/it/upstream_faults.rs proves the failure this prevents.
-            let replay = replay.filter(|r| r.method.is_idempotent());
-            // Each future is built inside its `timeout_at` call and awaited at
-            // once: one bound to a local, or wrapped in another async block,
-            // would keep its own copy of the request in this future's space.
+            let replay = match sent {
+                Sent::Whole(replay) if replay.method.is_idempotent() => Some(replay),
+                _ => None,
+            };
             let deadline = Instant::now() + self.shared.timeout;
-            let first = tokio::time::timeout_at(deadline, self.pool.send(request)).await;
+            let first = match sent {
+                Sent::Streamed(upload) => {
+                    Box::pin(self.answer_within(deadline, upload, request)).await
+                }
+                // Built inside its `timeout_at` call and awaited at once: a
+                // future bound to a local, or wrapped in another async block,
+                // would keep its own copy of the request in this future's space.
+                Sent::Whole(_) => tokio::time::timeout_at(deadline, self.pool.send(request)).await,
+            };
             let answer = match (first, replay) {
                 (Ok(Err(err)), Some(replay)) if err.closed_unanswered() => {
                     tracing::debug!(error = %err, "the upstream closed the connection without answering; sending the request once more");
@@ -397,6 +413,30 @@ impl Proxy {
                     );
                     Err(ProxyError::UpstreamTimeout.into())
                 }
+            }
+        }
+    }
+
+    /// The answer to a request whose body streams, waited for until the
+    /// upstream timeout passes without the upstream taking any of the body
+    /// or, the body sent, without an answer (`upload`).
+    async fn answer_within(
+        &self,
+        mut deadline: Instant,
+        upload: &UploadProgress,
+        request: Request<UpstreamBody>,
+    ) -> Result<Result<Response<UpstreamResponse>, SendError>, tokio::time::error::Elapsed> {
+        let mut sending = pin!(self.pool.send(request));
+        loop {
+            match tokio::time::timeout_at(deadline, &mut sending).await {
+                Err(elapsed) => {
+                    let now = Instant::now();
+                    match upload.deadline(self.shared.timeout, now) {
+                        later if later > now => deadline = later,
+                        _ => return Err(elapsed),
+                    }
+                }
+                answered => return answered,
             }
         }
     }
@@ -510,6 +550,16 @@ impl Handler for Proxy {
             Ok(response)
         }
     }
+}
+
+/// How a request's body goes upstream, which decides whether it may be
+/// sent again and how its upstream timeout runs.
+#[derive(Clone, Copy)]
+enum Sent<'a> {
+    /// Whole, from memory, kept to replay.
+    Whole(&'a Replay),
+    /// Streamed as the client sends it.
+    Streamed(&'a UploadProgress),
 }
 
 /// What it takes to send a replayable request again.
