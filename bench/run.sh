@@ -25,7 +25,10 @@
 #   --floor                 also measure examples/bare_proxy.rs, lanyard's
 #                           accept loop, threads and pool with nothing per
 #                           request but a fixed header: the floor under
-#                           lanyard, and how far it sits from nginx
+#                           lanyard, and how far it sits from nginx; and
+#                           examples/one_task_proxy.rs, one task per
+#                           connection and no HTTP library: the floor of
+#                           any proxy on tokio and these threads
 #   --baseline PATH         also measure another lanyard release binary
 #                           (say, one built from the commit before a
 #                           change) as the target `baseline`, and report
@@ -51,6 +54,7 @@
 #             (examples/mock_service.rs, tokens of an hour)
 #   bare      with --floor: examples/bare_proxy.rs, the same static header
 #             as nginx, with as many threads
+#   onetask   with --floor: examples/one_task_proxy.rs, likewise
 #   baseline  with --baseline: that binary's `lanyard run`, set up as
 #             lanyard is (same upstream, its own token from the same mock)
 # For each concurrency and round, the targets are measured one after the
@@ -189,11 +193,12 @@ target=${CARGO_TARGET_DIR:-target}
 lanyard_bin=$target/release/lanyard
 token_bin=$target/release/examples/mock_service
 bare_bin=$target/release/examples/bare_proxy
+onetask_bin=$target/release/examples/one_task_proxy
 bins=("$lanyard_bin" "$token_bin")
 example_args=(--example mock_service)
 if ((floor)); then
-    bins+=("$bare_bin")
-    example_args+=(--example bare_proxy)
+    bins+=("$bare_bin" "$onetask_bin")
+    example_args+=(--example bare_proxy --example one_task_proxy)
 fi
 if ((build)); then
     # The binary as it ships, built alone: built with an example, it would
@@ -222,6 +227,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/lanyard-bench.XXXXXX")
 upstream_pid=
 proxy_pid=
 bare_pid=
+onetask_pid=
 lanyard_pid=
 baseline_pid=
 idle_lanyard_pid=
@@ -240,7 +246,7 @@ stop_pid() {
 
 cleanup() {
     local pid
-    for pid in "$probe_pid" "$idle_lanyard_pid" "$lanyard_pid" "$baseline_pid" "$proxy_pid" "$bare_pid" "$upstream_pid" "$mock_pid" "$sink_pid"; do
+    for pid in "$probe_pid" "$idle_lanyard_pid" "$lanyard_pid" "$baseline_pid" "$proxy_pid" "$bare_pid" "$onetask_pid" "$upstream_pid" "$mock_pid" "$sink_pid"; do
         stop_pid "$pid"
     done
     wait 2>/dev/null || true
@@ -288,10 +294,11 @@ stop_lanyard() {
 }
 
 # --- upstream, token endpoint, the reference numbers ----------------------
-mapfile -t ports < <(python3 bench/run_probe.py free-ports 3)
+mapfile -t ports < <(python3 bench/run_probe.py free-ports 4)
 upstream_port=${ports[0]}
 proxy_port=${ports[1]}
 bare_port=${ports[2]}
+onetask_port=${ports[3]}
 upstream_url=http://127.0.0.1:$upstream_port
 proxy_url=http://127.0.0.1:$proxy_port
 user_line=
@@ -426,6 +433,15 @@ if ((floor)); then
     [[ $bare_auth == "Bearer $token_value" ]] || fatal "bare_proxy sent '$bare_auth'"
     echo "bench: bare_proxy ${url[bare]} (pid $bare_pid, $workers threads)"
     targets+=(bare)
+    "$onetask_bin" "127.0.0.1:$onetask_port" "127.0.0.1:$upstream_port" "Bearer $token_value" "$workers" \
+        >"$work/onetask.out" 2>"$work/onetask.err" &
+    onetask_pid=$!
+    wait_for_line '^listening=' 30 "$work/onetask.out" || fatal "one_task_proxy did not start"
+    url[onetask]=http://127.0.0.1:$onetask_port
+    onetask_auth=$(curl -fsS "${url[onetask]}/bench-authorization") || fatal "no answer through one_task_proxy"
+    [[ $onetask_auth == "Bearer $token_value" ]] || fatal "one_task_proxy sent '$onetask_auth'"
+    echo "bench: one_task_proxy ${url[onetask]} (pid $onetask_pid, $workers threads)"
+    targets+=(onetask)
 fi
 
 # The baseline is set up as lanyard is, and must run as many proxy threads
@@ -460,6 +476,7 @@ proxy_pids() {
     nginx) pgrep -P "$proxy_pid" || true ;;
     lanyard) echo "$lanyard_pid" ;;
     bare) echo "$bare_pid" ;;
+    onetask) echo "$onetask_pid" ;;
     baseline) echo "$baseline_pid" ;;
     esac
 }
@@ -681,6 +698,9 @@ if ((floor)); then
     echo
     echo "the floor: bare_proxy / nginx, and lanyard / bare_proxy"
     print_ratios get bare nginx lanyard bare "${conc_list[@]}"
+    echo
+    echo "one task per connection, no HTTP library: one_task_proxy / nginx, and lanyard / one_task_proxy"
+    print_ratios get onetask nginx lanyard onetask "${conc_list[@]}"
 fi
 if [[ -n $baseline_bin ]]; then
     echo
