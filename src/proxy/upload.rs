@@ -1,5 +1,5 @@
 //! How far a streamed request body has gone upstream, so that the upstream
-//! timeout counts the upstream's time only (docs/proxy.md, "Timeouts").
+//! timeout counts the upstream's time only (docs/proxy.md, "Limits").
 //!
 //! `LANYARD_UPSTREAM_TIMEOUT` bounds the time to the response's headers.
 //! Most upstreams answer once they have the whole body, so a large upload
