@@ -504,6 +504,14 @@ impl Scanner {
         // as the line end or inside an extension) is refused: hyper refuses
         // those too, and a reader that took either for a line end would
         // start the chunk where hyper does not.
+        // httparse also takes whitespace after the size with no extension
+        // after it ("5 "), which RFC 9112 §7.1 does not: a reader that stops
+        // at it, or reads the line as unsized, would end the chunk elsewhere.
+        let mut rest = line.iter().skip_while(|b| b.is_ascii_hexdigit());
+        let extension = rest.clone().find(|&&b| b != b' ' && b != b'\t') == Some(&b';');
+        if !extension && (rest.next(), rest.next()) != (Some(&b'\r'), Some(&b'\n')) {
+            return self.fail("malformed chunk size line");
+        }
         match httparse::parse_chunk_size(line) {
             Ok(httparse::Status::Complete((len, size))) if len == line.len() => {
                 self.place = match size {

@@ -17,6 +17,7 @@ mod docs;
 mod docs_run;
 mod fair_share;
 mod frames;
+mod framing_differential;
 mod hostile;
 mod hsm;
 mod interop_oidc_provider;

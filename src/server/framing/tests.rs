@@ -338,8 +338,13 @@ fn broken_chunk_framing_ends_the_connection() {
         "5;{}\r\nhello\r\n0\r\n\r\n",
         "x".repeat(MAX_CHUNK_LINE_BYTES)
     );
-    let bodies: [&str; 10] = [
+    let bodies: [&str; 13] = [
         "zz\r\nhello\r\n0\r\n\r\n",
+        // Whitespace after a size with no extension after it: not in RFC
+        // 9112 §7.1's grammar, and read apart by readers that stop at it.
+        "5 \r\nhello\r\n0\r\n\r\n",
+        "5\t\r\nhello\r\n0\r\n\r\n",
+        "5\r\nhello\r\n0 \r\n\r\n",
         "\r\n\r\n",
         ";ext\r\n\r\n",
         "5\nhello\r\n0\r\n\r\n",
@@ -357,6 +362,17 @@ fn broken_chunk_framing_ends_the_connection() {
         .map(|i| format!("X-T{i}: {}\r\n", "v".repeat(20)))
         .collect();
     fails(head, &format!("0\r\n{trailers}\r\n"), 1024);
+}
+
+#[test]
+fn chunk_extensions_may_follow_whitespace() {
+    let head = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+    for body in [
+        "5;a=b\r\nhello\r\n0\r\n\r\n",
+        "5 ;a\r\nhello\r\n0\t;b\r\n\r\n",
+    ] {
+        passes_unchanged([head.as_bytes(), body.as_bytes(), GET].concat().as_slice());
+    }
 }
 
 #[test]
