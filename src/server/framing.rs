@@ -500,11 +500,7 @@ impl Scanner {
         if !line.first().is_some_and(u8::is_ascii_hexdigit) {
             return self.fail("chunk size line without a size");
         }
-        // Anything short of the whole line ending in its one CRLF (a bare LF
-        // as the line end or inside an extension) is refused: hyper refuses
-        // those too, and a reader that took either for a line end would
-        // start the chunk where hyper does not.
-        // httparse also takes whitespace after the size with no extension
+        // httparse takes whitespace after the size with no extension
         // after it ("5 "), which RFC 9112 §7.1 does not: a reader that stops
         // at it, or reads the line as unsized, would end the chunk elsewhere.
         let mut rest = line.iter().skip_while(|b| b.is_ascii_hexdigit());
@@ -512,6 +508,10 @@ impl Scanner {
         if !extension && (rest.next(), rest.next()) != (Some(&b'\r'), Some(&b'\n')) {
             return self.fail("malformed chunk size line");
         }
+        // Anything short of the whole line ending in its one CRLF (a bare LF
+        // as the line end or inside an extension) is refused: hyper refuses
+        // those too, and a reader that took either for a line end would
+        // start the chunk where hyper does not.
         match httparse::parse_chunk_size(line) {
             Ok(httparse::Status::Complete((len, size))) if len == line.len() => {
                 self.place = match size {
