@@ -423,25 +423,26 @@ rss_ready=$(status_kib "$lanyard_pid" VmRSS)
 declare -A url=([direct]=$upstream_url [nginx]=$proxy_url [lanyard]=$lanyard_url)
 targets=(direct nginx lanyard)
 
+# Starts floor proxy $1 (target name) from binary $2 on port $3, sending to
+# upstream $4, checks that it injects the header, and sets started_pid.
+start_floor() {
+    local name=$1 bin=$2 port=$3 upstream=$4 auth
+    "$bin" "127.0.0.1:$port" "$upstream" "Bearer $token_value" "$workers" \
+        >"$work/$name.out" 2>"$work/$name.err" &
+    started_pid=$!
+    wait_for_line '^listening=' 30 "$work/$name.out" || fatal "${bin##*/} did not start"
+    url[$name]=http://127.0.0.1:$port
+    auth=$(curl -fsS "${url[$name]}/bench-authorization") || fatal "no answer through ${bin##*/}"
+    [[ $auth == "Bearer $token_value" ]] || fatal "${bin##*/} sent '$auth'"
+    echo "bench: ${bin##*/} ${url[$name]} (pid $started_pid, $workers threads)"
+    targets+=("$name")
+}
 if ((floor)); then
-    "$bare_bin" "127.0.0.1:$bare_port" "$upstream_url" "Bearer $token_value" "$workers" \
-        >"$work/bare.out" 2>"$work/bare.err" &
-    bare_pid=$!
-    wait_for_line '^listening=' 30 "$work/bare.out" || fatal "bare_proxy did not start"
-    url[bare]=http://127.0.0.1:$bare_port
-    bare_auth=$(curl -fsS "${url[bare]}/bench-authorization") || fatal "no answer through bare_proxy"
-    [[ $bare_auth == "Bearer $token_value" ]] || fatal "bare_proxy sent '$bare_auth'"
-    echo "bench: bare_proxy ${url[bare]} (pid $bare_pid, $workers threads)"
-    targets+=(bare)
-    "$onetask_bin" "127.0.0.1:$onetask_port" "127.0.0.1:$upstream_port" "Bearer $token_value" "$workers" \
-        >"$work/onetask.out" 2>"$work/onetask.err" &
-    onetask_pid=$!
-    wait_for_line '^listening=' 30 "$work/onetask.out" || fatal "one_task_proxy did not start"
-    url[onetask]=http://127.0.0.1:$onetask_port
-    onetask_auth=$(curl -fsS "${url[onetask]}/bench-authorization") || fatal "no answer through one_task_proxy"
-    [[ $onetask_auth == "Bearer $token_value" ]] || fatal "one_task_proxy sent '$onetask_auth'"
-    echo "bench: one_task_proxy ${url[onetask]} (pid $onetask_pid, $workers threads)"
-    targets+=(onetask)
+    start_floor bare "$bare_bin" "$bare_port" "$upstream_url"
+    bare_pid=$started_pid
+    # one_task_proxy takes the upstream's address, not its URL.
+    start_floor onetask "$onetask_bin" "$onetask_port" "127.0.0.1:$upstream_port"
+    onetask_pid=$started_pid
 fi
 
 # The baseline is set up as lanyard is, and must run as many proxy threads
