@@ -22,7 +22,6 @@ pub use headers::strip_hop_by_hop;
 use headers::upstream_headers;
 
 use std::net::SocketAddr;
-use std::pin::pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -357,7 +356,10 @@ impl Proxy {
             let deadline = Instant::now() + self.shared.timeout;
             let first = match sent {
                 Sent::Streamed(upload) => {
-                    Box::pin(self.answer_within(deadline, upload, request)).await
+                    let timeout = self.shared.timeout;
+                    let sending =
+                        upload::answer_within(deadline, timeout, upload, self.pool.send(request));
+                    Box::pin(sending).await
                 }
                 // Built inside its `timeout_at` call and awaited at once: a
                 // future bound to a local, or wrapped in another async block,
@@ -413,30 +415,6 @@ impl Proxy {
                     );
                     Err(ProxyError::UpstreamTimeout.into())
                 }
-            }
-        }
-    }
-
-    /// The answer to a request whose body streams, waited for until the
-    /// upstream timeout passes without the upstream taking any of the body
-    /// or, the body sent, without an answer (`upload`).
-    async fn answer_within(
-        &self,
-        mut deadline: Instant,
-        upload: &UploadProgress,
-        request: Request<UpstreamBody>,
-    ) -> Result<Result<Response<UpstreamResponse>, SendError>, tokio::time::error::Elapsed> {
-        let mut sending = pin!(self.pool.send(request));
-        loop {
-            match tokio::time::timeout_at(deadline, &mut sending).await {
-                Err(elapsed) => {
-                    let now = Instant::now();
-                    match upload.deadline(self.shared.timeout, now) {
-                        later if later > now => deadline = later,
-                        _ => return Err(elapsed),
-                    }
-                }
-                answered => return answered,
             }
         }
     }

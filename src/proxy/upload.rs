@@ -10,11 +10,13 @@
 //! `LANYARD_BODY_TIMEOUT` instead, and an upstream that stops taking the
 //! body still meets its timeout.
 
+use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tokio::time::error::Elapsed;
 
 /// Shared by a streamed body, which reports, and the request waiting for
 /// its answer, which reads.
@@ -64,6 +66,30 @@ impl UploadProgress {
         }
         let taken = Duration::from_nanos(self.0.taken.load(Ordering::Relaxed));
         self.0.origin + taken + timeout
+    }
+}
+
+/// `sending`'s outcome, waited for until `timeout` passes with the
+/// upstream taking none of the body or, the body sent, no answer; the
+/// first wait ends at `deadline`.
+pub(super) async fn answer_within<F: Future>(
+    mut deadline: Instant,
+    timeout: Duration,
+    upload: &UploadProgress,
+    sending: F,
+) -> Result<F::Output, Elapsed> {
+    let mut sending = pin!(sending);
+    loop {
+        match tokio::time::timeout_at(deadline, &mut sending).await {
+            Err(elapsed) => {
+                let now = Instant::now();
+                match upload.deadline(timeout, now) {
+                    later if later > now => deadline = later,
+                    _ => return Err(elapsed),
+                }
+            }
+            answered => return answered,
+        }
     }
 }
 
