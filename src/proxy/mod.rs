@@ -349,10 +349,7 @@ impl Proxy {
             // started writing; an idempotent one with a whole body may be sent
             // once more (RFC 9110 §9.2.2), within the same timeout.
             // tests/it/upstream_faults.rs proves the failure this prevents.
-            let replay = match sent {
-                Sent::Whole(replay) if replay.method.is_idempotent() => Some(replay),
-                _ => None,
-            };
+            let replay = sent.resendable();
             let deadline = Instant::now() + self.shared.timeout;
             let first = match sent {
                 Sent::Streamed(upload) => {
@@ -538,6 +535,17 @@ enum Sent<'a> {
     Whole(&'a Replay),
     /// Streamed as the client sends it.
     Streamed(&'a UploadProgress),
+}
+
+impl<'a> Sent<'a> {
+    /// The copy to send once more if a pooled connection closes unanswered:
+    /// a whole body's, of an idempotent method (RFC 9110 §9.2.2).
+    fn resendable(self) -> Option<&'a Replay> {
+        match self {
+            Sent::Whole(replay) if replay.method.is_idempotent() => Some(replay),
+            _ => None,
+        }
+    }
 }
 
 /// What it takes to send a replayable request again.
