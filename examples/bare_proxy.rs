@@ -144,7 +144,7 @@ fn run(listen: &str, upstream: &str, authorization: &str, threads: &str) -> Resu
             runtime.block_on(server::serve(
                 server::Listener::Tcp(listener),
                 handler,
-                std::future::pending(),
+                std::future::pending::<()>(),
                 Duration::ZERO,
                 limits,
                 None,

@@ -451,6 +451,7 @@ fn start_admin(
             flooding: Some(metrics.flooding),
         }),
         span: tracing::info_span!("admin", addr = %addr),
+        accepting: None,
     };
     start_thread(
         "lanyard-admin".to_string(),
@@ -511,6 +512,7 @@ fn start_proxy(
             limits,
             metrics: Some(connections),
             span,
+            accepting: Some(shared.watches.accepting.clone()),
         },
     )
 }
@@ -536,6 +538,7 @@ fn start_verifier(
             flooding: Some(series.flooding),
         }),
         span: tracing::info_span!("verifier", addr = %addr),
+        accepting: Some(shared.watches.accepting.clone()),
     };
     start_thread(
         "lanyard-verifier".to_string(),

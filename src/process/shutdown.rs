@@ -5,6 +5,7 @@
 //! scrape), then the token tasks. A start that fails part way drops the
 //! signals, which drains whatever had started.
 
+use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -19,6 +20,9 @@ use super::unix::SocketFile;
 /// The three drains, in the order they run.
 pub(super) struct Drains {
     clients: drain::Signal,
+    /// Never signalled: its watches, one per client accept loop, are let
+    /// go as each loop closes its listener.
+    accepting: drain::Signal,
     admin: drain::Signal,
     tasks: drain::Signal,
     pub(super) watches: Watches,
@@ -28,6 +32,8 @@ pub(super) struct Drains {
 #[derive(Clone)]
 pub(super) struct Watches {
     pub(super) clients: drain::Watch,
+    /// Held by a client accept loop until it no longer accepts.
+    pub(super) accepting: drain::Watch,
     pub(super) admin: drain::Watch,
     pub(super) tasks: drain::Watch,
     /// How the client listeners' drains ended.
@@ -66,14 +72,17 @@ impl Outcome {
 impl Drains {
     pub(super) fn new() -> Drains {
         let (clients, clients_watch) = drain::channel();
+        let (accepting, accepting_watch) = drain::channel();
         let (admin, admin_watch) = drain::channel();
         let (tasks, tasks_watch) = drain::channel();
         Drains {
             clients,
+            accepting,
             admin,
             tasks,
             watches: Watches {
                 clients: clients_watch,
+                accepting: accepting_watch,
                 admin: admin_watch,
                 tasks: tasks_watch,
                 outcome: Arc::default(),
@@ -92,6 +101,7 @@ impl Drains {
     ) -> Drained {
         let Drains {
             clients,
+            mut accepting,
             admin,
             tasks,
             watches,
@@ -105,11 +115,21 @@ impl Drains {
         // The listeners stop accepting now: a client that comes later
         // finds no socket rather than one that refuses it.
         drop(socket_file);
+        // Signalled on its first poll. The line below is logged once no
+        // listener accepts, so that what follows it in the log is the
+        // drain of connections already open, and nothing new.
+        let mut drained = pin!(clients.drain());
+        let over = tokio::select! {
+            () = &mut drained => true,
+            () = accepting.closed() => false,
+        };
         tracing::info!(
             grace_s = grace.as_secs(),
             "shutting down: draining in-flight requests"
         );
-        clients.drain().await;
+        if !over {
+            drained.await;
+        }
         let drained = outcome.drained();
         match drained {
             Drained::Completely => tracing::info!("every in-flight request finished"),
@@ -132,4 +152,70 @@ pub(super) fn until_drained(task: JoinHandle<()>, watch: drain::Watch) {
         let _ = task.await;
         drop(release);
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// What the subscriber wrote, shared with the test.
+    #[derive(Clone, Default)]
+    struct Logged(Arc<Mutex<Vec<u8>>>);
+
+    impl io::Write for Logged {
+        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Logged {
+        fn text(&self) -> String {
+            String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+        }
+    }
+
+    /// The process's tests wait for this line before they check that a
+    /// new connection is refused: it must not come while a listener
+    /// thread has yet to close its socket.
+    #[tokio::test]
+    async fn the_draining_line_waits_until_no_listener_accepts() {
+        let logged = Logged::default();
+        let writer = logged.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        let _logging = tracing::subscriber::set_default(subscriber);
+        let drains = Drains::new();
+        let (clients, listening) = (
+            drains.watches.clients.clone(),
+            drains.watches.accepting.clone(),
+        );
+        let (stop, stopped) = watch::channel(false);
+        let grace = Duration::from_secs(5);
+        let run = tokio::spawn(drains.run(stopped, Arc::default(), grace, None));
+        stop.send(true).unwrap();
+
+        // The listener hears the drain, but has not closed its socket yet.
+        let release = clients.signaled().await;
+        tokio::task::yield_now().await;
+        assert!(!logged.text().contains("draining"), "{}", logged.text());
+
+        drop(listening);
+        drop(release);
+        assert_eq!(run.await.unwrap(), Drained::Completely);
+        let text = logged.text();
+        assert!(
+            text.contains("shutting down: draining in-flight requests"),
+            "{text}"
+        );
+    }
 }

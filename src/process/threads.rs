@@ -52,6 +52,9 @@ pub(super) struct ServeOptions {
     pub(super) limits: server::Limits,
     pub(super) metrics: Option<server::ConnectionMetrics>,
     pub(super) span: tracing::Span,
+    /// A client listener's `Watches::accepting`, held until its accept
+    /// loop closes the listener.
+    pub(super) accepting: Option<drain::Watch>,
 }
 
 /// Serves `listener` on a new thread with its own single-threaded runtime,
@@ -77,6 +80,7 @@ pub(super) fn start_thread<H: Handler>(
         serving.metrics.clone(),
     );
     let span = serving.span.clone();
+    let accepting = serving.accepting.clone();
     let (started_tx, started) = std::sync::mpsc::sync_channel(1);
     std::thread::Builder::new()
         .name(name)
@@ -98,7 +102,10 @@ pub(super) fn start_thread<H: Handler>(
             let signaled = drain.clone().signaled();
             let serve = async move {
                 let handler = handler();
-                let shutdown = async move { drop(signaled.await) };
+                let shutdown = async move {
+                    drop(signaled.await);
+                    accepting
+                };
                 server::serve(listener, handler, shutdown, grace, limits, metrics, share).await
             };
             // Entered once for the thread's life rather than on each poll

@@ -41,10 +41,10 @@ const MAX_REFUSALS_IN_FLIGHT: usize = 64;
 /// refusals this thread holds: this covers 4096 of them with room to spare.
 const EVICTION_TURNS: usize = 128;
 
-pub(super) async fn accept_loop<H: Handler>(
+pub(super) async fn accept_loop<H: Handler, S>(
     listener: Listener,
     handler: Rc<H>,
-    shutdown: impl Future<Output = ()>,
+    shutdown: impl Future<Output = S>,
     grace: Duration,
     limits: Limits,
     metrics: Option<ConnectionMetrics>,
@@ -68,7 +68,7 @@ pub(super) async fn accept_loop<H: Handler>(
             .as_ref()
             .is_some_and(|cap| cap.displaces_own),
     };
-    loop {
+    let stopped = loop {
         let taken = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => acceptor.admit(stream, peer, &share).await,
@@ -82,13 +82,14 @@ pub(super) async fn accept_loop<H: Handler>(
                 acceptor.reap();
                 take(handed)
             }
-            () = &mut shutdown => break,
+            stopped = &mut shutdown => break stopped,
         };
         if let Some(taken) = taken {
             acceptor.serve(taken);
         }
-    }
+    };
     drop(listener);
+    drop(stopped);
     // Connections handed over before this thread stopped are served as
     // those accepted here were; once the inbox is closed, a thread still
     // accepting keeps its connections.

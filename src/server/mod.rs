@@ -218,7 +218,9 @@ pub enum Drained {
 }
 
 /// Serves `handler` on `listener` until `shutdown` completes, then stops
-/// accepting and lets open connections finish for up to `grace`; one of
+/// accepting and lets open connections finish for up to `grace`; what
+/// `shutdown` gives is held until the listener is closed, so a guard in it
+/// tells its owner when no connection can come any more. One of
 /// a group of accept loops on the same listener, or alone
 /// ([`Member::alone`]).
 ///
@@ -226,10 +228,10 @@ pub enum Drained {
 /// returned future is not `Send`: it runs where it is awaited (a thread's
 /// `block_on`). Connections still running when it ends are dropped with
 /// it.
-pub async fn serve<H: Handler>(
+pub async fn serve<H: Handler, S>(
     listener: Listener,
     handler: H,
-    shutdown: impl Future<Output = ()>,
+    shutdown: impl Future<Output = S>,
     grace: Duration,
     limits: Limits,
     metrics: Option<ConnectionMetrics>,
