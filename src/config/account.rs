@@ -149,8 +149,8 @@ fn kept_warnings<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
         .with_writer(move || writer.clone())
         .finish();
     let out = tracing::subscriber::with_default(subscriber, f);
-    let text = kept.0.lock().map(|b| b.clone()).unwrap_or_default();
-    let lines = String::from_utf8_lossy(&text)
+    let lines = kept
+        .text()
         .lines()
         .map(|line| line.trim().to_string())
         .filter(|line| !line.is_empty())
@@ -158,9 +158,18 @@ fn kept_warnings<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
     (out, lines)
 }
 
-/// Log output kept in memory.
+/// Log output kept in memory: a `tracing_subscriber` writer whose clones
+/// share what was written.
 #[derive(Clone, Default)]
-struct Kept(Arc<Mutex<Vec<u8>>>);
+pub(crate) struct Kept(Arc<Mutex<Vec<u8>>>);
+
+impl Kept {
+    /// What was written so far, as text.
+    pub(crate) fn text(&self) -> String {
+        let bytes = self.0.lock().map(|b| b.clone()).unwrap_or_default();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
 
 impl Write for Kept {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {

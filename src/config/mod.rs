@@ -85,6 +85,9 @@ pub use proxy::ProxyConfig;
 // The defaults and settings other modules name; the rest of the table is
 // `config::settings::NAME`.
 pub use account::Account;
+// For tests elsewhere that read what was logged.
+#[cfg(test)]
+pub(crate) use account::Kept;
 pub use defaults::{
     DEFAULT_EXPIRY_MARGIN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEADER_BYTES, MIN_MAX_HEADER_BYTES,
 };

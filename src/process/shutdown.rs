@@ -156,38 +156,16 @@ pub(super) fn until_drained(task: JoinHandle<()>, watch: drain::Watch) {
 
 #[cfg(test)]
 mod tests {
-    use std::io;
-    use std::sync::Mutex;
+    use crate::config::Kept;
 
     use super::*;
-
-    /// What the subscriber wrote, shared with the test.
-    #[derive(Clone, Default)]
-    struct Logged(Arc<Mutex<Vec<u8>>>);
-
-    impl io::Write for Logged {
-        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl Logged {
-        fn text(&self) -> String {
-            String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-        }
-    }
 
     /// The process's tests wait for this line before they check that a
     /// new connection is refused: it must not come while a listener
     /// thread has yet to close its socket.
     #[tokio::test]
     async fn the_draining_line_waits_until_no_listener_accepts() {
-        let logged = Logged::default();
+        let logged = Kept::default();
         let writer = logged.clone();
         let subscriber = tracing_subscriber::fmt()
             .with_writer(move || writer.clone())
